@@ -1,0 +1,330 @@
+//! What an operator sees of the runtime while it runs: [`Context`] and
+//! [`Collector`] per record, [`OpenContext`] when it is created.
+
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::__private::bindings::weir::operator::types::{
+    Event, StateKind, TimeDomain as WitDomain, Timer, TimerOp,
+};
+use crate::state::{ListState, MapState, ValueState, with_cache};
+use crate::{codec, host};
+
+/// The effects of one batch, collected in the guest and handed over at its end.
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) watermark: Option<i64>,
+    pub(crate) processing_time: i64,
+    pub(crate) outputs: Vec<Event>,
+    pub(crate) side: Vec<(String, Vec<Event>)>,
+    pub(crate) timer_ops: Vec<TimerOp>,
+}
+
+impl Batch {
+    fn push(&mut self, value: Vec<u8>, key: Option<Vec<u8>>) {
+        self.outputs.push(Event {
+            key,
+            value,
+            timestamp: self.timestamp,
+        });
+    }
+
+    fn push_side(&mut self, name: &str, value: Vec<u8>) {
+        let event = Event {
+            key: None,
+            value,
+            timestamp: self.timestamp,
+        };
+        match self.side.iter_mut().find(|(n, _)| n == name) {
+            Some((_, events)) => events.push(event),
+            None => self.side.push((name.to_owned(), vec![event])),
+        }
+    }
+}
+
+/// Which clock a timer follows.
+///
+/// ```
+/// assert_ne!(weir::TimeDomain::EventTime, weir::TimeDomain::ProcessingTime);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeDomain {
+    /// Fires when the watermark reaches the timer's time.
+    EventTime,
+    /// Fires when the worker's wall clock reaches the timer's time.
+    ProcessingTime,
+}
+
+impl From<TimeDomain> for WitDomain {
+    fn from(d: TimeDomain) -> Self {
+        match d {
+            TimeDomain::EventTime => WitDomain::EventTime,
+            TimeDomain::ProcessingTime => WitDomain::ProcessingTime,
+        }
+    }
+}
+
+impl From<WitDomain> for TimeDomain {
+    fn from(d: WitDomain) -> Self {
+        match d {
+            WitDomain::EventTime => TimeDomain::EventTime,
+            WitDomain::ProcessingTime => TimeDomain::ProcessingTime,
+        }
+    }
+}
+
+/// Where a `flat_map` function sends its outputs.
+///
+/// ```
+/// fn words(line: String, out: &mut weir::Collector<String>) {
+///     for w in line.split_whitespace() {
+///         out.emit(w.to_string());
+///     }
+/// }
+/// let mut h = weir::testing::Harness::flat_map(words);
+/// let out: Vec<String> = h.process(&(), &"a b", None).unwrap();
+/// assert_eq!(out, ["a", "b"]);
+/// ```
+pub struct Collector<'a, T> {
+    pub(crate) batch: &'a mut Batch,
+    pub(crate) _type: PhantomData<fn(T)>,
+}
+
+impl<T: Serialize> Collector<'_, T> {
+    /// Send a record to the main output (it keeps the input's timestamp).
+    pub fn emit(&mut self, value: impl Borrow<T>) {
+        self.batch.push(codec::encode(value.borrow()), None);
+    }
+}
+
+/// The runtime as seen while processing one record or timer: outputs, the
+/// current key, time, and timers.
+///
+/// ```
+/// use weir::{Context, KeyedProcess, OpenContext, TimeDomain};
+///
+/// /// Emits a record's key one second (event time) after it arrives.
+/// struct Echo;
+///
+/// impl KeyedProcess for Echo {
+///     type In = u32;
+///     type Out = String;
+///     fn open(_: &mut OpenContext) -> weir::Result<Self> {
+///         Ok(Echo)
+///     }
+///     fn process(&mut self, _: u32, ctx: &mut Context<String>) -> weir::Result<()> {
+///         let at = ctx.timestamp().unwrap_or(0) + 1000;
+///         ctx.register_timer(TimeDomain::EventTime, at);
+///         Ok(())
+///     }
+///     fn on_timer(&mut self, time: i64, _: TimeDomain, ctx: &mut Context<String>) -> weir::Result<()> {
+///         let key: String = ctx.key()?;
+///         ctx.emit(format!("{key}@{time}"));
+///         Ok(())
+///     }
+/// }
+///
+/// let mut h = weir::testing::Harness::keyed_process::<Echo>(&[]).unwrap();
+/// h.process::<_, _, String>(&"k", &1, Some(500)).unwrap();
+/// let fired: Vec<String> = h.advance_watermark(2000).unwrap();
+/// assert_eq!(fired, ["k@1500"]);
+/// ```
+pub struct Context<'a, Out> {
+    pub(crate) batch: &'a mut Batch,
+    pub(crate) _type: PhantomData<fn(Out)>,
+}
+
+impl<Out: Serialize> Context<'_, Out> {
+    /// Send a record to the main output. It carries the input's timestamp (a
+    /// timer's time, for event-time timers).
+    pub fn emit(&mut self, value: impl Borrow<Out>) {
+        self.batch.push(codec::encode(value.borrow()), None);
+    }
+
+    /// Send a record with a key to the main output; a later `key-by = "key"`
+    /// in the manifest partitions by it.
+    pub fn emit_keyed<K: Serialize + ?Sized>(&mut self, key: &K, value: impl Borrow<Out>) {
+        self.batch
+            .push(codec::encode(value.borrow()), Some(codec::encode(key)));
+    }
+
+    /// Send a record of any type to the side output `name`; the manifest
+    /// routes side outputs to sinks (`from = "operator:name"`).
+    pub fn emit_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
+        self.batch.push_side(name, codec::encode(value));
+    }
+
+    /// The event time of the record being processed (the timer's time in
+    /// `on_timer` for event-time timers).
+    pub fn timestamp(&self) -> Option<i64> {
+        self.batch.timestamp
+    }
+
+    /// The task's current watermark, `None` before the first one.
+    pub fn watermark(&self) -> Option<i64> {
+        self.batch.watermark
+    }
+
+    /// The worker's processing time (ms since the epoch) when the batch began.
+    pub fn processing_time(&self) -> i64 {
+        self.batch.processing_time
+    }
+
+    /// The current key, decoded.
+    pub fn key<K: DeserializeOwned>(&self) -> crate::Result<K> {
+        let bytes = with_cache(|c| c.current_key.clone());
+        match bytes {
+            Some(b) => codec::decode(&b),
+            None => Err("this operator is not on a keyed stream".into()),
+        }
+    }
+
+    /// The current key's raw bytes, if the stream is keyed.
+    pub fn key_bytes(&self) -> Option<Vec<u8>> {
+        with_cache(|c| c.current_key.clone())
+    }
+
+    fn timer_op(&mut self, domain: TimeDomain, time: i64, register: bool) {
+        let key = with_cache(|c| c.current_key.clone())
+            .expect("timers are only available in keyed_process operators");
+        let timer = Timer {
+            key,
+            time,
+            domain: domain.into(),
+        };
+        self.batch.timer_ops.push(if register {
+            TimerOp::Register(timer)
+        } else {
+            TimerOp::Delete(timer)
+        });
+    }
+
+    /// Register a timer for the current key at `time` (ms). At most one
+    /// timer exists per key, domain and time; `on_timer` runs when it fires.
+    ///
+    /// # Panics
+    ///
+    /// Outside a `keyed_process` operator.
+    pub fn register_timer(&mut self, domain: TimeDomain, time: i64) {
+        self.timer_op(domain, time, true);
+    }
+
+    /// Delete the current key's timer at `time`, if there is one.
+    ///
+    /// # Panics
+    ///
+    /// Outside a `keyed_process` operator.
+    pub fn delete_timer(&mut self, domain: TimeDomain, time: i64) {
+        self.timer_op(domain, time, false);
+    }
+}
+
+/// What an operator sees when it is created: the job's parameters, and
+/// keyed state declarations.
+///
+/// ```
+/// use weir::{Context, OpenContext, Process};
+///
+/// struct AtLeast { min: i64 }
+///
+/// impl Process for AtLeast {
+///     type In = i64;
+///     type Out = i64;
+///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+///         Ok(AtLeast { min: ctx.param_or("min", 0)? })
+///     }
+///     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+///         if n >= self.min {
+///             ctx.emit(n);
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let mut h = weir::testing::Harness::process_operator::<AtLeast>(&[("min", "3")]).unwrap();
+/// let out: Vec<i64> = h.process(&(), &5, None).unwrap();
+/// assert_eq!(out, [5]);
+/// assert!(weir::testing::Harness::process_operator::<AtLeast>(&[("min", "x")]).is_err());
+/// ```
+pub struct OpenContext {
+    pub(crate) config: Vec<(String, String)>,
+    pub(crate) keyed: bool,
+}
+
+impl OpenContext {
+    /// The job parameter `name`, as given.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.config
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The job parameter `name` parsed, or an error naming it.
+    pub fn required_param<T: FromStr>(&self, name: &str) -> crate::Result<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let raw = self
+            .param(name)
+            .ok_or_else(|| format!("missing parameter `{name}`"))?;
+        raw.parse()
+            .map_err(|e| format!("parameter `{name}` = {raw:?}: {e}").into())
+    }
+
+    /// The job parameter `name` parsed, or `default` when it is not given.
+    pub fn param_or<T: FromStr>(&self, name: &str, default: T) -> crate::Result<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.param(name) {
+            Some(_) => self.required_param(name),
+            None => Ok(default),
+        }
+    }
+
+    /// All job parameters.
+    pub fn params(&self) -> &[(String, String)] {
+        &self.config
+    }
+
+    fn declare(&mut self, name: &str, kind: StateKind) -> crate::Result<usize> {
+        if !self.keyed {
+            return Err(
+                format!("state `{name}`: keyed state needs a keyed_process operator").into(),
+            );
+        }
+        let id = host::with(|h| h.declare_state(name, kind))?;
+        Ok(with_cache(|c| c.add(id, kind)))
+    }
+
+    /// Declare a [`ValueState`] called `name`.
+    pub fn value_state<T>(&mut self, name: &str) -> crate::Result<ValueState<T>>
+    where
+        T: Serialize + DeserializeOwned + Clone + 'static,
+    {
+        Ok(ValueState::new(self.declare(name, StateKind::Value)?))
+    }
+
+    /// Declare a [`ListState`] called `name`.
+    pub fn list_state<T>(&mut self, name: &str) -> crate::Result<ListState<T>>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        Ok(ListState::new(self.declare(name, StateKind::List)?))
+    }
+
+    /// Declare a [`MapState`] called `name`.
+    pub fn map_state<K, V>(&mut self, name: &str) -> crate::Result<MapState<K, V>>
+    where
+        K: Serialize + DeserializeOwned,
+        V: Serialize + DeserializeOwned,
+    {
+        Ok(MapState::new(self.declare(name, StateKind::Map)?))
+    }
+}

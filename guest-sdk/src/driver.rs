@@ -1,0 +1,303 @@
+//! Runs an operator over a batch: decodes records, keeps the current key,
+//! serves state from the cache, and collects the batch's effects.
+
+use std::marker::PhantomData;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::__private::bindings::weir::operator::types::{
+    BatchContext, Event, OperatorKind, StateOp, Timer,
+};
+use crate::context::Batch;
+use crate::state::{StateCache, with_cache};
+use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, codec};
+
+/// What a completed batch hands to the host.
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub(crate) outputs: Vec<Event>,
+    pub(crate) side: Vec<(String, Vec<Event>)>,
+    pub(crate) state_ops: Vec<StateOp>,
+    pub(crate) timer_ops: Vec<crate::__private::bindings::weir::operator::types::TimerOp>,
+}
+
+/// One operator, with its types erased.
+pub(crate) trait DynOperator {
+    /// Handle one record; the current key is set.
+    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()>;
+    /// Handle one timer; the current key is set.
+    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Batch) -> crate::Result<()>;
+}
+
+/// A registered operator: its name, kind and how to create it.
+pub struct OperatorEntry {
+    pub(crate) name: &'static str,
+    pub(crate) kind: OperatorKind,
+    pub(crate) create: Box<dyn Fn(&mut OpenContext) -> crate::Result<Box<dyn DynOperator>>>,
+}
+
+struct MapOp<I, O>(fn(I) -> O);
+struct FlatMapOp<I, O>(fn(I, &mut Collector<O>));
+struct FilterOp<I>(fn(&I) -> bool);
+struct ProcessOp<P>(P);
+struct KeyedOp<P>(P);
+
+impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
+    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+        let out = (self.0)(codec::decode(value)?);
+        Collector::<O> {
+            batch,
+            _type: PhantomData,
+        }
+        .emit(out);
+        Ok(())
+    }
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
+impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
+    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+        (self.0)(
+            codec::decode(value)?,
+            &mut Collector {
+                batch,
+                _type: PhantomData,
+            },
+        );
+        Ok(())
+    }
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
+impl<I: DeserializeOwned> DynOperator for FilterOp<I> {
+    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+        if (self.0)(&codec::decode(value)?) {
+            batch.outputs.push(Event {
+                key: None,
+                value: value.to_vec(),
+                timestamp: batch.timestamp,
+            });
+        }
+        Ok(())
+    }
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
+impl<P: Process> DynOperator for ProcessOp<P> {
+    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+        self.0.process(
+            codec::decode(value)?,
+            &mut Context {
+                batch,
+                _type: PhantomData,
+            },
+        )
+    }
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
+impl<P: KeyedProcess> DynOperator for KeyedOp<P> {
+    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+        self.0.process(
+            codec::decode(value)?,
+            &mut Context {
+                batch,
+                _type: PhantomData,
+            },
+        )
+    }
+    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Batch) -> crate::Result<()> {
+        self.0.on_timer(
+            time,
+            domain,
+            &mut Context {
+                batch,
+                _type: PhantomData,
+            },
+        )
+    }
+}
+
+impl OperatorEntry {
+    /// A `map` operator from a function.
+    pub fn map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
+        name: &'static str,
+        f: fn(I) -> O,
+    ) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::Map,
+            create: Box::new(move |_| Ok(Box::new(MapOp(f)))),
+        }
+    }
+
+    /// A `flat_map` operator from a function.
+    pub fn flat_map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
+        name: &'static str,
+        f: fn(I, &mut Collector<O>),
+    ) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::FlatMap,
+            create: Box::new(move |_| Ok(Box::new(FlatMapOp(f)))),
+        }
+    }
+
+    /// A `filter` operator from a predicate.
+    pub fn filter<I: DeserializeOwned + 'static>(name: &'static str, f: fn(&I) -> bool) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::Filter,
+            create: Box::new(move |_| Ok(Box::new(FilterOp(f)))),
+        }
+    }
+
+    /// A stateless operator from a [`Process`] type.
+    pub fn process<P: Process>(name: &'static str) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::FlatMap,
+            create: Box::new(|ctx| Ok(Box::new(ProcessOp(P::open(ctx)?)))),
+        }
+    }
+
+    /// A keyed operator from a [`KeyedProcess`] type.
+    pub fn keyed_process<P: KeyedProcess>(name: &'static str) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::KeyedProcess,
+            create: Box::new(|ctx| Ok(Box::new(KeyedOp(P::open(ctx)?)))),
+        }
+    }
+}
+
+/// A created operator with its own state cache, which is swapped into the
+/// thread-local slot while the operator runs (a component instance may hold
+/// several operators).
+pub(crate) struct Instance {
+    name: &'static str,
+    keyed: bool,
+    op: Box<dyn DynOperator>,
+    cache: StateCache,
+}
+
+fn swap_cache(cache: &mut StateCache) {
+    with_cache(|c| std::mem::swap(c, cache));
+}
+
+impl Instance {
+    /// Create the operator `name` from `entries` with the job's parameters.
+    pub(crate) fn create(
+        entries: Vec<OperatorEntry>,
+        name: &str,
+        config: Vec<(String, String)>,
+    ) -> Result<Instance, String> {
+        let known: Vec<&str> = entries.iter().map(|e| e.name).collect();
+        let Some(entry) = entries.into_iter().find(|e| e.name == name) else {
+            return Err(format!(
+                "no operator named `{name}` in this component (it has: {})",
+                known.join(", ")
+            ));
+        };
+        let keyed = matches!(entry.kind, OperatorKind::KeyedProcess);
+        let mut ctx = OpenContext { config, keyed };
+        let mut cache = StateCache::default();
+        swap_cache(&mut cache);
+        let created = (entry.create)(&mut ctx);
+        swap_cache(&mut cache);
+        let op = created.map_err(|e| format!("operator `{}` failed to open: {e}", entry.name))?;
+        Ok(Instance {
+            name: entry.name,
+            keyed,
+            op,
+            cache,
+        })
+    }
+
+    /// Run `each` over `items` with this operator's cache in the thread-local
+    /// slot; collect the batch's effects, or discard them all on an error.
+    fn run<T>(
+        &mut self,
+        items: Vec<T>,
+        ctx: BatchContext,
+        mut each: impl FnMut(&mut dyn DynOperator, T, &mut Batch) -> crate::Result<()>,
+    ) -> Result<Effects, String> {
+        let mut batch = Batch {
+            watermark: ctx.watermark,
+            processing_time: ctx.processing_time,
+            ..Batch::default()
+        };
+        swap_cache(&mut self.cache);
+        let mut result = Ok(());
+        for item in items {
+            if let Err(e) = each(&mut *self.op, item, &mut batch) {
+                result = Err(format!("operator `{}`: {e}", self.name));
+                break;
+            }
+        }
+        let ops = with_cache(|c| {
+            c.current_key = None;
+            match result {
+                Ok(()) => c.take_ops(),
+                Err(_) => {
+                    c.discard();
+                    Vec::new()
+                }
+            }
+        });
+        swap_cache(&mut self.cache);
+        result?;
+        Ok(Effects {
+            outputs: batch.outputs,
+            side: batch.side,
+            state_ops: ops,
+            timer_ops: batch.timer_ops,
+        })
+    }
+
+    /// Process a batch of records.
+    pub(crate) fn process(
+        &mut self,
+        events: Vec<Event>,
+        ctx: BatchContext,
+    ) -> Result<Effects, String> {
+        if self.keyed {
+            if let Some(i) = events.iter().position(|e| e.key.is_none()) {
+                return Err(format!(
+                    "operator `{}` is a keyed_process but record {i} of the batch has no key (use key-by in the manifest)",
+                    self.name
+                ));
+            }
+            self.cache
+                .prefetch(events.iter().filter_map(|e| e.key.as_deref()));
+        }
+        self.run(events, ctx, |op, event, batch| {
+            batch.timestamp = event.timestamp;
+            with_cache(|c| c.current_key = event.key);
+            op.record(&event.value, batch)
+        })
+    }
+
+    /// Handle fired timers.
+    pub(crate) fn on_timer(
+        &mut self,
+        timers: Vec<Timer>,
+        ctx: BatchContext,
+    ) -> Result<Effects, String> {
+        self.run(timers, ctx, |op, timer, batch| {
+            let domain: TimeDomain = timer.domain.into();
+            batch.timestamp = (domain == TimeDomain::EventTime).then_some(timer.time);
+            with_cache(|c| c.current_key = Some(timer.key));
+            op.timer(timer.time, domain, batch)
+        })
+    }
+}

@@ -1,0 +1,100 @@
+//! The SDK's view of the host: reads and logging go through [`HostApi`], so
+//! the same operator code runs inside Wasm (where the WIT imports answer) and
+//! natively under [`crate::testing`] (where an in-memory host answers).
+
+use std::cell::RefCell;
+
+use crate::__private::bindings::weir::operator::types::{StateKey, StateKind};
+use crate::LogLevel;
+
+/// Reads and log lines; effects (outputs, state and timer changes) are not
+/// here: the driver collects them per batch and hands them over at its end.
+pub(crate) trait HostApi {
+    fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
+    fn get_values(&mut self, keys: &[StateKey]) -> Vec<Option<Vec<u8>>>;
+    fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>>;
+    fn get_entry(&mut self, key: &StateKey, map_key: &[u8]) -> Option<Vec<u8>>;
+    fn get_entries(&mut self, key: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)>;
+    fn log(&mut self, level: LogLevel, message: &str);
+}
+
+/// The real host, through the component's imports.
+pub(crate) struct WasmHost;
+
+#[cfg(target_family = "wasm")]
+mod wasm {
+    use super::*;
+    use crate::__private::bindings::weir::operator::host as imports;
+    use crate::__private::bindings::weir::operator::types::LogLevel as WitLevel;
+
+    impl HostApi for WasmHost {
+        fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
+            imports::declare_state(name, kind)
+        }
+        fn get_values(&mut self, keys: &[StateKey]) -> Vec<Option<Vec<u8>>> {
+            imports::get_values(keys)
+        }
+        fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
+            imports::get_list(key)
+        }
+        fn get_entry(&mut self, key: &StateKey, map_key: &[u8]) -> Option<Vec<u8>> {
+            imports::get_entry(key, map_key)
+        }
+        fn get_entries(&mut self, key: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)> {
+            imports::get_entries(key)
+        }
+        fn log(&mut self, level: LogLevel, message: &str) {
+            let level = match level {
+                LogLevel::Debug => WitLevel::Debug,
+                LogLevel::Info => WitLevel::Info,
+                LogLevel::Warn => WitLevel::Warn,
+                LogLevel::Error => WitLevel::Error,
+            };
+            imports::log(level, message);
+        }
+    }
+}
+
+#[cfg(not(target_family = "wasm"))]
+impl HostApi for WasmHost {
+    fn declare_state(&mut self, _: &str, _: StateKind) -> Result<u32, String> {
+        Err(NATIVE.into())
+    }
+    fn get_values(&mut self, _: &[StateKey]) -> Vec<Option<Vec<u8>>> {
+        panic!("{NATIVE}")
+    }
+    fn get_list(&mut self, _: &StateKey) -> Vec<Vec<u8>> {
+        panic!("{NATIVE}")
+    }
+    fn get_entry(&mut self, _: &StateKey, _: &[u8]) -> Option<Vec<u8>> {
+        panic!("{NATIVE}")
+    }
+    fn get_entries(&mut self, _: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)> {
+        panic!("{NATIVE}")
+    }
+    fn log(&mut self, level: LogLevel, message: &str) {
+        eprintln!("[{level:?}] {message}");
+    }
+}
+
+#[cfg(not(target_family = "wasm"))]
+const NATIVE: &str =
+    "no Weir host outside WebAssembly: run operators natively with weir::testing::Harness";
+
+thread_local! {
+    static HOST: RefCell<Box<dyn HostApi>> = RefCell::new(Box::new(WasmHost));
+}
+
+/// Run `f` with the current host.
+pub(crate) fn with<R>(f: impl FnOnce(&mut dyn HostApi) -> R) -> R {
+    HOST.with(|h| f(&mut **h.borrow_mut()))
+}
+
+/// Replace the host (the testing harness installs an in-memory one).
+pub(crate) fn install(host: Box<dyn HostApi>) {
+    HOST.with(|h| *h.borrow_mut() = host);
+}
+
+pub(crate) fn log(level: LogLevel, message: &str) {
+    with(|h| h.log(level, message));
+}

@@ -1,0 +1,240 @@
+//! # Weir operator SDK
+//!
+//! Write the functions of a Weir streaming job in Rust; build them with
+//! `cargo build --target wasm32-wasip2` (or `weir build`) into a WebAssembly
+//! component that Weir's workers run in a sandbox.
+//!
+//! The map of this crate:
+//!
+//! - **Operators.** Plain functions become [`map`](crate::export_operators),
+//!   [`flat_map`](crate::export_operators) and
+//!   [`filter`](crate::export_operators) operators; a type implementing
+//!   [`KeyedProcess`] is a stateful operator on a keyed stream, with keyed
+//!   state and timers; a type implementing [`Process`] is a configurable
+//!   stateless one. [`export_operators!`] registers them by name, the name a
+//!   job's manifest uses.
+//! - **Context.** [`Context`] emits outputs (main and side outputs), reads the
+//!   current key, timestamp, watermark and processing time, and registers
+//!   timers. [`OpenContext`] reads the job's parameters and declares state.
+//! - **State.** [`ValueState`], [`ListState`] and [`MapState`] are typed
+//!   handles on the state of the current key, (de)serialized with serde.
+//! - **Codec.** Values cross the boundary as UTF-8 JSON ([`codec`]), which any
+//!   language can read and write.
+//! - **Testing.** [`testing::Harness`] runs an operator natively, under plain
+//!   `cargo test`, with in-memory state and timers.
+//!
+//! ## Why it is fast
+//!
+//! The host hands an operator a batch of records per call. The SDK decodes
+//! them, fetches the value state of all the batch's keys in one host call,
+//! serves every state access from a cache inside the guest, and hands back
+//! outputs, state changes and timer changes in one call each when the batch
+//! ends. A record costs no host call unless it reads list or map state that
+//! is not cached yet.
+//!
+//! ## Example
+//!
+//! ```
+//! use weir::{Context, KeyedProcess, OpenContext, ValueState};
+//!
+//! /// Splits a line into lowercase words.
+//! fn split(line: String, out: &mut weir::Collector<String>) {
+//!     for word in line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+//!         out.emit(word.to_lowercase());
+//!     }
+//! }
+//!
+//! /// Counts words per key.
+//! struct Count {
+//!     count: ValueState<u64>,
+//! }
+//!
+//! impl KeyedProcess for Count {
+//!     type In = String;
+//!     type Out = (String, u64);
+//!
+//!     fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+//!         Ok(Count { count: ctx.value_state("count")? })
+//!     }
+//!
+//!     fn process(&mut self, word: String, ctx: &mut Context<Self::Out>) -> weir::Result<()> {
+//!         let n = self.count.get()?.unwrap_or(0) + 1;
+//!         self.count.set(n);
+//!         ctx.emit(&(word, n));
+//!         Ok(())
+//!     }
+//! }
+//!
+//! weir::export_operators! {
+//!     flat_map "split-words" => split;
+//!     keyed_process "count" => Count;
+//! }
+//! # fn main() {}
+//! ```
+
+pub mod codec;
+mod component;
+mod context;
+mod driver;
+mod host;
+mod operator;
+mod state;
+pub mod testing;
+
+pub use context::{Collector, Context, OpenContext, TimeDomain};
+pub use operator::{KeyedProcess, Process};
+pub use state::{ListState, MapState, ValueState};
+
+/// The error type of operator code: any error converts into it with `?`, and
+/// a string makes one with `.into()`.
+///
+/// ```
+/// fn parse(s: &str) -> weir::Result<u32> {
+///     let n: u32 = s.parse()?;
+///     if n == 0 {
+///         return Err("zero is not allowed".into());
+///     }
+///     Ok(n)
+/// }
+/// assert!(parse("0").is_err());
+/// assert_eq!(parse("7").unwrap(), 7);
+/// ```
+pub type Error = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `Result` with [`Error`] as its default error.
+///
+/// ```
+/// fn always() -> weir::Result<u8> {
+///     Ok(1)
+/// }
+/// assert_eq!(always().unwrap(), 1);
+/// ```
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Write a line to the task's log (visible in the worker's log, tagged with
+/// the job, operator and subtask).
+///
+/// ```
+/// weir::log(weir::LogLevel::Info, "starting");
+/// ```
+pub fn log(level: LogLevel, message: &str) {
+    host::log(level, message);
+}
+
+/// Severity of a [`log`] line.
+///
+/// ```
+/// let level = weir::LogLevel::Warn;
+/// assert_ne!(level, weir::LogLevel::Error);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Detail for debugging.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something unexpected that the operator survives.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+/// Registers the component's operators by name, the names a job manifest's
+/// `function` fields use. Each line is `kind "name" => item;` where `kind` is:
+///
+/// | kind | item | called |
+/// | --- | --- | --- |
+/// | `map` | `fn(In) -> Out` | once per record, one output |
+/// | `flat_map` | `fn(In, &mut Collector<Out>)` | once per record, any outputs |
+/// | `filter` | `fn(&In) -> bool` | keeps the records for which it is true |
+/// | `process` | a type implementing [`Process`] | stateless, configurable |
+/// | `keyed_process` | a type implementing [`KeyedProcess`] | on a keyed stream, with state and timers |
+///
+/// `In` and `Out` are any serde types; records are read and written with the
+/// JSON [`codec`]. Use the macro once, at the root of the crate.
+///
+/// ```
+/// #[derive(serde::Deserialize, serde::Serialize)]
+/// struct Reading { sensor: String, celsius: f64 }
+///
+/// fn to_fahrenheit(r: Reading) -> Reading {
+///     Reading { sensor: r.sensor, celsius: r.celsius * 9.0 / 5.0 + 32.0 }
+/// }
+///
+/// fn warm(r: &Reading) -> bool {
+///     r.celsius > 20.0
+/// }
+///
+/// weir::export_operators! {
+///     filter "warm" => warm;
+///     map "to-fahrenheit" => to_fahrenheit;
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! export_operators {
+    ($($kind:ident $name:literal => $item:path;)+) => {
+        #[doc(hidden)]
+        pub struct __WeirRegistry;
+
+        impl $crate::__private::Registry for __WeirRegistry {
+            fn operators() -> ::std::vec::Vec<$crate::__private::OperatorEntry> {
+                ::std::vec![$($crate::__weir_entry!($kind $name => $item)),+]
+            }
+        }
+
+        #[doc(hidden)]
+        pub type __WeirComponent = $crate::__private::Component<__WeirRegistry>;
+
+        // Exports exist only in the component; natively (unit tests with
+        // `weir::testing`) the operators are reached through the registry.
+        #[cfg(target_family = "wasm")]
+        $crate::__private::export_component!(__WeirComponent with_types_in $crate::__private::bindings);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __weir_entry {
+    (map $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::map($name, $item)
+    };
+    (flat_map $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::flat_map($name, $item)
+    };
+    (filter $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::filter($name, $item)
+    };
+    (process $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::process::<$item>($name)
+    };
+    (keyed_process $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::keyed_process::<$item>($name)
+    };
+    ($other:ident $name:literal => $item:path) => {
+        ::std::compile_error!(::std::concat!(
+            "unknown operator kind `",
+            ::std::stringify!($other),
+            "`: expected map, flat_map, filter, process or keyed_process"
+        ))
+    };
+}
+
+/// Not part of the public API: used by [`export_operators!`].
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::component::{Component, Registry};
+    pub use crate::driver::OperatorEntry;
+
+    pub mod bindings {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "operator-component",
+            pub_export_macro: true,
+            export_macro_name: "export_component",
+            default_bindings_module: "weir::__private::bindings",
+            generate_all,
+        });
+    }
+    pub use bindings::export_component;
+}

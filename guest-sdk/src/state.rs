@@ -1,0 +1,591 @@
+//! Keyed state handles and the guest-side state cache.
+//!
+//! A handle ([`ValueState`], [`ListState`], [`MapState`]) addresses one
+//! declared state; every access is scoped to the key of the record (or timer)
+//! being processed. Within a batch, entries live in a cache inside the guest:
+//! value states of all the batch's keys are fetched in one host call when the
+//! batch starts, other reads happen on first use, and changes are handed to
+//! the host as one list when the batch ends. Values are decoded once and
+//! encoded once per key and batch, however often the operator touches them.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::__private::bindings::weir::operator::types::{
+    ListWrite, MapPut, MapRemove, StateKey, StateKind, StateOp, ValuePut,
+};
+use crate::{codec, host};
+
+thread_local! {
+    static CACHE: RefCell<StateCache> = RefCell::new(StateCache::default());
+}
+
+pub(crate) fn with_cache<R>(f: impl FnOnce(&mut StateCache) -> R) -> R {
+    CACHE.with(|c| f(&mut c.borrow_mut()))
+}
+
+type Encoder = fn(&dyn Any) -> Vec<u8>;
+
+enum ValueSlot {
+    /// As read from the host, not decoded yet.
+    Raw(Option<Vec<u8>>),
+    /// Decoded; `dirty` when it must be written back.
+    Typed {
+        value: Option<Box<dyn Any>>,
+        dirty: bool,
+        encode: Encoder,
+    },
+}
+
+enum ListSlot {
+    /// Contents unknown; values added since the batch began.
+    Appended(Vec<Vec<u8>>),
+    /// Full contents known; `replaced` when they must be written back.
+    Known { items: Vec<Vec<u8>>, replaced: bool },
+}
+
+#[derive(Default)]
+struct MapSlot {
+    /// The whole map was cleared in this batch: the host's entries are gone.
+    cleared: bool,
+    /// Changes in this batch: `None` removes.
+    changes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Host answers read in this batch.
+    reads: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+/// The per-batch cache of keyed state, and the current key.
+#[derive(Default)]
+pub(crate) struct StateCache {
+    /// The key of the record or timer being processed.
+    pub(crate) current_key: Option<Vec<u8>>,
+    /// Host ids of value states, for the batch's bulk fetch.
+    value_ids: Vec<u32>,
+    values: Vec<FxHashMap<Vec<u8>, ValueSlot>>,
+    list_ids: Vec<u32>,
+    lists: Vec<FxHashMap<Vec<u8>, ListSlot>>,
+    map_ids: Vec<u32>,
+    maps: Vec<FxHashMap<Vec<u8>, MapSlot>>,
+}
+
+fn no_key() -> crate::Error {
+    "keyed state is only available in a keyed_process operator, while it handles a record or timer"
+        .into()
+}
+
+impl StateCache {
+    /// Register a declared state; returns the local slot index.
+    pub(crate) fn add(&mut self, id: u32, kind: StateKind) -> usize {
+        let (ids, len) = match kind {
+            StateKind::Value => {
+                self.values.push(FxHashMap::default());
+                (&mut self.value_ids, self.values.len())
+            }
+            StateKind::List => {
+                self.lists.push(FxHashMap::default());
+                (&mut self.list_ids, self.lists.len())
+            }
+            StateKind::Map => {
+                self.maps.push(FxHashMap::default());
+                (&mut self.map_ids, self.maps.len())
+            }
+        };
+        ids.push(id);
+        len - 1
+    }
+
+    /// Fetch the value states of `keys` in one host call.
+    pub(crate) fn prefetch<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
+        if self.value_ids.is_empty() {
+            return;
+        }
+        let mut distinct: FxHashSet<&[u8]> = FxHashSet::default();
+        let mut requests = Vec::new();
+        for key in keys {
+            if distinct.insert(key) {
+                for &state in &self.value_ids {
+                    requests.push(StateKey {
+                        state,
+                        key: key.to_vec(),
+                    });
+                }
+            }
+        }
+        if requests.is_empty() {
+            return;
+        }
+        let answers = host::with(|h| h.get_values(&requests));
+        let per_key = self.value_ids.len();
+        for (i, (request, answer)) in requests.into_iter().zip(answers).enumerate() {
+            self.values[i % per_key]
+                .entry(request.key)
+                .or_insert(ValueSlot::Raw(answer));
+        }
+    }
+
+    /// Drain the batch's changes as state operations, leaving the cache empty.
+    pub(crate) fn take_ops(&mut self) -> Vec<StateOp> {
+        let mut ops = Vec::new();
+        for (slots, &state) in self.values.iter_mut().zip(&self.value_ids) {
+            for (key, slot) in slots.drain() {
+                if let ValueSlot::Typed {
+                    value,
+                    dirty: true,
+                    encode,
+                } = slot
+                {
+                    let target = StateKey { state, key };
+                    ops.push(match value {
+                        Some(v) => StateOp::PutValue(ValuePut {
+                            target,
+                            value: encode(&*v),
+                        }),
+                        None => StateOp::Clear(target),
+                    });
+                }
+            }
+        }
+        for (slots, &state) in self.lists.iter_mut().zip(&self.list_ids) {
+            for (key, slot) in slots.drain() {
+                let target = StateKey { state, key };
+                match slot {
+                    ListSlot::Appended(values) if !values.is_empty() => {
+                        ops.push(StateOp::AppendList(ListWrite { target, values }))
+                    }
+                    ListSlot::Known {
+                        items,
+                        replaced: true,
+                    } => ops.push(if items.is_empty() {
+                        StateOp::Clear(target)
+                    } else {
+                        StateOp::ReplaceList(ListWrite {
+                            target,
+                            values: items,
+                        })
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        for (slots, &state) in self.maps.iter_mut().zip(&self.map_ids) {
+            for (key, slot) in slots.drain() {
+                if slot.cleared {
+                    ops.push(StateOp::Clear(StateKey {
+                        state,
+                        key: key.clone(),
+                    }));
+                }
+                for (map_key, change) in slot.changes {
+                    let target = StateKey {
+                        state,
+                        key: key.clone(),
+                    };
+                    ops.push(match change {
+                        Some(value) => StateOp::PutEntry(MapPut {
+                            target,
+                            map_key,
+                            value,
+                        }),
+                        None => StateOp::RemoveEntry(MapRemove { target, map_key }),
+                    });
+                }
+            }
+        }
+        ops
+    }
+
+    /// Drop the batch's cached entries and changes (the batch failed).
+    pub(crate) fn discard(&mut self) {
+        self.values.iter_mut().for_each(FxHashMap::clear);
+        self.lists.iter_mut().for_each(FxHashMap::clear);
+        self.maps.iter_mut().for_each(FxHashMap::clear);
+        self.current_key = None;
+    }
+
+    fn key(&self) -> crate::Result<&[u8]> {
+        self.current_key.as_deref().ok_or_else(no_key)
+    }
+}
+
+/// One value per key, like Flink's `ValueState`.
+///
+/// Declared in [`KeyedProcess::open`](crate::KeyedProcess::open) with
+/// [`OpenContext::value_state`](crate::OpenContext::value_state).
+///
+/// ```
+/// use weir::{testing::Harness, Context, KeyedProcess, OpenContext, ValueState};
+///
+/// struct Sum { total: ValueState<i64> }
+///
+/// impl KeyedProcess for Sum {
+///     type In = i64;
+///     type Out = i64;
+///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+///         Ok(Sum { total: ctx.value_state("total")? })
+///     }
+///     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+///         let total = self.total.get()?.unwrap_or(0) + n;
+///         self.total.set(total);
+///         ctx.emit(total);
+///         Ok(())
+///     }
+/// }
+///
+/// let mut h = Harness::keyed_process::<Sum>(&[]).unwrap();
+/// let _: Vec<i64> = h.process(&"a", &5, None).unwrap();
+/// let out: Vec<i64> = h.process(&"a", &2, None).unwrap();
+/// assert_eq!(out, vec![7]);
+/// ```
+pub struct ValueState<T> {
+    slot: usize,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
+    pub(crate) fn new(slot: usize) -> Self {
+        ValueState {
+            slot,
+            _type: PhantomData,
+        }
+    }
+
+    fn encode(value: &dyn Any) -> Vec<u8> {
+        match value.downcast_ref::<T>() {
+            Some(v) => codec::encode(v),
+            None => unreachable!("a value state holds one type"),
+        }
+    }
+
+    fn with_slot<R>(
+        &self,
+        f: impl FnOnce(&mut Option<Box<dyn Any>>, &mut bool) -> R,
+    ) -> crate::Result<R> {
+        with_cache(|cache| {
+            let key = cache.current_key.as_deref().ok_or_else(no_key)?;
+            let slots = &mut cache.values[self.slot];
+            if !slots.contains_key(key) {
+                let request = StateKey {
+                    state: cache.value_ids[self.slot],
+                    key: key.to_vec(),
+                };
+                let answer = host::with(|h| h.get_values(std::slice::from_ref(&request)));
+                let answer = answer.into_iter().next().flatten();
+                slots.insert(request.key, ValueSlot::Raw(answer));
+            }
+            let key = cache.current_key.as_deref().ok_or_else(no_key)?;
+            let slot = cache.values[self.slot]
+                .get_mut(key)
+                .expect("inserted above");
+            if let ValueSlot::Raw(bytes) = slot {
+                let value = match bytes {
+                    Some(b) => Some(Box::new(codec::decode::<T>(b)?) as Box<dyn Any>),
+                    None => None,
+                };
+                *slot = ValueSlot::Typed {
+                    value,
+                    dirty: false,
+                    encode: Self::encode,
+                };
+            }
+            match slot {
+                ValueSlot::Typed { value, dirty, .. } => Ok(f(value, dirty)),
+                ValueSlot::Raw(_) => unreachable!("decoded above"),
+            }
+        })
+    }
+
+    /// The current key's value, `None` when unset.
+    pub fn get(&self) -> crate::Result<Option<T>> {
+        self.with_slot(|v, _| v.as_ref().and_then(|b| b.downcast_ref::<T>()).cloned())
+    }
+
+    /// Set the current key's value.
+    ///
+    /// # Panics
+    ///
+    /// Outside a keyed context (see [`ValueState`]); use [`ValueState::try_set`]
+    /// to get an error instead.
+    pub fn set(&self, value: T) {
+        self.try_set(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Set the current key's value, or say why not.
+    pub fn try_set(&self, value: T) -> crate::Result<()> {
+        self.with_slot(|v, dirty| {
+            *v = Some(Box::new(value));
+            *dirty = true;
+        })
+    }
+
+    /// Remove the current key's value.
+    pub fn clear(&self) -> crate::Result<()> {
+        self.with_slot(|v, dirty| {
+            *v = None;
+            *dirty = true;
+        })
+    }
+}
+
+/// A list of values per key, like Flink's `ListState`. Adding does not read
+/// the list; reading it fetches it once per key and batch.
+///
+/// ```
+/// use weir::{testing::Harness, Context, KeyedProcess, ListState, OpenContext};
+///
+/// struct Last3 { seen: ListState<u32> }
+///
+/// impl KeyedProcess for Last3 {
+///     type In = u32;
+///     type Out = Vec<u32>;
+///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+///         Ok(Last3 { seen: ctx.list_state("seen")? })
+///     }
+///     fn process(&mut self, n: u32, ctx: &mut Context<Vec<u32>>) -> weir::Result<()> {
+///         self.seen.add(n)?;
+///         let mut all = self.seen.get()?;
+///         if all.len() > 3 {
+///             all.remove(0);
+///             self.seen.update(all.clone())?;
+///         }
+///         ctx.emit(all);
+///         Ok(())
+///     }
+/// }
+///
+/// let mut h = Harness::keyed_process::<Last3>(&[]).unwrap();
+/// for n in 1..=4 {
+///     let _: Vec<Vec<u32>> = h.process(&"k", &n, None).unwrap();
+/// }
+/// let out: Vec<Vec<u32>> = h.process(&"k", &5, None).unwrap();
+/// assert_eq!(out, vec![vec![3, 4, 5]]);
+/// ```
+pub struct ListState<T> {
+    slot: usize,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned> ListState<T> {
+    pub(crate) fn new(slot: usize) -> Self {
+        ListState {
+            slot,
+            _type: PhantomData,
+        }
+    }
+
+    fn with_slot<R>(&self, f: impl FnOnce(&mut ListSlot) -> R) -> crate::Result<R> {
+        with_cache(|cache| {
+            let key = cache.key()?.to_vec();
+            let slot = cache.lists[self.slot]
+                .entry(key)
+                .or_insert_with(|| ListSlot::Appended(Vec::new()));
+            Ok(f(slot))
+        })
+    }
+
+    fn load(&self) -> crate::Result<()> {
+        let (state, key, unknown) = with_cache(|cache| {
+            let key = cache.key()?.to_vec();
+            let unknown = !matches!(
+                cache.lists[self.slot].get(&key),
+                Some(ListSlot::Known { .. })
+            );
+            Ok::<_, crate::Error>((cache.list_ids[self.slot], key, unknown))
+        })?;
+        if unknown {
+            let stored = host::with(|h| h.get_list(&StateKey { state, key }));
+            self.with_slot(|slot| {
+                if let ListSlot::Appended(added) = slot {
+                    let replaced = !added.is_empty();
+                    let mut items = stored;
+                    items.append(added);
+                    *slot = ListSlot::Known { items, replaced };
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The current key's list (empty when unset).
+    pub fn get(&self) -> crate::Result<Vec<T>> {
+        self.load()?;
+        self.with_slot(|slot| match slot {
+            ListSlot::Known { items, .. } => items.iter().map(|b| codec::decode(b)).collect(),
+            ListSlot::Appended(_) => unreachable!("loaded above"),
+        })?
+    }
+
+    /// Add a value at the end of the current key's list.
+    pub fn add(&self, value: T) -> crate::Result<()> {
+        let bytes = codec::encode(&value);
+        self.with_slot(|slot| match slot {
+            ListSlot::Appended(added) => added.push(bytes),
+            ListSlot::Known { items, replaced } => {
+                items.push(bytes);
+                *replaced = true;
+            }
+        })
+    }
+
+    /// Replace the current key's list.
+    pub fn update(&self, values: Vec<T>) -> crate::Result<()> {
+        let items = values.iter().map(codec::encode).collect();
+        self.with_slot(|slot| {
+            *slot = ListSlot::Known {
+                items,
+                replaced: true,
+            }
+        })
+    }
+
+    /// Remove the current key's list.
+    pub fn clear(&self) -> crate::Result<()> {
+        self.update(Vec::new())
+    }
+}
+
+/// A map per key, like Flink's `MapState`. User keys and values are encoded
+/// with the [`codec`]; entries are listed in the byte order of encoded keys.
+///
+/// ```
+/// use weir::{testing::Harness, Context, KeyedProcess, MapState, OpenContext};
+///
+/// struct PerPage { visits: MapState<String, u32> }
+///
+/// impl KeyedProcess for PerPage {
+///     type In = String;
+///     type Out = Vec<(String, u32)>;
+///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+///         Ok(PerPage { visits: ctx.map_state("visits")? })
+///     }
+///     fn process(&mut self, page: String, ctx: &mut Context<Self::Out>) -> weir::Result<()> {
+///         let n = self.visits.get(&page)?.unwrap_or(0);
+///         self.visits.put(&page, &(n + 1))?;
+///         ctx.emit(self.visits.entries()?);
+///         Ok(())
+///     }
+/// }
+///
+/// let mut h = Harness::keyed_process::<PerPage>(&[]).unwrap();
+/// let _: Vec<Vec<(String, u32)>> = h.process(&"user", &"/a", None).unwrap();
+/// let out: Vec<Vec<(String, u32)>> = h.process(&"user", &"/b", None).unwrap();
+/// assert_eq!(out, vec![vec![("/a".into(), 1), ("/b".into(), 1)]]);
+/// ```
+pub struct MapState<K, V> {
+    slot: usize,
+    _type: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
+    pub(crate) fn new(slot: usize) -> Self {
+        MapState {
+            slot,
+            _type: PhantomData,
+        }
+    }
+
+    fn with_slot<R>(
+        &self,
+        f: impl FnOnce(u32, &[u8], &mut MapSlot) -> crate::Result<R>,
+    ) -> crate::Result<R> {
+        with_cache(|cache| {
+            let state = cache.map_ids[self.slot];
+            let key = cache.key()?.to_vec();
+            let slot = cache.maps[self.slot].entry(key.clone()).or_default();
+            f(state, &key, slot)
+        })
+    }
+
+    /// The value under `map_key` for the current key.
+    pub fn get(&self, map_key: &K) -> crate::Result<Option<V>> {
+        let mk = codec::encode(map_key);
+        let bytes = self.with_slot(|state, key, slot| {
+            if let Some(change) = slot.changes.get(&mk) {
+                return Ok(change.clone());
+            }
+            if slot.cleared {
+                return Ok(None);
+            }
+            if let Some(read) = slot.reads.get(&mk) {
+                return Ok(read.clone());
+            }
+            let target = StateKey {
+                state,
+                key: key.to_vec(),
+            };
+            let read = host::with(|h| h.get_entry(&target, &mk));
+            slot.reads.insert(mk.clone(), read.clone());
+            Ok(read)
+        })?;
+        bytes.map(|b| codec::decode(&b)).transpose()
+    }
+
+    /// Whether `map_key` is present for the current key.
+    pub fn contains(&self, map_key: &K) -> crate::Result<bool> {
+        Ok(self.get(map_key)?.is_some())
+    }
+
+    /// Set `map_key` to `value` for the current key.
+    pub fn put(&self, map_key: &K, value: &V) -> crate::Result<()> {
+        let (mk, v) = (codec::encode(map_key), codec::encode(value));
+        self.with_slot(|_, _, slot| {
+            slot.changes.insert(mk, Some(v));
+            Ok(())
+        })
+    }
+
+    /// Remove `map_key` for the current key.
+    pub fn remove(&self, map_key: &K) -> crate::Result<()> {
+        let mk = codec::encode(map_key);
+        self.with_slot(|_, _, slot| {
+            slot.changes.insert(mk, None);
+            Ok(())
+        })
+    }
+
+    /// All entries of the current key's map, in encoded-key byte order.
+    pub fn entries(&self) -> crate::Result<Vec<(K, V)>> {
+        let merged = self.with_slot(|state, key, slot| {
+            let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = if slot.cleared {
+                BTreeMap::new()
+            } else {
+                let target = StateKey {
+                    state,
+                    key: key.to_vec(),
+                };
+                host::with(|h| h.get_entries(&target)).into_iter().collect()
+            };
+            for (k, change) in &slot.changes {
+                match change {
+                    Some(v) => merged.insert(k.clone(), v.clone()),
+                    None => merged.remove(k),
+                };
+            }
+            Ok(merged)
+        })?;
+        merged
+            .into_iter()
+            .map(|(k, v)| Ok((codec::decode(&k)?, codec::decode(&v)?)))
+            .collect()
+    }
+
+    /// Whether the current key's map is empty.
+    pub fn is_empty(&self) -> crate::Result<bool> {
+        Ok(self.entries()?.is_empty())
+    }
+
+    /// Remove the current key's whole map.
+    pub fn clear(&self) -> crate::Result<()> {
+        self.with_slot(|_, _, slot| {
+            slot.cleared = true;
+            slot.changes.clear();
+            slot.reads.clear();
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! Run operators natively, under plain `cargo test`, with in-memory keyed
+//! state and timers: the same SDK code paths as inside Wasm, with an
+//! in-memory host answering the reads and taking the effects.
+//!
+//! ```
+//! fn double(n: i64) -> i64 {
+//!     n * 2
+//! }
+//! let mut h = weir::testing::Harness::map(double);
+//! let out: Vec<i64> = h.process(&(), &21, None).unwrap();
+//! assert_eq!(out, [42]);
+//! ```
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::__private::bindings::weir::operator::types::{
+    BatchContext, Event, StateKey, StateKind, StateOp, TimeDomain as WitDomain, Timer, TimerOp,
+};
+use crate::driver::{Effects, Instance, OperatorEntry};
+use crate::host::{self, HostApi};
+use crate::{Collector, KeyedProcess, LogLevel, Process, TimeDomain, codec};
+
+type Entry = (u32, Vec<u8>);
+
+#[derive(Default)]
+struct Store {
+    declared: Vec<(String, StateKind)>,
+    values: HashMap<Entry, Vec<u8>>,
+    lists: HashMap<Entry, Vec<Vec<u8>>>,
+    maps: HashMap<Entry, BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// (time, domain, key)
+    timers: BTreeSet<(i64, bool, Vec<u8>)>,
+}
+
+struct MemoryHost(Rc<RefCell<Store>>);
+
+fn entry(k: &StateKey) -> Entry {
+    (k.state, k.key.clone())
+}
+
+impl HostApi for MemoryHost {
+    fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
+        let mut s = self.0.borrow_mut();
+        if let Some(i) = s.declared.iter().position(|(n, _)| n == name) {
+            return if s.declared[i].1 == kind {
+                Ok(i as u32)
+            } else {
+                Err(format!(
+                    "state `{name}` is already declared with another kind"
+                ))
+            };
+        }
+        s.declared.push((name.to_owned(), kind));
+        Ok(s.declared.len() as u32 - 1)
+    }
+    fn get_values(&mut self, keys: &[StateKey]) -> Vec<Option<Vec<u8>>> {
+        let s = self.0.borrow();
+        keys.iter()
+            .map(|k| s.values.get(&entry(k)).cloned())
+            .collect()
+    }
+    fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
+        self.0
+            .borrow()
+            .lists
+            .get(&entry(key))
+            .cloned()
+            .unwrap_or_default()
+    }
+    fn get_entry(&mut self, key: &StateKey, map_key: &[u8]) -> Option<Vec<u8>> {
+        self.0
+            .borrow()
+            .maps
+            .get(&entry(key))
+            .and_then(|m| m.get(map_key).cloned())
+    }
+    fn get_entries(&mut self, key: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let s = self.0.borrow();
+        s.maps
+            .get(&entry(key))
+            .map(|m| m.clone().into_iter().collect())
+            .unwrap_or_default()
+    }
+    fn log(&mut self, level: LogLevel, message: &str) {
+        eprintln!("[{level:?}] {message}");
+    }
+}
+
+/// Runs one operator natively with in-memory state and timers.
+///
+/// ```
+/// fn even(n: &u32) -> bool {
+///     n % 2 == 0
+/// }
+/// let mut h = weir::testing::Harness::filter(even);
+/// assert_eq!(h.process::<_, _, u32>(&(), &3, None).unwrap(), Vec::<u32>::new());
+/// assert_eq!(h.process::<_, _, u32>(&(), &4, None).unwrap(), [4]);
+/// ```
+pub struct Harness {
+    instance: Instance,
+    store: Rc<RefCell<Store>>,
+    keyed: bool,
+    watermark: Option<i64>,
+    processing_time: i64,
+    side: Vec<(String, Vec<Event>)>,
+}
+
+impl Harness {
+    fn new(entry: OperatorEntry, params: &[(&str, &str)]) -> crate::Result<Harness> {
+        let store = Rc::new(RefCell::new(Store::default()));
+        host::install(Box::new(MemoryHost(store.clone())));
+        let keyed = matches!(
+            entry.kind,
+            crate::__private::bindings::weir::operator::types::OperatorKind::KeyedProcess
+        );
+        let name = entry.name;
+        let config = params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let instance = Instance::create(vec![entry], name, config)?;
+        Ok(Harness {
+            instance,
+            store,
+            keyed,
+            watermark: None,
+            processing_time: 0,
+            side: Vec::new(),
+        })
+    }
+
+    /// A harness for a `map` function.
+    pub fn map<I: DeserializeOwned + 'static, O: Serialize + 'static>(f: fn(I) -> O) -> Harness {
+        Self::new(OperatorEntry::map("map", f), &[]).expect("a function always opens")
+    }
+
+    /// A harness for a `flat_map` function.
+    pub fn flat_map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
+        f: fn(I, &mut Collector<O>),
+    ) -> Harness {
+        Self::new(OperatorEntry::flat_map("flat-map", f), &[]).expect("a function always opens")
+    }
+
+    /// A harness for a `filter` predicate.
+    pub fn filter<I: DeserializeOwned + 'static>(f: fn(&I) -> bool) -> Harness {
+        Self::new(OperatorEntry::filter("filter", f), &[]).expect("a function always opens")
+    }
+
+    /// A harness for a [`Process`] type, opened with `params`.
+    pub fn process_operator<P: Process>(params: &[(&str, &str)]) -> crate::Result<Harness> {
+        Self::new(OperatorEntry::process::<P>("process"), params)
+    }
+
+    /// A harness for a [`KeyedProcess`] type, opened with `params`.
+    pub fn keyed_process<P: KeyedProcess>(params: &[(&str, &str)]) -> crate::Result<Harness> {
+        Self::new(OperatorEntry::keyed_process::<P>("keyed-process"), params)
+    }
+
+    fn context(&self) -> BatchContext {
+        BatchContext {
+            watermark: self.watermark,
+            processing_time: self.processing_time,
+        }
+    }
+
+    fn apply<O: DeserializeOwned>(&mut self, effects: Effects) -> crate::Result<Vec<O>> {
+        let mut s = self.store.borrow_mut();
+        for op in effects.state_ops {
+            match op {
+                StateOp::PutValue(p) => {
+                    s.values.insert(entry(&p.target), p.value);
+                }
+                StateOp::ReplaceList(l) => {
+                    s.lists.insert(entry(&l.target), l.values);
+                }
+                StateOp::AppendList(l) => s
+                    .lists
+                    .entry(entry(&l.target))
+                    .or_default()
+                    .extend(l.values),
+                StateOp::PutEntry(p) => {
+                    s.maps
+                        .entry(entry(&p.target))
+                        .or_default()
+                        .insert(p.map_key, p.value);
+                }
+                StateOp::RemoveEntry(r) => {
+                    if let Some(m) = s.maps.get_mut(&entry(&r.target)) {
+                        m.remove(&r.map_key);
+                    }
+                }
+                StateOp::Clear(k) => {
+                    let e = entry(&k);
+                    s.values.remove(&e);
+                    s.lists.remove(&e);
+                    s.maps.remove(&e);
+                }
+            }
+        }
+        for op in effects.timer_ops {
+            let (register, t) = match op {
+                TimerOp::Register(t) => (true, t),
+                TimerOp::Delete(t) => (false, t),
+            };
+            let item = (t.time, matches!(t.domain, WitDomain::EventTime), t.key);
+            if register {
+                s.timers.insert(item);
+            } else {
+                s.timers.remove(&item);
+            }
+        }
+        for (name, events) in effects.side {
+            match self.side.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, all)) => all.extend(events),
+                None => self.side.push((name, events)),
+            }
+        }
+        effects
+            .outputs
+            .iter()
+            .map(|e| codec::decode(&e.value))
+            .collect()
+    }
+
+    /// Process one record (with `key` on a keyed operator; ignored otherwise)
+    /// and return its main outputs.
+    pub fn process<K: Serialize + ?Sized, I: Serialize + ?Sized, O: DeserializeOwned>(
+        &mut self,
+        key: &K,
+        value: &I,
+        timestamp: Option<i64>,
+    ) -> crate::Result<Vec<O>> {
+        host::install(Box::new(MemoryHost(self.store.clone())));
+        let event = Event {
+            key: self.keyed.then(|| codec::encode(key)),
+            value: codec::encode(value),
+            timestamp,
+        };
+        let effects = self.instance.process(vec![event], self.context())?;
+        self.apply(effects)
+    }
+
+    fn fire<O: DeserializeOwned>(&mut self, event_time: bool, upto: i64) -> crate::Result<Vec<O>> {
+        host::install(Box::new(MemoryHost(self.store.clone())));
+        let mut out = Vec::new();
+        loop {
+            let due = {
+                let mut s = self.store.borrow_mut();
+                let next = s
+                    .timers
+                    .iter()
+                    .find(|(t, e, _)| *e == event_time && *t <= upto)
+                    .cloned();
+                next.inspect(|n| {
+                    s.timers.remove(n);
+                })
+            };
+            let Some((time, _, key)) = due else { break };
+            let domain = if event_time {
+                WitDomain::EventTime
+            } else {
+                WitDomain::ProcessingTime
+            };
+            let effects = self
+                .instance
+                .on_timer(vec![Timer { key, time, domain }], self.context())?;
+            out.extend(self.apply(effects)?);
+        }
+        Ok(out)
+    }
+
+    /// Advance the watermark to `watermark`, fire the event-time timers that
+    /// are due, in time order, and return their outputs.
+    pub fn advance_watermark<O: DeserializeOwned>(
+        &mut self,
+        watermark: i64,
+    ) -> crate::Result<Vec<O>> {
+        self.watermark = Some(watermark);
+        self.fire(true, watermark)
+    }
+
+    /// Advance processing time to `now` (ms), fire the processing-time
+    /// timers that are due, and return their outputs.
+    pub fn advance_processing_time<O: DeserializeOwned>(
+        &mut self,
+        now: i64,
+    ) -> crate::Result<Vec<O>> {
+        self.processing_time = now;
+        self.fire(false, now)
+    }
+
+    /// Take what was sent to the side output `name` so far.
+    pub fn side_output<T: DeserializeOwned>(&mut self, name: &str) -> crate::Result<Vec<T>> {
+        let events = match self.side.iter().position(|(n, _)| n == name) {
+            Some(i) => self.side.remove(i).1,
+            None => Vec::new(),
+        };
+        events.iter().map(|e| codec::decode(&e.value)).collect()
+    }
+
+    /// The timers that are registered, as (domain, time) pairs, in time order.
+    pub fn timers(&self) -> Vec<(TimeDomain, i64)> {
+        let s = self.store.borrow();
+        s.timers
+            .iter()
+            .map(|(t, e, _)| {
+                (
+                    if *e {
+                        TimeDomain::EventTime
+                    } else {
+                        TimeDomain::ProcessingTime
+                    },
+                    *t,
+                )
+            })
+            .collect()
+    }
+}
