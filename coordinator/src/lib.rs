@@ -1,1 +1,42 @@
+//! # weir-coordinator: the JobManager
+//!
+//! Today: planning. A job arrives as a bundle (a manifest and a component);
+//! [`plan`] turns it into the [`JobGraph`] that workers run, checked against
+//! what the component exports. The REST API, dispatcher, job masters and the
+//! resource manager come with the distributed runtime and use this same
+//! planning step.
 
+use std::collections::BTreeMap;
+
+use weir_model::manifest::substitute;
+use weir_model::{ExportedOperator, JobGraph, Manifest, ManifestError};
+
+/// What a submission asks for.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    /// `key=value` parameters given by the user.
+    pub params: Vec<(String, String)>,
+    /// Parallelism overriding the manifest's default.
+    pub parallelism: Option<u32>,
+    /// Parameters the runtime provides (e.g. `bundle_dir`); not checked
+    /// against the manifest's declarations.
+    pub builtin_params: Vec<(String, String)>,
+}
+
+/// Plan a job: resolve its parameters, build the graph and check it against
+/// the component's exports.
+pub fn plan(
+    manifest: &Manifest,
+    submission: &Submission,
+    exported: &[ExportedOperator],
+) -> Result<JobGraph, ManifestError> {
+    let builtins: BTreeMap<String, String> = submission.builtin_params.iter().cloned().collect();
+    let mut params = builtins.clone();
+    for (name, value) in manifest.resolve_params(&submission.params)? {
+        // Defaults may use the built-in parameters (`${bundle_dir}`).
+        params.insert(name, substitute(&value, &builtins)?);
+    }
+    let graph = JobGraph::build(manifest, params, submission.parallelism)?;
+    graph.check_operators(exported)?;
+    Ok(graph)
+}

@@ -1,1 +1,20 @@
+//! # weir-model: what the coordinator and the workers agree on
+//!
+//! - [`record`]: stream elements ([`Record`]) and the messages that carry them
+//!   between tasks ([`StreamMessage`]: data batches and in-band signals).
+//! - [`keygroup`]: hash partitioning by key group, Flink's scheme: a key hashes
+//!   to one of `max_parallelism` key groups; each subtask owns a contiguous
+//!   range of them, so state can be redistributed when parallelism changes.
+//! - [`manifest`]: the job manifest (`weir.toml`) of a bundle and its
+//!   parameters.
+//! - [`graph`]: the [`JobGraph`] built from a manifest: vertices, edges with
+//!   their partitioning, and operator chaining into tasks.
 
+pub mod graph;
+pub mod keygroup;
+pub mod manifest;
+pub mod record;
+
+pub use graph::{Edge, ExportedOperator, JobGraph, Partitioning, Task, Vertex, VertexKind};
+pub use manifest::{KeyBy, Manifest, ManifestError};
+pub use record::{Record, StreamMessage};

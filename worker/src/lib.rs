@@ -1,1 +1,28 @@
+//! # weir-worker: running tasks
+//!
+//! A worker runs subtasks: each is a chain of operators (see
+//! [`weir_model::graph`]) executed on its own thread, fed by bounded tokio
+//! channels and feeding others through partitioners.
+//!
+//! - [`operators`]: [`StreamOperator`], what a chain runs — a Wasm operator
+//!   ([`operators::WasmOperator`]) or a native one — and the
+//!   [`OperatorFactory`] that creates them per subtask.
+//! - [`sources`] and [`sinks`]: the connectors (text and JSON-lines files, a
+//!   generator; stdout and JSON-lines files).
+//! - [`partition`]: how records leave a task: forward, hash by key group,
+//!   rebalance; output buffers flushed per batch.
+//! - [`watermark`]: per-channel watermark tracking (a task's watermark is the
+//!   minimum over its inputs of the largest seen on each).
+//! - [`task`]: one subtask's loop: input, chain, timers, end of stream.
+//! - [`local`]: run a whole job in this process (`weir run`).
 
+pub mod local;
+pub mod operators;
+pub mod partition;
+pub mod sinks;
+pub mod sources;
+pub mod task;
+pub mod watermark;
+
+pub use local::{JobReport, LocalJob, run_job};
+pub use operators::{OperatorFactory, StreamOperator, WasmOperatorFactory};

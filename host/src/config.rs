@@ -1,0 +1,57 @@
+//! The limits a guest runs under, and where compiled code is cached.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Limits and caches of the Wasm host. Every field has a default that suits
+/// one machine; the CLI and the worker's configuration override them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct HostConfig {
+    /// Linear memory one operator instance may use, in bytes. A guest that
+    /// asks for more fails its task with a "memory limit" error. Default
+    /// 256 MiB: large enough for a Python or JavaScript runtime, small
+    /// enough that a memory bomb cannot take the worker down.
+    pub memory_limit_bytes: u64,
+    /// CPU time one call into a guest (one batch) may take, in milliseconds.
+    /// An endless loop is stopped after this with a "deadline" error.
+    /// Default 5,000 ms: a batch normally takes well under 10 ms.
+    pub call_timeout_ms: u64,
+    /// How often the deadline clock ticks (epoch interruption), in
+    /// milliseconds; the deadline is enforced to within one tick.
+    pub epoch_tick_ms: u64,
+    /// Component instances the pooling allocator reserves room for (one per
+    /// live operator instance plus one per component being checked).
+    pub max_instances: u32,
+    /// Directory for compiled components (`<sha256>.cwasm`, per engine
+    /// build); `None` keeps them in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            memory_limit_bytes: 256 << 20,
+            call_timeout_ms: 5_000,
+            epoch_tick_ms: 10,
+            max_instances: 256,
+            cache_dir: None,
+        }
+    }
+}
+
+impl HostConfig {
+    /// The epoch tick as a duration.
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.epoch_tick_ms.max(1))
+    }
+
+    /// The deadline of one call, in ticks.
+    pub fn deadline_ticks(&self) -> u64 {
+        self.call_timeout_ms
+            .div_ceil(self.epoch_tick_ms.max(1))
+            .max(1)
+    }
+}

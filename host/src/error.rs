@@ -1,0 +1,97 @@
+//! Errors of loading components and of running operators.
+
+use std::fmt;
+
+/// Which subtask of which operator of which job: every error names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct TaskIdent {
+    /// The job's name.
+    pub job: String,
+    /// The operator's name in the manifest.
+    pub operator: String,
+    /// The subtask index.
+    pub subtask: u32,
+}
+
+impl fmt::Display for TaskIdent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "job `{}`, operator `{}`, subtask {}",
+            self.job, self.operator, self.subtask
+        )
+    }
+}
+
+/// Why a component cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly component: the file does not start with the `\\0asm` magic bytes")]
+    NotWasm,
+    /// A core module, not a component.
+    #[error(
+        "a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
+    )]
+    CoreModule,
+    /// Invalid, or not of the operator world.
+    #[error("invalid component: {0}")]
+    Invalid(String),
+    /// A component of another world.
+    #[error(
+        "the component does not implement the Weir operator world (weir:operator/operator-component@0.1.0): {0}"
+    )]
+    WrongWorld(String),
+    /// The component is fine, the host failed (cache directory, pool).
+    #[error("cannot load the component: {0}")]
+    Host(String),
+}
+
+/// What went wrong in a guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The guest returned an error (its own, e.g. a record it cannot decode).
+    Guest,
+    /// The guest trapped (a panic, `unreachable`, an out-of-bounds access).
+    Trap,
+    /// The guest ran past its CPU deadline (e.g. an endless loop).
+    Deadline,
+    /// The guest asked for more memory than its limit.
+    MemoryLimit,
+    /// The host failed (state backend, instantiation).
+    Host,
+}
+
+/// An operator failed. The worker and other tasks are unharmed; this
+/// instance's `Store` is poisoned after a trap and must be rebuilt
+/// ([`crate::OperatorInstance::reset`]).
+#[derive(Debug, Clone)]
+pub struct OperatorError {
+    /// Who failed.
+    pub ident: TaskIdent,
+    /// How.
+    pub kind: ErrorKind,
+    /// The message: the guest's error, or the trap.
+    pub message: String,
+    /// The guest's last log lines at error level and stderr (a panic message).
+    pub guest_output: Vec<String>,
+}
+
+impl fmt::Display for OperatorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            ErrorKind::Guest => "failed",
+            ErrorKind::Trap => "trapped",
+            ErrorKind::Deadline => "ran past its CPU deadline",
+            ErrorKind::MemoryLimit => "exceeded its memory limit",
+            ErrorKind::Host => "could not run",
+        };
+        write!(f, "{} {what}: {}", self.ident, self.message)?;
+        for line in &self.guest_output {
+            write!(f, "\n  guest: {line}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for OperatorError {}

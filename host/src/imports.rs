@@ -1,0 +1,205 @@
+//! The host side of the `host` interface, and the data every `Store` holds.
+//!
+//! Effects handed over during a call (outputs, state changes, timer changes)
+//! are *staged*; the instance applies them only when the call returns `ok`
+//! (see [`crate::instance`]), which makes a batch atomic.
+
+use std::sync::Arc;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::weir::operator::{host, types};
+use crate::error::TaskIdent;
+use crate::state::StateBackend;
+use crate::types::{Event, LogLevel, StateKey, StateKind, StateOp, TimerOp};
+use crate::wasi::LastWords;
+
+/// What a call handed over, not yet applied.
+#[derive(Default)]
+pub(crate) struct Staged {
+    pub(crate) main: Vec<Event>,
+    pub(crate) side: Vec<(String, Vec<Event>)>,
+    pub(crate) state_ops: Vec<StateOp>,
+    pub(crate) timer_ops: Vec<TimerOp>,
+}
+
+impl Staged {
+    pub(crate) fn clear(&mut self) {
+        self.main.clear();
+        self.side.clear();
+        self.state_ops.clear();
+        self.timer_ops.clear();
+    }
+}
+
+/// Caps a guest's linear memory and remembers that it hit the cap.
+pub(crate) struct Limiter {
+    pub(crate) max_memory: usize,
+    pub(crate) exceeded: Option<usize>,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_memory {
+            self.exceeded = Some(desired);
+            // Trapping (rather than failing the grow) makes the cause certain,
+            // whatever the guest's allocator would do with a failed grow.
+            return Err(wasmtime::format_err!(
+                "memory limit: the guest asked for {desired} bytes of linear memory, the limit is {}",
+                self.max_memory
+            ));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// The data of one operator instance's `Store`.
+pub(crate) struct TaskState {
+    pub(crate) ident: Arc<TaskIdent>,
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    pub(crate) backend: Box<dyn StateBackend>,
+    /// True while `operator.create` runs: the only time state is declared.
+    pub(crate) creating: bool,
+    pub(crate) staged: Staged,
+    pub(crate) watermark: Option<i64>,
+    pub(crate) last_words: LastWords,
+}
+
+impl WasiView for TaskState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn backend_error(e: anyhow::Error) -> wasmtime::Error {
+    wasmtime::format_err!("state backend: {e:#}")
+}
+
+/// Processing time: the wall clock in ms since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl types::Host for TaskState {}
+
+impl host::Host for TaskState {
+    fn emit(&mut self, records: Vec<Event>) -> wasmtime::Result<()> {
+        if self.staged.main.is_empty() {
+            self.staged.main = records;
+        } else {
+            self.staged.main.extend(records);
+        }
+        Ok(())
+    }
+
+    fn emit_side(&mut self, name: String, records: Vec<Event>) -> wasmtime::Result<()> {
+        match self.staged.side.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, all)) => all.extend(records),
+            None => self.staged.side.push((name, records)),
+        }
+        Ok(())
+    }
+
+    fn declare_state(
+        &mut self,
+        name: String,
+        kind: StateKind,
+    ) -> wasmtime::Result<Result<u32, String>> {
+        if !self.creating {
+            return Ok(Err(format!(
+                "state `{name}` declared outside `create`: declare state when the operator is created"
+            )));
+        }
+        Ok(self.backend.register(&name, kind))
+    }
+
+    fn get_values(&mut self, keys: Vec<StateKey>) -> wasmtime::Result<Vec<Option<Vec<u8>>>> {
+        keys.iter()
+            .map(|k| {
+                self.backend
+                    .get_value(k.state, &k.key)
+                    .map_err(backend_error)
+            })
+            .collect()
+    }
+
+    fn get_list(&mut self, key: StateKey) -> wasmtime::Result<Vec<Vec<u8>>> {
+        self.backend
+            .get_list(key.state, &key.key)
+            .map_err(backend_error)
+    }
+
+    fn get_entry(&mut self, key: StateKey, map_key: Vec<u8>) -> wasmtime::Result<Option<Vec<u8>>> {
+        self.backend
+            .get_entry(key.state, &key.key, &map_key)
+            .map_err(backend_error)
+    }
+
+    fn get_entries(&mut self, key: StateKey) -> wasmtime::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.backend
+            .get_entries(key.state, &key.key)
+            .map_err(backend_error)
+    }
+
+    fn update_state(&mut self, ops: Vec<StateOp>) -> wasmtime::Result<()> {
+        self.staged.state_ops.extend(ops);
+        Ok(())
+    }
+
+    fn update_timers(&mut self, ops: Vec<TimerOp>) -> wasmtime::Result<()> {
+        self.staged.timer_ops.extend(ops);
+        Ok(())
+    }
+
+    fn current_watermark(&mut self) -> wasmtime::Result<Option<i64>> {
+        Ok(self.watermark)
+    }
+
+    fn processing_time(&mut self) -> wasmtime::Result<i64> {
+        Ok(now_ms())
+    }
+
+    fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
+        let i = &*self.ident;
+        match level {
+            LogLevel::Debug => {
+                tracing::debug!(job = %i.job, operator = %i.operator, subtask = i.subtask, "{message}")
+            }
+            LogLevel::Info => {
+                tracing::info!(job = %i.job, operator = %i.operator, subtask = i.subtask, "{message}")
+            }
+            LogLevel::Warn => {
+                tracing::warn!(job = %i.job, operator = %i.operator, subtask = i.subtask, "{message}")
+            }
+            LogLevel::Error => {
+                tracing::error!(job = %i.job, operator = %i.operator, subtask = i.subtask, "{message}");
+                self.last_words.push(&message);
+            }
+        }
+        Ok(())
+    }
+}

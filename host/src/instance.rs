@@ -1,0 +1,361 @@
+//! One operator of one subtask, in its own `Store`.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceAny;
+use wasmtime::{Store, Trap};
+use weir_model::Record;
+
+use crate::bindings::OperatorComponent;
+use crate::error::{ErrorKind, OperatorError, TaskIdent};
+use crate::imports::TaskState;
+use crate::runtime::{LoadedComponent, WasmRuntime};
+use crate::state::{MemoryStateBackend, StateBackend};
+use crate::types::{self, Event, OperatorKind, TimeDomain, Timer, TimerOp};
+
+/// What the runtime tells an operator with each call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchContext {
+    /// The task's current watermark.
+    pub watermark: Option<i64>,
+    /// Processing time, ms since the epoch.
+    pub processing_time: i64,
+}
+
+/// The outputs of one successful call.
+#[derive(Debug, Default, PartialEq)]
+pub struct BatchOutput {
+    /// Records for the main output, in order.
+    pub main: Vec<Record>,
+    /// Records per side output, in order.
+    pub side: Vec<(String, Vec<Record>)>,
+}
+
+/// An operator instance: a `Store`, the component instantiated in it, and the
+/// operator resource created from it. Calls are atomic per batch: outputs,
+/// state and timer changes are applied only when the guest returns `ok`.
+pub struct OperatorInstance {
+    runtime: Arc<WasmRuntime>,
+    component: Arc<LoadedComponent>,
+    function: String,
+    config: Vec<(String, String)>,
+    ident: Arc<TaskIdent>,
+    kind: OperatorKind,
+    store: Store<TaskState>,
+    bindings: OperatorComponent,
+    handle: ResourceAny,
+}
+
+fn to_event(r: Record) -> Event {
+    Event {
+        key: r.key,
+        value: r.value,
+        timestamp: r.timestamp,
+    }
+}
+
+fn to_record(e: Event) -> Record {
+    Record {
+        key: e.key,
+        value: e.value,
+        timestamp: e.timestamp,
+    }
+}
+
+impl OperatorInstance {
+    /// Instantiate `component` and create its operator `function` with the
+    /// job's parameters, keeping keyed state and timers in `backend`.
+    pub fn new(
+        runtime: Arc<WasmRuntime>,
+        component: Arc<LoadedComponent>,
+        function: &str,
+        config: Vec<(String, String)>,
+        ident: TaskIdent,
+        backend: Box<dyn StateBackend>,
+    ) -> Result<OperatorInstance, OperatorError> {
+        let ident = Arc::new(ident);
+        let kind = match component.operator(function) {
+            Some(d) => d.kind,
+            None => {
+                let known: Vec<&str> = component
+                    .operators
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .collect();
+                return Err(OperatorError {
+                    ident: (*ident).clone(),
+                    kind: ErrorKind::Host,
+                    message: format!(
+                        "the component exports no operator named `{function}` (it has: {})",
+                        known.join(", ")
+                    ),
+                    guest_output: Vec::new(),
+                });
+            }
+        };
+        let (store, bindings, handle) =
+            Self::start(&runtime, &component, function, &config, &ident, backend)?;
+        Ok(OperatorInstance {
+            runtime,
+            component,
+            function: function.to_owned(),
+            config,
+            ident,
+            kind,
+            store,
+            bindings,
+            handle,
+        })
+    }
+
+    fn start(
+        runtime: &WasmRuntime,
+        component: &LoadedComponent,
+        function: &str,
+        config: &[(String, String)],
+        ident: &Arc<TaskIdent>,
+        backend: Box<dyn StateBackend>,
+    ) -> Result<(Store<TaskState>, OperatorComponent, ResourceAny), OperatorError> {
+        let mut store = runtime.store(ident.clone(), backend);
+        let bindings = match component.pre.instantiate(&mut store) {
+            Ok(b) => b,
+            Err(e) => return Err(classify(&mut store, e, "instantiating the component")),
+        };
+        store.data_mut().creating = true;
+        let created = bindings
+            .weir_operator_operators()
+            .operator()
+            .call_create(&mut store, function, config);
+        store.data_mut().creating = false;
+        store.data_mut().staged.clear();
+        match created {
+            Ok(Ok(handle)) => Ok((store, bindings, handle)),
+            Ok(Err(message)) => Err(guest_error(&mut store, message)),
+            Err(e) => Err(classify(&mut store, e, "creating the operator")),
+        }
+    }
+
+    /// Who this is.
+    pub fn ident(&self) -> &TaskIdent {
+        &self.ident
+    }
+
+    /// The operator's kind, as the component declares it.
+    pub fn kind(&self) -> OperatorKind {
+        self.kind
+    }
+
+    /// The state backend (keyed state and timers).
+    pub fn backend(&self) -> &dyn StateBackend {
+        &*self.store.data().backend
+    }
+
+    /// The state backend, to fire timers from.
+    pub fn backend_mut(&mut self) -> &mut dyn StateBackend {
+        &mut *self.store.data_mut().backend
+    }
+
+    /// Process a batch of records.
+    pub fn process(
+        &mut self,
+        records: Vec<Record>,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        let events: Vec<Event> = records.into_iter().map(to_event).collect();
+        let wit_ctx = types::BatchContext {
+            watermark: ctx.watermark,
+            processing_time: ctx.processing_time,
+        };
+        self.prepare(ctx);
+        let result = self
+            .bindings
+            .weir_operator_operators()
+            .operator()
+            .call_process(&mut self.store, self.handle, &events, wit_ctx);
+        self.finish(result, "processing a batch")
+    }
+
+    /// Run `on-timer` for timers that fired.
+    pub fn on_timer(
+        &mut self,
+        timers: Vec<Timer>,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        let wit_ctx = types::BatchContext {
+            watermark: ctx.watermark,
+            processing_time: ctx.processing_time,
+        };
+        self.prepare(ctx);
+        let result = self
+            .bindings
+            .weir_operator_operators()
+            .operator()
+            .call_on_timer(&mut self.store, self.handle, &timers, wit_ctx);
+        self.finish(result, "firing timers")
+    }
+
+    /// Fire the due timers of `domain` up to `upto`, in batches, and return
+    /// all their outputs.
+    pub fn fire_timers(
+        &mut self,
+        domain: TimeDomain,
+        upto: i64,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        const TIMER_BATCH: usize = 1024;
+        let mut all = BatchOutput::default();
+        loop {
+            let due = self
+                .backend_mut()
+                .take_due_timers(domain, upto, TIMER_BATCH)
+                .map_err(|e| self.host_error(format!("state backend: {e:#}")))?;
+            if due.is_empty() {
+                return Ok(all);
+            }
+            let out = self.on_timer(due, ctx)?;
+            all.main.extend(out.main);
+            for (name, records) in out.side {
+                match all.side.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, r)) => r.extend(records),
+                    None => all.side.push((name, records)),
+                }
+            }
+        }
+    }
+
+    fn prepare(&mut self, ctx: BatchContext) {
+        let deadline = self.runtime.config().deadline_ticks();
+        self.store.set_epoch_deadline(deadline);
+        let data = self.store.data_mut();
+        data.watermark = ctx.watermark;
+        data.staged.clear();
+    }
+
+    fn host_error(&self, message: String) -> OperatorError {
+        OperatorError {
+            ident: (*self.ident).clone(),
+            kind: ErrorKind::Host,
+            message,
+            guest_output: Vec::new(),
+        }
+    }
+
+    fn finish(
+        &mut self,
+        result: wasmtime::Result<Result<(), String>>,
+        doing: &str,
+    ) -> Result<BatchOutput, OperatorError> {
+        match result {
+            Ok(Ok(())) => {
+                let data = self.store.data_mut();
+                let staged = std::mem::take(&mut data.staged);
+                for op in staged.state_ops {
+                    data.backend.apply(op).map_err(|e| OperatorError {
+                        ident: (*data.ident).clone(),
+                        kind: ErrorKind::Host,
+                        message: format!("state backend: {e:#}"),
+                        guest_output: Vec::new(),
+                    })?;
+                }
+                for op in staged.timer_ops {
+                    let r = match op {
+                        TimerOp::Register(t) => data.backend.register_timer(t),
+                        TimerOp::Delete(t) => data.backend.delete_timer(&t),
+                    };
+                    r.map_err(|e| OperatorError {
+                        ident: (*data.ident).clone(),
+                        kind: ErrorKind::Host,
+                        message: format!("state backend: {e:#}"),
+                        guest_output: Vec::new(),
+                    })?;
+                }
+                Ok(BatchOutput {
+                    main: staged.main.into_iter().map(to_record).collect(),
+                    side: staged
+                        .side
+                        .into_iter()
+                        .map(|(n, events)| (n, events.into_iter().map(to_record).collect()))
+                        .collect(),
+                })
+            }
+            Ok(Err(message)) => {
+                self.store.data_mut().staged.clear();
+                Err(guest_error(&mut self.store, message))
+            }
+            Err(e) => {
+                self.store.data_mut().staged.clear();
+                Err(classify(&mut self.store, e, doing))
+            }
+        }
+    }
+
+    /// Rebuild the instance after a trap (which poisons the `Store`): a fresh
+    /// `Store` and instance, the operator created again, the state backend
+    /// kept.
+    pub fn reset(&mut self) -> Result<(), OperatorError> {
+        let backend = std::mem::replace(
+            &mut self.store.data_mut().backend,
+            Box::new(MemoryStateBackend::new()),
+        );
+        let (store, bindings, handle) = Self::start(
+            &self.runtime,
+            &self.component,
+            &self.function,
+            &self.config,
+            &self.ident,
+            backend,
+        )?;
+        self.store = store;
+        self.bindings = bindings;
+        self.handle = handle;
+        Ok(())
+    }
+}
+
+fn guest_error(store: &mut Store<TaskState>, message: String) -> OperatorError {
+    let data = store.data_mut();
+    OperatorError {
+        ident: (*data.ident).clone(),
+        kind: ErrorKind::Guest,
+        message,
+        guest_output: data.last_words.take(),
+    }
+}
+
+/// Turn a failed call into an error that says what happened.
+fn classify(store: &mut Store<TaskState>, e: wasmtime::Error, doing: &str) -> OperatorError {
+    let data = store.data_mut();
+    let guest_output = data.last_words.take();
+    let ident = (*data.ident).clone();
+    if let Some(asked) = data.limiter.exceeded.take() {
+        return OperatorError {
+            ident,
+            kind: ErrorKind::MemoryLimit,
+            message: format!(
+                "while {doing}, the guest asked for {asked} bytes of linear memory; the limit is {} bytes",
+                data.limiter.max_memory
+            ),
+            guest_output,
+        };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => OperatorError {
+            ident,
+            kind: ErrorKind::Deadline,
+            message: format!("while {doing}, stopped after the call deadline (an endless loop?)"),
+            guest_output,
+        },
+        Some(trap) => OperatorError {
+            ident,
+            kind: ErrorKind::Trap,
+            message: format!("while {doing}: {trap}"),
+            guest_output,
+        },
+        None => OperatorError {
+            ident,
+            kind: ErrorKind::Host,
+            message: format!("while {doing}: {e:#}"),
+            guest_output,
+        },
+    }
+}

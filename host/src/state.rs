@@ -1,0 +1,256 @@
+//! Keyed state and timers behind one trait, so that the host imports do not
+//! care where state lives: in memory ([`MemoryStateBackend`]) or, for large
+//! state, in RocksDB behind the same trait.
+//!
+//! State is addressed by (state id, key[, map key]); a state id stands for a
+//! declared name, stable for the backend's life. Timers are part of the
+//! state: at most one per (key, domain, time), kept in time order.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::types::{StateKind, StateOp, TimeDomain, Timer};
+
+/// Where an operator instance's keyed state and timers live.
+pub trait StateBackend: Send {
+    /// The id of the state `name`, registering it on first use. The same
+    /// name with another kind is an error.
+    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
+    /// A value state's value.
+    fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
+    /// A list state's values (empty when unset).
+    fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>>;
+    /// One entry of a map state.
+    fn get_entry(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
+    /// All entries of a map state, in map-key byte order.
+    fn get_entries(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Apply one change.
+    fn apply(&mut self, op: StateOp) -> anyhow::Result<()>;
+    /// Register a timer (no effect if it exists).
+    fn register_timer(&mut self, timer: Timer) -> anyhow::Result<()>;
+    /// Delete a timer (no effect if it does not exist).
+    fn delete_timer(&mut self, timer: &Timer) -> anyhow::Result<()>;
+    /// Remove and return the timers of `domain` at or before `upto`, in time
+    /// order, at most `limit` of them.
+    fn take_due_timers(
+        &mut self,
+        domain: TimeDomain,
+        upto: i64,
+        limit: usize,
+    ) -> anyhow::Result<Vec<Timer>>;
+    /// The earliest timer of `domain`.
+    fn next_timer(&self, domain: TimeDomain) -> Option<i64>;
+}
+
+type Addr = (u32, Vec<u8>);
+type TimerEntry = (i64, Vec<u8>);
+
+/// Keyed state in hash maps, timers in ordered sets: fast, bounded by memory.
+#[derive(Default)]
+pub struct MemoryStateBackend {
+    names: Vec<(String, StateKind)>,
+    values: HashMap<Addr, Vec<u8>>,
+    lists: HashMap<Addr, Vec<Vec<u8>>>,
+    maps: HashMap<Addr, BTreeMap<Vec<u8>, Vec<u8>>>,
+    event_timers: BTreeSet<TimerEntry>,
+    processing_timers: BTreeSet<TimerEntry>,
+}
+
+impl MemoryStateBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn timers(&mut self, domain: TimeDomain) -> &mut BTreeSet<TimerEntry> {
+        match domain {
+            TimeDomain::EventTime => &mut self.event_timers,
+            TimeDomain::ProcessingTime => &mut self.processing_timers,
+        }
+    }
+
+    /// Number of keyed entries held (values, lists and maps).
+    pub fn len(&self) -> usize {
+        self.values.len() + self.lists.len() + self.maps.len()
+    }
+
+    /// Whether no keyed state is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl StateBackend for MemoryStateBackend {
+    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
+        if let Some(i) = self.names.iter().position(|(n, _)| n == name) {
+            if self.names[i].1 != kind {
+                return Err(format!(
+                    "state `{name}` is already declared as {:?}, not {kind:?}",
+                    self.names[i].1
+                ));
+            }
+            return Ok(i as u32);
+        }
+        self.names.push((name.to_owned(), kind));
+        Ok(self.names.len() as u32 - 1)
+    }
+
+    fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(self.values.get(&(state, key.to_vec())).cloned())
+    }
+
+    fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
+        Ok(self
+            .lists
+            .get(&(state, key.to_vec()))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn get_entry(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(self
+            .maps
+            .get(&(state, key.to_vec()))
+            .and_then(|m| m.get(map_key).cloned()))
+    }
+
+    fn get_entries(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .maps
+            .get(&(state, key.to_vec()))
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default())
+    }
+
+    fn apply(&mut self, op: StateOp) -> anyhow::Result<()> {
+        match op {
+            StateOp::PutValue(p) => {
+                self.values.insert((p.target.state, p.target.key), p.value);
+            }
+            StateOp::ReplaceList(l) => {
+                self.lists.insert((l.target.state, l.target.key), l.values);
+            }
+            StateOp::AppendList(l) => self
+                .lists
+                .entry((l.target.state, l.target.key))
+                .or_default()
+                .extend(l.values),
+            StateOp::PutEntry(p) => {
+                self.maps
+                    .entry((p.target.state, p.target.key))
+                    .or_default()
+                    .insert(p.map_key, p.value);
+            }
+            StateOp::RemoveEntry(r) => {
+                let addr = (r.target.state, r.target.key);
+                if let Some(m) = self.maps.get_mut(&addr) {
+                    m.remove(&r.map_key);
+                    if m.is_empty() {
+                        self.maps.remove(&addr);
+                    }
+                }
+            }
+            StateOp::Clear(k) => {
+                let addr = (k.state, k.key);
+                self.values.remove(&addr);
+                self.lists.remove(&addr);
+                self.maps.remove(&addr);
+            }
+        }
+        Ok(())
+    }
+
+    fn register_timer(&mut self, timer: Timer) -> anyhow::Result<()> {
+        self.timers(timer.domain).insert((timer.time, timer.key));
+        Ok(())
+    }
+
+    fn delete_timer(&mut self, timer: &Timer) -> anyhow::Result<()> {
+        self.timers(timer.domain)
+            .remove(&(timer.time, timer.key.clone()));
+        Ok(())
+    }
+
+    fn take_due_timers(
+        &mut self,
+        domain: TimeDomain,
+        upto: i64,
+        limit: usize,
+    ) -> anyhow::Result<Vec<Timer>> {
+        let set = self.timers(domain);
+        let mut due = Vec::new();
+        while due.len() < limit {
+            match set.first() {
+                Some((t, _)) if *t <= upto => {
+                    let (time, key) = set.pop_first().expect("checked");
+                    due.push(Timer { key, time, domain });
+                }
+                _ => break,
+            }
+        }
+        Ok(due)
+    }
+
+    fn next_timer(&self, domain: TimeDomain) -> Option<i64> {
+        match domain {
+            TimeDomain::EventTime => self.event_timers.first().map(|(t, _)| *t),
+            TimeDomain::ProcessingTime => self.processing_timers.first().map(|(t, _)| *t),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{StateKey, ValuePut};
+
+    fn key(state: u32, k: &str) -> StateKey {
+        StateKey {
+            state,
+            key: k.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn values_and_kinds() {
+        let mut b = MemoryStateBackend::new();
+        let s = b.register("count", StateKind::Value).unwrap();
+        assert_eq!(b.register("count", StateKind::Value).unwrap(), s);
+        assert!(b.register("count", StateKind::List).is_err());
+        b.apply(StateOp::PutValue(ValuePut {
+            target: key(s, "a"),
+            value: b"1".to_vec(),
+        }))
+        .unwrap();
+        assert_eq!(b.get_value(s, b"a").unwrap(), Some(b"1".to_vec()));
+        b.apply(StateOp::Clear(key(s, "a"))).unwrap();
+        assert_eq!(b.get_value(s, b"a").unwrap(), None);
+    }
+
+    #[test]
+    fn timers_fire_in_order_once() {
+        let mut b = MemoryStateBackend::new();
+        for (t, k) in [(30, "a"), (10, "b"), (20, "a"), (10, "b")] {
+            b.register_timer(Timer {
+                key: k.into(),
+                time: t,
+                domain: TimeDomain::EventTime,
+            })
+            .unwrap();
+        }
+        b.delete_timer(&Timer {
+            key: b"a".to_vec(),
+            time: 30,
+            domain: TimeDomain::EventTime,
+        })
+        .unwrap();
+        assert_eq!(b.next_timer(TimeDomain::EventTime), Some(10));
+        let due = b.take_due_timers(TimeDomain::EventTime, 25, 100).unwrap();
+        assert_eq!(due.iter().map(|t| t.time).collect::<Vec<_>>(), [10, 20]);
+        assert!(
+            b.take_due_timers(TimeDomain::EventTime, i64::MAX, 100)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(b.next_timer(TimeDomain::ProcessingTime), None);
+    }
+}

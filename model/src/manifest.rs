@@ -1,0 +1,399 @@
+//! The job manifest, `weir.toml`, at the root of a bundle.
+//!
+//! ```toml
+//! [job]
+//! name = "wordcount"
+//! parallelism = 2           # default; `--parallelism` overrides
+//! max-parallelism = 128     # number of key groups
+//!
+//! [params]                  # job parameters: `${name}` in the manifest,
+//! input = { doc = "text file to count" }          # required (no default)
+//! output = { default = "/dev/stdout" }             # optional
+//!
+//! [[source]]
+//! name = "lines"
+//! type = "text-file"        # text-file | json-lines-file | generator
+//! path = "${input}"
+//!
+//! [[operator]]
+//! name = "split"
+//! function = "split-words"  # an operator the component exports
+//!
+//! [[operator]]
+//! name = "count"
+//! function = "count"
+//! key-by = "value"          # value | key | a JSON pointer such as "/user/id"
+//!
+//! [[sink]]
+//! name = "counts"
+//! type = "json-lines-file"  # json-lines-file | stdout
+//! path = "${output}"
+//! ```
+//!
+//! Each operator reads the element before it unless it names its `input`; a
+//! sink reads the last operator unless it names its `input`, which may be a
+//! side output: `input = "count:late"`. Every job parameter is also handed to
+//! every operator (`OpenContext::param` in the SDK).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Why a manifest, or the parameters given to it, cannot make a job.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ManifestError {
+    /// Not valid TOML, or not the manifest's shape.
+    #[error("invalid manifest: {0}")]
+    Syntax(String),
+    /// Valid shape, inconsistent content.
+    #[error("invalid manifest: {0}")]
+    Invalid(String),
+    /// `--param` named a parameter the manifest does not declare.
+    #[error("unknown parameter `{name}` (this job's parameters: {known})")]
+    UnknownParam {
+        /// The name given.
+        name: String,
+        /// The declared names.
+        known: String,
+    },
+    /// A parameter without default was not given.
+    #[error("missing parameter `{name}`{doc}: give it with --param {name}=VALUE")]
+    MissingParam {
+        /// The parameter.
+        name: String,
+        /// Its doc, as ` (doc)`, when it has one.
+        doc: String,
+    },
+    /// A parameter value that cannot be used.
+    #[error("bad parameter: {0}")]
+    BadParam(String),
+}
+
+/// The whole manifest, as written.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Manifest {
+    /// The `[job]` table.
+    pub job: JobSection,
+    /// Where the component is, when the bundle ships a built one.
+    #[serde(default)]
+    pub component: Option<ComponentSection>,
+    /// Declared parameters.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamSpec>,
+    /// `[[source]]` tables.
+    #[serde(rename = "source", default)]
+    pub sources: Vec<SourceSpec>,
+    /// `[[operator]]` tables, in pipeline order.
+    #[serde(rename = "operator", default)]
+    pub operators: Vec<OperatorSpec>,
+    /// `[[sink]]` tables.
+    #[serde(rename = "sink", default)]
+    pub sinks: Vec<SinkSpec>,
+}
+
+/// The `[job]` table.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JobSection {
+    /// The job's name.
+    pub name: String,
+    /// Default parallelism of every vertex.
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+    /// The number of key groups (upper bound on parallelism).
+    #[serde(default)]
+    pub max_parallelism: Option<u32>,
+}
+
+/// The `[component]` table.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ComponentSection {
+    /// A built component, relative to the bundle; without it the bundle's
+    /// Cargo crate is built.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// A declared parameter: a default value, or a table with `default` and `doc`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ParamSpec {
+    /// `name = "default"`
+    Default(String),
+    /// `name = { default = "...", doc = "..." }`
+    Table {
+        /// The value when none is given; required without it.
+        #[serde(default)]
+        default: Option<String>,
+        /// What the parameter means.
+        #[serde(default)]
+        doc: Option<String>,
+    },
+}
+
+/// A `[[source]]` table.
+// Unknown fields are rejected by the flattened kind.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub struct SourceSpec {
+    /// Its name in the job.
+    pub name: String,
+    /// What it reads.
+    #[serde(flatten)]
+    pub kind: SourceKind,
+    /// Parallelism, when not the job's.
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+}
+
+/// The kinds of source.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SourceKind {
+    /// Each line of a text file becomes a record whose value is the line as
+    /// a JSON string. Parallel subtasks read byte ranges of the file.
+    TextFile {
+        /// The file.
+        path: String,
+    },
+    /// Each line of a file is a JSON value, handed over as it is.
+    JsonLinesFile {
+        /// The file.
+        path: String,
+    },
+    /// Generated records: `{"seq": n}` or lines of words.
+    Generator {
+        /// How many records in all (split over subtasks); unbounded if absent.
+        #[serde(default)]
+        count: Option<String>,
+        /// `sequence` (default) or `words`.
+        #[serde(default)]
+        pattern: Option<String>,
+        /// At most this many records per second per subtask.
+        #[serde(default)]
+        rate: Option<String>,
+    },
+}
+
+/// An `[[operator]]` table.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OperatorSpec {
+    /// Its name in the job.
+    pub name: String,
+    /// The operator the component exports under this name.
+    pub function: String,
+    /// What it reads: a source or operator name (default: the element before).
+    #[serde(default)]
+    pub input: Option<String>,
+    /// Partition its input by this key (required by keyed operators).
+    #[serde(default)]
+    pub key_by: Option<String>,
+    /// Parallelism, when not the job's.
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+}
+
+/// A `[[sink]]` table.
+// Unknown fields are rejected by the flattened kind.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub struct SinkSpec {
+    /// Its name in the job.
+    pub name: String,
+    /// What it reads: an operator or source, or `operator:side-output`.
+    #[serde(default)]
+    pub input: Option<String>,
+    /// Where it writes.
+    #[serde(flatten)]
+    pub kind: SinkKind,
+}
+
+/// The kinds of sink.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SinkKind {
+    /// One line per record value, on standard output.
+    Stdout,
+    /// One line per record value, in a file (created or truncated).
+    JsonLinesFile {
+        /// The file.
+        path: String,
+    },
+}
+
+/// How a keyed operator's input is keyed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyBy {
+    /// The record's value bytes.
+    Value,
+    /// The key the upstream operator set (`emit_keyed`).
+    Key,
+    /// The JSON value at this pointer (RFC 6901) in the record's value,
+    /// encoded as compact JSON.
+    Pointer(String),
+}
+
+impl std::str::FromStr for KeyBy {
+    type Err = ManifestError;
+
+    fn from_str(s: &str) -> Result<KeyBy, ManifestError> {
+        match s {
+            "value" => Ok(KeyBy::Value),
+            "key" => Ok(KeyBy::Key),
+            p if p.starts_with('/') => Ok(KeyBy::Pointer(p.to_owned())),
+            other => Err(ManifestError::Invalid(format!(
+                "key-by = {other:?}: expected \"value\", \"key\" or a JSON pointer such as \"/user\""
+            ))),
+        }
+    }
+}
+
+impl Manifest {
+    /// Parse a manifest from TOML text.
+    ///
+    /// ```
+    /// let m = weir_model::Manifest::parse(r#"
+    ///     [job]
+    ///     name = "j"
+    ///     [[source]]
+    ///     name = "s"
+    ///     type = "generator"
+    ///     count = "10"
+    ///     [[sink]]
+    ///     name = "out"
+    ///     type = "stdout"
+    /// "#).unwrap();
+    /// assert_eq!(m.job.name, "j");
+    /// assert!(weir_model::Manifest::parse("[job]\nnam = 1").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string()))
+    }
+
+    /// The parameter values for a run: the declared defaults overridden by
+    /// `given`. Names not declared, and required ones missing, are errors.
+    pub fn resolve_params(
+        &self,
+        given: &[(String, String)],
+    ) -> Result<BTreeMap<String, String>, ManifestError> {
+        let mut values = BTreeMap::new();
+        for (name, value) in given {
+            if !self.params.contains_key(name) {
+                return Err(ManifestError::UnknownParam {
+                    name: name.clone(),
+                    known: if self.params.is_empty() {
+                        "none".into()
+                    } else {
+                        self.params.keys().cloned().collect::<Vec<_>>().join(", ")
+                    },
+                });
+            }
+            values.insert(name.clone(), value.clone());
+        }
+        for (name, spec) in &self.params {
+            if values.contains_key(name) {
+                continue;
+            }
+            let (default, doc) = match spec {
+                ParamSpec::Default(d) => (Some(d.clone()), None),
+                ParamSpec::Table { default, doc } => (default.clone(), doc.clone()),
+            };
+            match default {
+                Some(d) => {
+                    values.insert(name.clone(), d);
+                }
+                None => {
+                    return Err(ManifestError::MissingParam {
+                        name: name.clone(),
+                        doc: doc.map(|d| format!(" ({d})")).unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// Replace every `${name}` in `text` with the parameter's value.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// let params = BTreeMap::from([("in".to_string(), "a.txt".to_string())]);
+/// assert_eq!(weir_model::manifest::substitute("data/${in}", &params).unwrap(), "data/a.txt");
+/// assert!(weir_model::manifest::substitute("${nope}", &params).is_err());
+/// ```
+pub fn substitute(text: &str, params: &BTreeMap<String, String>) -> Result<String, ManifestError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| ManifestError::Invalid(format!("unclosed `${{` in {text:?}")))?;
+        let name = &after[..end];
+        let value = params.get(name).ok_or_else(|| {
+            ManifestError::Invalid(format!(
+                "{text:?} uses `${{{name}}}`, which is not a declared parameter"
+            ))
+        })?;
+        out.push_str(value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Parse `key=value` as given on a command line.
+///
+/// ```
+/// assert_eq!(weir_model::manifest::parse_param("a=b=c").unwrap(), ("a".into(), "b=c".into()));
+/// assert!(weir_model::manifest::parse_param("novalue").is_err());
+/// ```
+pub fn parse_param(text: &str) -> Result<(String, String), ManifestError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(ManifestError::BadParam(format!(
+            "{text:?} is not of the form key=value"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let e = Manifest::parse(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='text-file'\npath='x'\ncolour='red'\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+        let e =
+            Manifest::parse("[job]\nname='j'\n[[source]]\nname='s'\ntype='kafka'\n").unwrap_err();
+        assert!(e.to_string().contains("kafka"), "{e}");
+    }
+
+    #[test]
+    fn params_resolve_with_defaults_and_errors() {
+        let m = Manifest::parse("[job]\nname='j'\n[params]\na='1'\nb={doc='the b'}\n").unwrap();
+        let given = vec![("b".to_string(), "2".to_string())];
+        let p = m.resolve_params(&given).unwrap();
+        assert_eq!(p["a"], "1");
+        assert_eq!(p["b"], "2");
+        let e = m.resolve_params(&[]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "missing parameter `b` (the b): give it with --param b=VALUE"
+        );
+        let e = m.resolve_params(&[("c".into(), "3".into())]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown parameter `c` (this job's parameters: a, b)"
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! Run a whole job in this process: every subtask on its own thread, tasks
+//! connected by bounded tokio channels. This is what `weir run` uses.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use weir_model::{JobGraph, VertexKind};
+
+use crate::operators::OperatorFactory;
+use crate::partition::{Envelope, NetworkOutput};
+use crate::sinks::SharedSink;
+use crate::task::{Canceled, ChainNode, Counters, Head, NodeOp, Route, Subtask};
+
+/// Records per batch, the unit of every call into a guest. Gains from
+/// batching stop between 256 and 1,024 records.
+pub const DEFAULT_BATCH_SIZE: usize = 1024;
+
+/// Batches a channel holds before its sender waits (backpressure).
+pub const DEFAULT_CHANNEL_CAPACITY: usize = 16;
+
+/// A job to run in this process.
+pub struct LocalJob {
+    /// The graph, parameters applied.
+    pub graph: JobGraph,
+    /// Creates the operators.
+    pub factory: Arc<dyn OperatorFactory>,
+    /// Records per batch.
+    pub batch_size: usize,
+    /// Batches per channel.
+    pub channel_capacity: usize,
+    /// Set to stop the job.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl LocalJob {
+    /// A job with the default batch size and channel capacity.
+    pub fn new(graph: JobGraph, factory: Arc<dyn OperatorFactory>) -> LocalJob {
+        LocalJob {
+            graph,
+            factory,
+            batch_size: DEFAULT_BATCH_SIZE,
+            channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// What a finished job did, per vertex.
+#[derive(Debug, Clone)]
+pub struct JobReport {
+    /// Wall time from start to the last subtask's end.
+    pub duration: Duration,
+    /// Per vertex: name, parallelism, records in, records out.
+    pub vertices: Vec<VertexReport>,
+}
+
+/// Records through one vertex, summed over its subtasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexReport {
+    /// The vertex's name.
+    pub name: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// Records received.
+    pub records_in: u64,
+    /// Records emitted.
+    pub records_out: u64,
+}
+
+/// Run `job` to its end. Fails with the first subtask error (which names the
+/// job, operator and subtask); the other subtasks are stopped.
+pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
+    let started = Instant::now();
+    let graph = &job.graph;
+    let tasks = graph.tasks();
+    let runtime = tokio::runtime::Handle::current();
+
+    // Sinks open before anything runs, so a bad path fails at once.
+    let mut sinks = HashMap::new();
+    for v in &graph.vertices {
+        if let VertexKind::Sink(config) = &v.kind {
+            let sink = SharedSink::open(config)
+                .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?;
+            sinks.insert(v.id, sink);
+        }
+    }
+
+    // One receiver per subtask of each task whose head has inputs; channel
+    // indices per input edge, in edge order.
+    let mut senders: HashMap<usize, Vec<mpsc::Sender<Envelope>>> = HashMap::new();
+    let mut receivers: HashMap<(usize, u32), (mpsc::Receiver<Envelope>, usize)> = HashMap::new();
+    let mut channel_base: HashMap<usize, u32> = HashMap::new(); // edge index -> first channel
+    for t in &tasks {
+        let head = t.vertices[0];
+        let mut channels = 0u32;
+        for (i, e) in graph.edges.iter().enumerate() {
+            if e.to == head {
+                channel_base.insert(i, channels);
+                channels += graph.vertices[e.from].parallelism;
+            }
+        }
+        if channels == 0 {
+            continue;
+        }
+        let mut txs = Vec::new();
+        for s in 0..t.parallelism {
+            let (tx, rx) = mpsc::channel(job.channel_capacity);
+            txs.push(tx);
+            receivers.insert((t.id, s), (rx, channels as usize));
+        }
+        senders.insert(head, txs);
+    }
+
+    let counters: Vec<Vec<Arc<Counters>>> = graph
+        .vertices
+        .iter()
+        .map(|v| (0..v.parallelism).map(|_| Arc::default()).collect())
+        .collect();
+
+    let mut handles = Vec::new();
+    for t in &tasks {
+        for s in 0..t.parallelism {
+            let mut outputs = Vec::new();
+            let mut nodes_routes: Vec<(Vec<Route>, Vec<(String, Route)>)> = Vec::new();
+            for &v in &t.vertices {
+                let mut main = Vec::new();
+                let mut side = Vec::new();
+                for (i, e) in graph.edges.iter().enumerate().filter(|(_, e)| e.from == v) {
+                    let route = match t.vertices.iter().position(|&x| x == e.to) {
+                        Some(pos) => Route::Node(pos),
+                        None => {
+                            outputs.push(NetworkOutput::new(
+                                senders[&e.to].clone(),
+                                channel_base[&i] + s,
+                                s as usize,
+                                e.partitioning.clone(),
+                                graph.max_parallelism,
+                                job.batch_size,
+                            ));
+                            Route::Net(outputs.len() - 1)
+                        }
+                    };
+                    match &e.side_output {
+                        None => main.push(route),
+                        Some(name) => side.push((name.clone(), route)),
+                    }
+                }
+                nodes_routes.push((main, side));
+            }
+            let head = match &graph.vertices[t.vertices[0]].kind {
+                VertexKind::Source(config) => {
+                    let v = &graph.vertices[t.vertices[0]];
+                    let source = crate::sources::open(config, s, v.parallelism)
+                        .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
+                    Head::Source(source)
+                }
+                _ => {
+                    let (rx, channels) = receivers.remove(&(t.id, s)).expect("made above");
+                    Head::Input { rx, channels }
+                }
+            };
+            let vertices: Vec<usize> = t.vertices.clone();
+            let factory = job.factory.clone();
+            let graph = graph.clone();
+            let sinks: Vec<Option<SharedSink>> =
+                vertices.iter().map(|v| sinks.get(v).cloned()).collect();
+            let node_counters: Vec<Arc<Counters>> = vertices
+                .iter()
+                .map(|&v| counters[v][s as usize].clone())
+                .collect();
+            let cancel = job.cancel.clone();
+            let batch_size = job.batch_size;
+            let rt = runtime.clone();
+            let name = format!("{}[{s}]", graph.vertices[vertices[0]].name);
+            handles.push(tokio::task::spawn_blocking(move || {
+                let result = (|| {
+                    let mut nodes = Vec::new();
+                    for (((&v, (main, side)), sink), counters) in vertices
+                        .iter()
+                        .zip(nodes_routes)
+                        .zip(sinks)
+                        .zip(node_counters)
+                    {
+                        let vertex = &graph.vertices[v];
+                        let op = match &vertex.kind {
+                            VertexKind::Source(_) => NodeOp::Source,
+                            VertexKind::Operator { .. } => {
+                                NodeOp::Operator(factory.create(&graph.name, vertex, s)?)
+                            }
+                            VertexKind::Sink(_) => {
+                                NodeOp::Sink(sink.expect("opened above").subtask())
+                            }
+                        };
+                        nodes.push(ChainNode {
+                            name: vertex.name.clone(),
+                            op,
+                            main,
+                            side,
+                            counters,
+                        });
+                    }
+                    Subtask {
+                        name,
+                        head,
+                        nodes,
+                        outputs,
+                        cancel: cancel.clone(),
+                        batch_size,
+                        runtime: rt,
+                    }
+                    .run()
+                })();
+                if result.is_err() {
+                    // Stop the others: sources check this between batches.
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                result
+            }));
+        }
+    }
+    drop(senders);
+
+    let mut first_error: Option<anyhow::Error> = None;
+    for h in handles {
+        let result = h
+            .await
+            .map_err(|e| anyhow::anyhow!("a subtask panicked: {e}"))?;
+        if let Err(e) = result {
+            let canceled = e.downcast_ref::<Canceled>().is_some();
+            if !canceled && first_error.is_none() {
+                first_error = Some(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    if job.cancel.load(Ordering::Relaxed) {
+        return Err(anyhow::anyhow!("job `{}` was canceled", graph.name));
+    }
+    Ok(JobReport {
+        duration: started.elapsed(),
+        vertices: graph
+            .vertices
+            .iter()
+            .map(|v| VertexReport {
+                name: v.name.clone(),
+                parallelism: v.parallelism,
+                records_in: counters[v.id]
+                    .iter()
+                    .map(|c| c.records_in.load(Ordering::Relaxed))
+                    .sum(),
+                records_out: counters[v.id]
+                    .iter()
+                    .map(|c| c.records_out.load(Ordering::Relaxed))
+                    .sum(),
+            })
+            .collect(),
+    })
+}

@@ -1,0 +1,124 @@
+//! What a task's chain runs, and how it is created.
+
+use std::sync::Arc;
+
+use weir_host::types::TimeDomain;
+use weir_host::{
+    BatchContext, BatchOutput, LoadedComponent, MemoryStateBackend, OperatorError,
+    OperatorInstance, TaskIdent, WasmRuntime,
+};
+use weir_model::{Record, Vertex, VertexKind};
+
+/// An operator as a task runs it: batches in, outputs out; timers fire on
+/// watermarks and on processing time.
+pub trait StreamOperator: Send {
+    /// Process a batch of records.
+    fn process(
+        &mut self,
+        batch: Vec<Record>,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError>;
+
+    /// The watermark advanced to `ctx.watermark`: fire due event-time timers.
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        let _ = ctx;
+        Ok(BatchOutput::default())
+    }
+
+    /// Processing time reached `ctx.processing_time`: fire due timers.
+    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        let _ = ctx;
+        Ok(BatchOutput::default())
+    }
+
+    /// When the next processing-time timer is due, if any.
+    fn next_processing_timer(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// Creates the operator of one subtask of an operator vertex.
+pub trait OperatorFactory: Send + Sync {
+    /// The operator for `subtask` of `vertex`.
+    fn create(
+        &self,
+        job: &str,
+        vertex: &Vertex,
+        subtask: u32,
+    ) -> Result<Box<dyn StreamOperator>, OperatorError>;
+}
+
+/// A Wasm operator: an [`OperatorInstance`] with its state in memory.
+pub struct WasmOperator(pub OperatorInstance);
+
+impl StreamOperator for WasmOperator {
+    fn process(
+        &mut self,
+        batch: Vec<Record>,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        self.0.process(batch, ctx)
+    }
+
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        match ctx.watermark {
+            Some(wm)
+                if self
+                    .0
+                    .backend()
+                    .next_timer(TimeDomain::EventTime)
+                    .is_some_and(|t| t <= wm) =>
+            {
+                self.0.fire_timers(TimeDomain::EventTime, wm, ctx)
+            }
+            _ => Ok(BatchOutput::default()),
+        }
+    }
+
+    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        self.0
+            .fire_timers(TimeDomain::ProcessingTime, ctx.processing_time, ctx)
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        self.0.backend().next_timer(TimeDomain::ProcessingTime)
+    }
+}
+
+/// Creates Wasm operators from one loaded component, handing every operator
+/// the job's parameters.
+pub struct WasmOperatorFactory {
+    /// The process's Wasm runtime.
+    pub runtime: Arc<WasmRuntime>,
+    /// The job's component.
+    pub component: Arc<LoadedComponent>,
+    /// The job's parameters.
+    pub params: Vec<(String, String)>,
+}
+
+impl OperatorFactory for WasmOperatorFactory {
+    fn create(
+        &self,
+        job: &str,
+        vertex: &Vertex,
+        subtask: u32,
+    ) -> Result<Box<dyn StreamOperator>, OperatorError> {
+        let VertexKind::Operator { function, .. } = &vertex.kind else {
+            unreachable!("operators are created for operator vertices only")
+        };
+        let ident = TaskIdent {
+            job: job.to_owned(),
+            operator: vertex.name.clone(),
+            subtask,
+        };
+        let instance = OperatorInstance::new(
+            self.runtime.clone(),
+            self.component.clone(),
+            function,
+            self.params.clone(),
+            ident,
+            Box::new(MemoryStateBackend::new()),
+        )?;
+        Ok(Box::new(WasmOperator(instance)))
+    }
+}

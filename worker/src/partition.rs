@@ -1,0 +1,157 @@
+//! How records leave a task: one [`NetworkOutput`] per edge that leaves it,
+//! with a buffer per receiving subtask, flushed when full and after every
+//! input batch (so latency stays bounded by one batch).
+
+use tokio::sync::mpsc::Sender;
+use weir_model::keygroup::subtask_for_key;
+use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
+
+/// A message on a channel: the sender's channel index at the receiver, and
+/// the message.
+pub type Envelope = (u32, StreamMessage);
+
+/// The receiver went away (the job is stopping).
+#[derive(Debug)]
+pub struct Disconnected;
+
+/// Records that cannot be partitioned.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    /// The receiver went away.
+    #[error("the receiving task stopped")]
+    Disconnected,
+    /// The key cannot be extracted.
+    #[error("{0}")]
+    Key(String),
+}
+
+/// One edge out of a task, seen from one sending subtask.
+pub struct NetworkOutput {
+    senders: Vec<Sender<Envelope>>,
+    channel: u32,
+    partitioning: Partitioning,
+    max_parallelism: u32,
+    buffers: Vec<Vec<Record>>,
+    batch_size: usize,
+    next: usize,
+    subtask: usize,
+}
+
+/// Extract the key of `record` per `key_by` and set it.
+pub fn assign_key(record: &mut Record, key_by: &KeyBy) -> Result<(), PartitionError> {
+    match key_by {
+        KeyBy::Value => record.key = Some(record.value.clone()),
+        KeyBy::Key => {
+            if record.key.is_none() {
+                return Err(PartitionError::Key(
+                    "key-by = \"key\", but a record has no key (emit it with emit_keyed)".into(),
+                ));
+            }
+        }
+        KeyBy::Pointer(p) => {
+            let value: serde_json::Value = serde_json::from_slice(&record.value).map_err(|e| {
+                PartitionError::Key(format!(
+                    "key-by = {p:?}: a record is not JSON ({e}): {}",
+                    String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
+                ))
+            })?;
+            let field = value.pointer(p).ok_or_else(|| {
+                PartitionError::Key(format!(
+                    "key-by = {p:?}: a record has no such field: {}",
+                    String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
+                ))
+            })?;
+            record.key = Some(serde_json::to_vec(field).expect("a JSON value serializes"));
+        }
+    }
+    Ok(())
+}
+
+impl NetworkOutput {
+    /// An output to `senders` (one per receiving subtask); this sender is
+    /// channel `channel` at the receivers and subtask `subtask` of its vertex.
+    pub fn new(
+        senders: Vec<Sender<Envelope>>,
+        channel: u32,
+        subtask: usize,
+        partitioning: Partitioning,
+        max_parallelism: u32,
+        batch_size: usize,
+    ) -> Self {
+        let n = senders.len();
+        NetworkOutput {
+            senders,
+            channel,
+            partitioning,
+            max_parallelism,
+            buffers: vec![Vec::new(); n],
+            batch_size,
+            next: subtask % n.max(1),
+            subtask,
+        }
+    }
+
+    fn send(&self, to: usize, message: StreamMessage) -> Result<(), PartitionError> {
+        self.senders[to]
+            .blocking_send((self.channel, message))
+            .map_err(|_| PartitionError::Disconnected)
+    }
+
+    fn flush_one(&mut self, to: usize) -> Result<(), PartitionError> {
+        if self.buffers[to].is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.buffers[to]);
+        self.send(to, StreamMessage::Data(batch))
+    }
+
+    /// Partition `records` into the buffers; send the full ones.
+    pub fn push(&mut self, records: Vec<Record>) -> Result<(), PartitionError> {
+        let n = self.senders.len();
+        match &self.partitioning {
+            Partitioning::Forward => {
+                let to = self.subtask % n;
+                self.buffers[to].extend(records);
+            }
+            Partitioning::Rebalance => {
+                for r in records {
+                    self.buffers[self.next].push(r);
+                    self.next = (self.next + 1) % n;
+                }
+            }
+            Partitioning::Hash(key_by) => {
+                let key_by = key_by.clone();
+                for mut r in records {
+                    assign_key(&mut r, &key_by)?;
+                    let key = r.key.as_deref().expect("assigned above");
+                    let to = subtask_for_key(key, self.max_parallelism, n as u32) as usize;
+                    self.buffers[to].push(r);
+                }
+            }
+        }
+        for to in 0..n {
+            if self.buffers[to].len() >= self.batch_size {
+                self.flush_one(to)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Send every non-empty buffer.
+    pub fn flush(&mut self) -> Result<(), PartitionError> {
+        for to in 0..self.senders.len() {
+            self.flush_one(to)?;
+        }
+        Ok(())
+    }
+
+    /// Send a signal (watermark, end of stream) to every receiver, after the
+    /// records buffered before it.
+    pub fn broadcast(&mut self, message: StreamMessage) -> Result<(), PartitionError> {
+        self.flush()?;
+        for to in 0..self.senders.len() {
+            self.send(to, message.clone())?;
+        }
+        Ok(())
+    }
+}

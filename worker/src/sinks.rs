@@ -1,0 +1,77 @@
+//! Sinks: where records leave the job. Every subtask of a sink vertex writes
+//! through one shared writer, a batch at a time.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::{Arc, Mutex};
+
+use weir_model::Record;
+use weir_model::graph::SinkConfig;
+
+/// A sink subtask.
+pub trait Sink: Send {
+    /// Write a batch of records.
+    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()>;
+    /// The input ended: make everything durable.
+    fn finish(&mut self) -> anyhow::Result<()>;
+}
+
+/// The writer shared by the subtasks of one sink vertex.
+#[derive(Clone)]
+pub struct SharedSink {
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    what: String,
+}
+
+impl SharedSink {
+    /// Open a sink vertex's destination (a file is created or truncated).
+    pub fn open(config: &SinkConfig) -> anyhow::Result<SharedSink> {
+        let (writer, what): (Box<dyn Write + Send>, String) = match config {
+            SinkConfig::Stdout => (Box::new(std::io::stdout()), "standard output".into()),
+            SinkConfig::JsonLinesFile { path } => {
+                if let Some(dir) = std::path::Path::new(path)
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+                }
+                let file =
+                    File::create(path).map_err(|e| anyhow::anyhow!("cannot create {path}: {e}"))?;
+                (
+                    Box::new(BufWriter::with_capacity(1 << 20, file)),
+                    path.clone(),
+                )
+            }
+        };
+        Ok(SharedSink {
+            writer: Arc::new(Mutex::new(writer)),
+            what,
+        })
+    }
+
+    /// The writer of one subtask.
+    pub fn subtask(&self) -> Box<dyn Sink> {
+        Box::new(self.clone())
+    }
+}
+
+impl Sink for SharedSink {
+    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
+        // Build the batch's bytes outside the lock.
+        let mut buf = Vec::with_capacity(batch.iter().map(|r| r.value.len() + 1).sum());
+        for r in batch {
+            buf.extend_from_slice(&r.value);
+            buf.push(b'\n');
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        w.write_all(&buf)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        w.flush()
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))
+    }
+}

@@ -1,0 +1,292 @@
+//! Sources: where records come from. Each subtask reads its own split.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::time::{Duration, Instant};
+
+use weir_model::Record;
+use weir_model::graph::{GeneratorPattern, SourceConfig};
+
+/// A source subtask: hands out batches until its input ends.
+pub trait Source: Send {
+    /// The next batch, `None` at the end of a bounded input.
+    fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>>;
+}
+
+/// Open the split of `subtask` (of `parallelism`) of a source.
+pub fn open(
+    config: &SourceConfig,
+    subtask: u32,
+    parallelism: u32,
+) -> anyhow::Result<Box<dyn Source>> {
+    Ok(match config {
+        SourceConfig::TextFile { path } => Box::new(FileSplit::open(
+            path,
+            subtask,
+            parallelism,
+            LineFormat::Text,
+        )?),
+        SourceConfig::JsonLinesFile { path } => Box::new(FileSplit::open(
+            path,
+            subtask,
+            parallelism,
+            LineFormat::JsonLines,
+        )?),
+        SourceConfig::Generator {
+            count,
+            pattern,
+            rate,
+        } => Box::new(Generator::new(
+            *count,
+            *pattern,
+            *rate,
+            subtask,
+            parallelism,
+        )),
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LineFormat {
+    /// The line as a JSON string.
+    Text,
+    /// The line as it is (it is JSON); blank lines skipped.
+    JsonLines,
+}
+
+/// The lines of a byte range of a file. Subtask `i` of `n` owns the lines
+/// that *start* in `[i * size / n, (i + 1) * size / n)`, so every line is
+/// read by exactly one subtask.
+struct FileSplit {
+    reader: BufReader<File>,
+    pos: u64,
+    end: u64,
+    format: LineFormat,
+    line: Vec<u8>,
+    path: String,
+}
+
+impl FileSplit {
+    fn open(
+        path: &str,
+        subtask: u32,
+        parallelism: u32,
+        format: LineFormat,
+    ) -> anyhow::Result<FileSplit> {
+        let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {path}: {e}"))?;
+        let size = file.metadata()?.len();
+        let (i, n) = (u64::from(subtask), u64::from(parallelism.max(1)));
+        let start = size * i / n;
+        let end = size * (i + 1) / n;
+        let mut reader = BufReader::with_capacity(256 * 1024, file);
+        let mut pos = start;
+        if start > 0 {
+            // Skip the rest of the line that byte `start - 1` belongs to: it
+            // belongs to the previous split.
+            reader.seek(SeekFrom::Start(start - 1))?;
+            let mut skipped = Vec::new();
+            pos = start - 1 + reader.read_until(b'\n', &mut skipped)? as u64;
+        }
+        Ok(FileSplit {
+            reader,
+            pos,
+            end,
+            format,
+            line: Vec::new(),
+            path: path.to_owned(),
+        })
+    }
+}
+
+impl Source for FileSplit {
+    fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        let mut batch = Vec::with_capacity(max);
+        while batch.len() < max && self.pos < self.end {
+            self.line.clear();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", self.path))?;
+            if n == 0 {
+                self.pos = self.end;
+                break;
+            }
+            self.pos += n as u64;
+            let mut line: &[u8] = &self.line;
+            while let [rest @ .., b'\n' | b'\r'] = line {
+                line = rest;
+            }
+            match self.format {
+                LineFormat::Text => {
+                    let text = String::from_utf8_lossy(line);
+                    batch.push(Record::value(serde_json::to_vec(&*text)?));
+                }
+                LineFormat::JsonLines => {
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        batch.push(Record::value(line.to_vec()));
+                    }
+                }
+            }
+        }
+        Ok(if batch.is_empty() && self.pos >= self.end {
+            None
+        } else {
+            Some(batch)
+        })
+    }
+}
+
+/// Generated records; subtask `i` of `n` makes records `i, i + n, i + 2n, …`.
+struct Generator {
+    next: u64,
+    step: u64,
+    count: Option<u64>,
+    pattern: GeneratorPattern,
+    rate: Option<u64>,
+    started: Instant,
+    made: u64,
+}
+
+impl Generator {
+    fn new(
+        count: Option<u64>,
+        pattern: GeneratorPattern,
+        rate: Option<u64>,
+        subtask: u32,
+        parallelism: u32,
+    ) -> Self {
+        Generator {
+            next: u64::from(subtask),
+            step: u64::from(parallelism.max(1)),
+            count,
+            pattern,
+            rate,
+            started: Instant::now(),
+            made: 0,
+        }
+    }
+}
+
+/// A word of the generator's vocabulary of 1,000: syllables, so that words
+/// look like words and have varied lengths.
+pub fn vocabulary_word(i: u64) -> String {
+    const SYLLABLES: [&str; 10] = [
+        "ka", "lo", "mi", "ren", "tu", "sha", "vo", "nel", "di", "pa",
+    ];
+    let i = i % 1000;
+    let mut w = String::new();
+    w.push_str(SYLLABLES[(i % 10) as usize]);
+    w.push_str(SYLLABLES[((i / 10) % 10) as usize]);
+    if i >= 100 {
+        w.push_str(SYLLABLES[((i / 100) % 10) as usize]);
+    }
+    w
+}
+
+/// Deterministic pseudo-random numbers (splitmix64).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Source for Generator {
+    fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        let mut max = max;
+        if let Some(rate) = self.rate.filter(|r| *r > 0) {
+            // Wait until the rate allows another record, then take what it allows.
+            let allowed = (self.started.elapsed().as_secs_f64() * rate as f64) as u64;
+            if allowed <= self.made {
+                let wait =
+                    (self.made + 1) as f64 / rate as f64 - self.started.elapsed().as_secs_f64();
+                std::thread::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.1)));
+                return Ok(Some(Vec::new()));
+            }
+            max = max.min((allowed - self.made) as usize);
+        }
+        let mut batch = Vec::with_capacity(max);
+        while batch.len() < max {
+            if self.count.is_some_and(|c| self.next >= c) {
+                break;
+            }
+            let n = self.next;
+            let value = match self.pattern {
+                GeneratorPattern::Sequence => format!("{{\"seq\":{n}}}").into_bytes(),
+                GeneratorPattern::Words => {
+                    let r = mix(n);
+                    let words: Vec<String> =
+                        (0..8).map(|k| vocabulary_word(mix(r + k) % 1000)).collect();
+                    serde_json::to_vec(&words.join(" "))?
+                }
+            };
+            batch.push(Record::value(value));
+            self.next += self.step;
+        }
+        self.made += batch.len() as u64;
+        Ok(if batch.is_empty() && self.count.is_some() {
+            None
+        } else {
+            Some(batch)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn read_all(config: &SourceConfig, n: u32) -> Vec<Vec<u8>> {
+        let mut all = Vec::new();
+        for i in 0..n {
+            let mut s = open(config, i, n).unwrap();
+            while let Some(b) = s.next_batch(7).unwrap() {
+                all.extend(b.into_iter().map(|r| r.value));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn file_splits_read_every_line_once() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let lines: Vec<String> = (0..200)
+            .map(|i| "x".repeat(i % 13) + &i.to_string())
+            .collect();
+        for l in &lines {
+            writeln!(f, "{l}").unwrap();
+        }
+        let path = f.path().to_str().unwrap().to_owned();
+        let expected: Vec<Vec<u8>> = lines
+            .iter()
+            .map(|l| serde_json::to_vec(l).unwrap())
+            .collect();
+        for n in [1, 2, 3, 4, 7, 64] {
+            let mut got = read_all(&SourceConfig::TextFile { path: path.clone() }, n);
+            got.sort();
+            let mut want = expected.clone();
+            want.sort();
+            assert_eq!(got, want, "parallelism {n}");
+        }
+    }
+
+    #[test]
+    fn generator_splits_the_count() {
+        let config = SourceConfig::Generator {
+            count: Some(100),
+            pattern: GeneratorPattern::Sequence,
+            rate: None,
+        };
+        let mut got: Vec<u64> = read_all(&config, 3)
+            .iter()
+            .map(|v| {
+                serde_json::from_slice::<serde_json::Value>(v).unwrap()["seq"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,356 @@
+//! One subtask: a chain of vertices run on one thread.
+//!
+//! The head of the chain is a source or an input (a channel fed by the
+//! upstream subtasks). Records pass down the chain as calls; outputs that
+//! leave the task go through [`NetworkOutput`]s. The loop:
+//!
+//! - data: through the chain, then every output buffer is flushed;
+//! - a watermark: the task's watermark (minimum over input channels) may
+//!   advance; if so every operator fires its due event-time timers, in chain
+//!   order, and the watermark goes on to the outputs;
+//! - processing time: due processing-time timers fire between messages (the
+//!   loop waits for input at most until the next one is due);
+//! - end of stream on every input (or the source's end): the maximal
+//!   watermark fires all event-time timers, sinks finish, and end of stream
+//!   goes on to the outputs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc::Receiver;
+use weir_host::{BatchContext, BatchOutput};
+use weir_model::record::MAX_WATERMARK;
+use weir_model::{Record, StreamMessage};
+
+use crate::operators::StreamOperator;
+use crate::partition::{Envelope, NetworkOutput, PartitionError};
+use crate::sinks::Sink;
+use crate::sources::Source;
+use crate::watermark::WatermarkTracker;
+
+/// The job was canceled (or another task failed): not an error of this task.
+#[derive(Debug, thiserror::Error)]
+#[error("canceled")]
+pub struct Canceled;
+
+/// Records in and out of one subtask of one vertex.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Records received.
+    pub records_in: AtomicU64,
+    /// Records emitted (main and side outputs).
+    pub records_out: AtomicU64,
+}
+
+/// Where a node's outputs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Another node of the chain (by index).
+    Node(usize),
+    /// A network output of the task (by index).
+    Net(usize),
+}
+
+/// What a node of the chain is.
+pub enum NodeOp {
+    /// The source at the head: its records are handed on as they are.
+    Source,
+    /// An operator.
+    Operator(Box<dyn StreamOperator>),
+    /// A sink.
+    Sink(Box<dyn Sink>),
+}
+
+/// One vertex of the chain.
+pub struct ChainNode {
+    /// The vertex's name (for errors).
+    pub name: String,
+    /// What it does.
+    pub op: NodeOp,
+    /// Where its main output goes.
+    pub main: Vec<Route>,
+    /// Where its side outputs go, by name; side outputs with no route are
+    /// dropped.
+    pub side: Vec<(String, Route)>,
+    /// Its counters.
+    pub counters: Arc<Counters>,
+}
+
+/// What feeds the head of the chain.
+pub enum Head {
+    /// A source split.
+    Source(Box<dyn Source>),
+    /// Channels from upstream subtasks, `channels` of them.
+    Input {
+        /// The receiving end, shared by all channels.
+        rx: Receiver<Envelope>,
+        /// How many channels feed it.
+        channels: usize,
+    },
+}
+
+/// A subtask ready to run.
+pub struct Subtask {
+    /// "task-name[i]", for errors.
+    pub name: String,
+    /// The chain's input.
+    pub head: Head,
+    /// The chain, head first, in topological order.
+    pub nodes: Vec<ChainNode>,
+    /// The edges that leave the task.
+    pub outputs: Vec<NetworkOutput>,
+    /// Set when the job stops.
+    pub cancel: Arc<AtomicBool>,
+    /// Records per source batch.
+    pub batch_size: usize,
+    /// For timed waits on the input.
+    pub runtime: tokio::runtime::Handle,
+}
+
+fn partition_error(e: PartitionError, node: &str) -> anyhow::Error {
+    match e {
+        PartitionError::Disconnected => Canceled.into(),
+        PartitionError::Key(m) => anyhow::anyhow!("output of `{node}`: {m}"),
+    }
+}
+
+impl Subtask {
+    fn ctx(&self, watermark: Option<i64>) -> BatchContext {
+        BatchContext {
+            watermark,
+            processing_time: weir_now_ms(),
+        }
+    }
+
+    /// Run until the input ends, the job is canceled, or something fails.
+    pub fn run(mut self) -> anyhow::Result<()> {
+        let mut watermark: Option<i64> = None;
+        match std::mem::replace(
+            &mut self.head,
+            Head::Input {
+                rx: tokio::sync::mpsc::channel(1).1,
+                channels: 0,
+            },
+        ) {
+            Head::Source(mut source) => loop {
+                if self.cancel.load(Ordering::Relaxed) {
+                    return Err(Canceled.into());
+                }
+                let batch = source.next_batch(self.batch_size).map_err(|e| {
+                    anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
+                })?;
+                match batch {
+                    None => break,
+                    Some(b) if b.is_empty() => {}
+                    Some(b) => {
+                        self.push(0, b, watermark)?;
+                        self.flush()?;
+                    }
+                }
+                self.processing_timers(watermark)?;
+            },
+            Head::Input { mut rx, channels } => {
+                let mut tracker = WatermarkTracker::new(channels);
+                loop {
+                    let next_timer = self.next_processing_timer();
+                    let received = match next_timer {
+                        None => rx.blocking_recv().map(Some),
+                        Some(t) => {
+                            let wait =
+                                Duration::from_millis((t - weir_now_ms()).clamp(0, 1000) as u64);
+                            match self.runtime.block_on(tokio::time::timeout(wait, rx.recv())) {
+                                Ok(m) => m.map(Some),
+                                Err(_) => Some(None),
+                            }
+                        }
+                    };
+                    let Some(message) = received else {
+                        // Every sender is gone without ending its stream: the
+                        // job is stopping.
+                        return Err(Canceled.into());
+                    };
+                    if let Some((channel, message)) = message {
+                        let advanced = match message {
+                            StreamMessage::Data(batch) => {
+                                self.push(0, batch, watermark)?;
+                                None
+                            }
+                            StreamMessage::Watermark(wm) => tracker.update(channel as usize, wm),
+                            StreamMessage::EndOfStream => tracker.end(channel as usize),
+                        };
+                        if let Some(wm) = advanced.filter(|wm| *wm < MAX_WATERMARK) {
+                            watermark = Some(wm);
+                            self.advance_watermark(wm)?;
+                        }
+                        self.flush()?;
+                        if tracker.all_ended() {
+                            break;
+                        }
+                    }
+                    if self.cancel.load(Ordering::Relaxed) {
+                        return Err(Canceled.into());
+                    }
+                    self.processing_timers(watermark)?;
+                }
+            }
+        }
+        // End of input: fire every event-time timer, finish sinks, tell
+        // the receivers.
+        self.advance_watermark(MAX_WATERMARK)?;
+        for node in &mut self.nodes {
+            if let NodeOp::Sink(sink) = &mut node.op {
+                sink.finish()
+                    .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", node.name, self.name))?;
+            }
+        }
+        for (i, out) in self.outputs.iter_mut().enumerate() {
+            out.broadcast(StreamMessage::EndOfStream)
+                .map_err(|e| partition_error(e, &format!("output {i}")))?;
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        node: usize,
+        records: Vec<Record>,
+        watermark: Option<i64>,
+    ) -> anyhow::Result<()> {
+        let ctx = self.ctx(watermark);
+        let n = &mut self.nodes[node];
+        n.counters
+            .records_in
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        let out = match &mut n.op {
+            NodeOp::Source => BatchOutput {
+                main: records,
+                side: Vec::new(),
+            },
+            NodeOp::Operator(op) => op.process(records, ctx)?,
+            NodeOp::Sink(sink) => {
+                sink.write(&records)
+                    .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", n.name, self.name))?;
+                return Ok(());
+            }
+        };
+        self.route(node, out, watermark)
+    }
+
+    fn route(
+        &mut self,
+        node: usize,
+        out: BatchOutput,
+        watermark: Option<i64>,
+    ) -> anyhow::Result<()> {
+        let n = &self.nodes[node];
+        let produced = out.main.len() + out.side.iter().map(|(_, r)| r.len()).sum::<usize>();
+        n.counters
+            .records_out
+            .fetch_add(produced as u64, Ordering::Relaxed);
+        let main = n.main.clone();
+        let mut side = Vec::new();
+        for (name, records) in out.side {
+            let routes: Vec<Route> = n
+                .side
+                .iter()
+                .filter(|(s, _)| *s == name)
+                .map(|(_, r)| *r)
+                .collect();
+            side.push((routes, records));
+        }
+        self.send(node, main, out.main, watermark)?;
+        for (routes, records) in side {
+            self.send(node, routes, records, watermark)?;
+        }
+        Ok(())
+    }
+
+    fn send(
+        &mut self,
+        from: usize,
+        routes: Vec<Route>,
+        records: Vec<Record>,
+        watermark: Option<i64>,
+    ) -> anyhow::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let last = routes.len().saturating_sub(1);
+        let mut records = Some(records);
+        for (i, route) in routes.into_iter().enumerate() {
+            let batch = if i == last {
+                records.take().expect("once")
+            } else {
+                records.clone().expect("kept")
+            };
+            match route {
+                Route::Node(to) => self.push(to, batch, watermark)?,
+                Route::Net(o) => {
+                    let name = self.nodes[from].name.clone();
+                    self.outputs[o]
+                        .push(batch)
+                        .map_err(|e| partition_error(e, &name))?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        for out in &mut self.outputs {
+            out.flush().map_err(|e| partition_error(e, "task"))?;
+        }
+        Ok(())
+    }
+
+    fn advance_watermark(&mut self, wm: i64) -> anyhow::Result<()> {
+        let ctx = self.ctx(Some(wm));
+        for i in 0..self.nodes.len() {
+            if let NodeOp::Operator(op) = &mut self.nodes[i].op {
+                let out = op.on_watermark(ctx)?;
+                self.route(i, out, Some(wm))?;
+            }
+        }
+        for out in &mut self.outputs {
+            out.broadcast(StreamMessage::Watermark(wm))
+                .map_err(|e| partition_error(e, "task"))?;
+        }
+        Ok(())
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                NodeOp::Operator(op) => op.next_processing_timer(),
+                _ => None,
+            })
+            .min()
+    }
+
+    fn processing_timers(&mut self, watermark: Option<i64>) -> anyhow::Result<()> {
+        let Some(next) = self.next_processing_timer() else {
+            return Ok(());
+        };
+        let ctx = self.ctx(watermark);
+        if next > ctx.processing_time {
+            return Ok(());
+        }
+        for i in 0..self.nodes.len() {
+            if let NodeOp::Operator(op) = &mut self.nodes[i].op {
+                let out = op.on_processing_time(ctx)?;
+                self.route(i, out, watermark)?;
+            }
+        }
+        self.flush()
+    }
+}
+
+/// The wall clock, ms since the epoch.
+pub fn weir_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
