@@ -1,0 +1,120 @@
+//! Hostile guests: each fails its own operator with a clear error, quickly,
+//! and leaves the host (and other instances) working.
+
+use std::time::{Duration, Instant};
+
+use weir_host::{BatchContext, ErrorKind};
+
+use crate::{instance, runtime, text, values};
+
+fn ctx() -> BatchContext {
+    BatchContext::default()
+}
+
+#[test]
+fn a_trap_names_the_operator_and_the_panic_and_the_host_survives() {
+    let rt = runtime();
+    let mut op = instance(&rt, "trap");
+    let err = op
+        .process(vec![text("fine"), text("boom")], ctx())
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Trap);
+    let shown = err.to_string();
+    assert!(
+        shown.contains("job `test-job`, operator `op-trap`, subtask 3"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("boom: this record is bad"),
+        "the panic message is kept: {shown}"
+    );
+    // The poisoned instance is rebuilt; another one was never affected.
+    let mut other = instance(&rt, "trap");
+    assert_eq!(
+        values(&other.process(vec![text("a")], ctx()).unwrap().main),
+        ["a"]
+    );
+    op.reset().unwrap();
+    assert_eq!(
+        values(&op.process(vec![text("b")], ctx()).unwrap().main),
+        ["b"]
+    );
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_the_deadline() {
+    let rt = runtime();
+    let mut op = instance(&rt, "endless");
+    let started = Instant::now();
+    let err = op.process(vec![text("x")], ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Deadline, "{err}");
+    assert!(err.to_string().contains("deadline"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    op.reset().unwrap();
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_limit() {
+    let rt = runtime();
+    let mut op = instance(&rt, "membomb");
+    let err = op.process(vec![text("x")], ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::MemoryLimit, "{err}");
+    assert!(err.to_string().contains("limit"), "{err}");
+    // The host still runs guests.
+    let mut ok = instance(&rt, "trap");
+    assert_eq!(
+        values(&ok.process(vec![text("y")], ctx()).unwrap().main),
+        ["y"]
+    );
+}
+
+#[test]
+fn files_are_not_there() {
+    let rt = runtime();
+    let mut op = instance(&rt, "open-file");
+    let out = values(
+        &op.process(
+            vec![text("/etc/passwd"), text("Cargo.toml"), text(".")],
+            ctx(),
+        )
+        .unwrap()
+        .main,
+    );
+    for v in out {
+        assert!(
+            v.as_str().unwrap().starts_with("error:"),
+            "a guest read a file: {v}"
+        );
+    }
+}
+
+#[test]
+fn the_environment_and_arguments_are_empty() {
+    // SAFETY of the test's claim: the host process has a HOME.
+    assert!(std::env::var_os("PATH").is_some());
+    let rt = runtime();
+    let mut op = instance(&rt, "read-env");
+    let out = values(&op.process(vec![text("")], ctx()).unwrap().main);
+    let line = out[0].as_str().unwrap();
+    assert!(line.starts_with("vars=0 args=0 home=error:"), "{line}");
+}
+
+#[test]
+fn sockets_are_denied() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let rt = runtime();
+    let mut op = instance(&rt, "socket");
+    let out = values(&op.process(vec![text(&addr)], ctx()).unwrap().main);
+    assert!(
+        out[0].as_str().unwrap().starts_with("error:"),
+        "a guest connected: {}",
+        out[0]
+    );
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "nothing reached the listener");
+}

@@ -1,0 +1,70 @@
+//! Weir's integration tests, in one binary.
+
+mod contract;
+mod hostile;
+mod loading;
+mod pipeline;
+
+use std::sync::Arc;
+
+use weir_host::{
+    HostConfig, LoadedComponent, MemoryStateBackend, OperatorInstance, TaskIdent, WasmRuntime,
+};
+
+/// A runtime with a short call deadline and a small memory cap, for tests.
+pub fn runtime() -> Arc<WasmRuntime> {
+    WasmRuntime::new(HostConfig {
+        memory_limit_bytes: 64 << 20,
+        call_timeout_ms: 500,
+        max_instances: 32,
+        ..HostConfig::default()
+    })
+    .expect("the runtime starts")
+}
+
+/// The test guests' component, loaded into `rt`.
+pub fn fixtures(rt: &WasmRuntime) -> Arc<LoadedComponent> {
+    rt.load_file(&weir_tests::guest("test-guests"))
+        .expect("the fixtures load")
+}
+
+/// A fresh instance of the fixture operator `function`.
+pub fn instance(rt: &Arc<WasmRuntime>, function: &str) -> OperatorInstance {
+    let component = fixtures(rt);
+    OperatorInstance::new(
+        rt.clone(),
+        component,
+        function,
+        Vec::new(),
+        TaskIdent {
+            job: "test-job".into(),
+            operator: format!("op-{function}"),
+            subtask: 3,
+        },
+        Box::new(MemoryStateBackend::new()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A record whose value is the JSON string `s`, keyed by it.
+pub fn keyed(s: &str) -> weir_model::Record {
+    let v = serde_json::to_vec(s).unwrap();
+    weir_model::Record {
+        key: Some(v.clone()),
+        value: v,
+        timestamp: None,
+    }
+}
+
+/// A record whose value is the JSON string `s`.
+pub fn text(s: &str) -> weir_model::Record {
+    weir_model::Record::value(serde_json::to_vec(s).unwrap())
+}
+
+/// The values of records, decoded as JSON.
+pub fn values(records: &[weir_model::Record]) -> Vec<serde_json::Value> {
+    records
+        .iter()
+        .map(|r| serde_json::from_slice(&r.value).unwrap())
+        .collect()
+}
