@@ -30,11 +30,14 @@ pub(crate) trait DynOperator {
     fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Batch) -> crate::Result<()>;
 }
 
+/// Creates an operator from its open context.
+type Create = Box<dyn Fn(&mut OpenContext) -> crate::Result<Box<dyn DynOperator>>>;
+
 /// A registered operator: its name, kind and how to create it.
 pub struct OperatorEntry {
     pub(crate) name: &'static str,
     pub(crate) kind: OperatorKind,
-    pub(crate) create: Box<dyn Fn(&mut OpenContext) -> crate::Result<Box<dyn DynOperator>>>,
+    pub(crate) create: Create,
 }
 
 struct MapOp<I, O>(fn(I) -> O);

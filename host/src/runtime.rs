@@ -198,13 +198,13 @@ impl WasmRuntime {
             ms = started.elapsed().as_millis() as u64,
             "compiled component"
         );
-        if let Some(path) = path {
-            if let Err(e) = write_atomically(&path, &component) {
-                tracing::warn!(
-                    "cannot cache the compiled component at {}: {e}",
-                    path.display()
-                );
-            }
+        if let Some(path) = path
+            && let Err(e) = write_atomically(&path, &component)
+        {
+            tracing::warn!(
+                "cannot cache the compiled component at {}: {e}",
+                path.display()
+            );
         }
         Ok(component)
     }

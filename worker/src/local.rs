@@ -14,6 +14,9 @@ use crate::partition::{Envelope, NetworkOutput};
 use crate::sinks::SharedSink;
 use crate::task::{Canceled, ChainNode, Counters, Head, NodeOp, Route, Subtask};
 
+/// Where one chain node's main and side outputs go.
+type Routes = (Vec<Route>, Vec<(String, Route)>);
+
 /// Records per batch, the unit of every call into a guest. Gains from
 /// batching stop between 256 and 1,024 records.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
@@ -124,7 +127,7 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
     for t in &tasks {
         for s in 0..t.parallelism {
             let mut outputs = Vec::new();
-            let mut nodes_routes: Vec<(Vec<Route>, Vec<(String, Route)>)> = Vec::new();
+            let mut nodes_routes: Vec<Routes> = Vec::new();
             for &v in &t.vertices {
                 let mut main = Vec::new();
                 let mut side = Vec::new();

@@ -1,0 +1,244 @@
+//! Weir's benchmarks. Run in release mode:
+//!
+//! ```text
+//! cargo run --release -p weir-bench -- wordcount --words 10000000
+//! ```
+//!
+//! `wordcount` measures records (words) per second of the same word count
+//! three ways, at parallelism 1, on one generated text:
+//!
+//! - **wasm**: the `examples/wordcount` component in Weir's runtime (text
+//!   source → `split-words` → hash partition → `count` → JSON-lines sink);
+//! - **native**: the same job with the same logic written as native Rust
+//!   operators in the same runtime (same records, codec, state backend);
+//! - **loop**: a hand-written single-threaded loop doing the same work (read
+//!   lines, split, lowercase, count in a hash map, write one JSON line per
+//!   update) — the COST baseline.
+
+mod native;
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use weir_coordinator::{Submission, plan};
+use weir_host::types::OperatorKind;
+use weir_host::{HostConfig, WasmRuntime};
+use weir_model::{ExportedOperator, Manifest};
+use weir_worker::{LocalJob, OperatorFactory, WasmOperatorFactory, run_job};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Word count: Wasm operators vs native operators vs a hand-written loop.
+    Wordcount {
+        /// Words in the generated text.
+        #[arg(long, default_value_t = 10_000_000)]
+        words: u64,
+        /// Runs of each variant; the best is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+    },
+}
+
+/// A text of `words` words drawn from a vocabulary of 10,000 (Zipf-like:
+/// word i has weight 1/(i+1)), 10 words per line, some capitalized and
+/// punctuated.
+fn generate_text(path: &Path, words: u64) -> anyhow::Result<()> {
+    let vocab: Vec<String> = (0..10_000u64)
+        .map(|i| format!("w{}{}", (b'a' + (i % 26) as u8) as char, i))
+        .collect();
+    let weights: Vec<f64> = (0..vocab.len()).map(|i| 1.0 / (i + 1) as f64).collect();
+    let total: f64 = weights.iter().sum();
+    let mut cumulative = Vec::with_capacity(weights.len());
+    let mut acc = 0.0;
+    for w in &weights {
+        acc += w / total;
+        cumulative.push(acc);
+    }
+    let mut out = BufWriter::new(std::fs::File::create(path)?);
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    for i in 0..words {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+        let idx = cumulative.partition_point(|c| *c < u).min(vocab.len() - 1);
+        let w = &vocab[idx];
+        if x.is_multiple_of(7) {
+            write!(out, "{}{}", w[..1].to_uppercase(), &w[1..])?;
+        } else {
+            out.write_all(w.as_bytes())?;
+        }
+        out.write_all(if i % 10 == 9 {
+            b".\n"
+        } else if x.is_multiple_of(5) {
+            b", "
+        } else {
+            b" "
+        })?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+const MANIFEST: &str = r#"
+[job]
+name = "wordcount-bench"
+[params]
+input = {}
+[[source]]
+name = "lines"
+type = "text-file"
+path = "${input}"
+[[operator]]
+name = "split"
+function = "split-words"
+[[operator]]
+name = "count"
+function = "count"
+key-by = "value"
+[[sink]]
+name = "counts"
+type = "json-lines-file"
+path = "/dev/null"
+"#;
+
+async fn run_pipeline(
+    input: &Path,
+    factory: Arc<dyn OperatorFactory>,
+    exported: &[ExportedOperator],
+) -> anyhow::Result<Duration> {
+    let manifest = Manifest::parse(MANIFEST)?;
+    let submission = Submission {
+        params: vec![("input".into(), input.display().to_string())],
+        parallelism: Some(1),
+        builtin_params: Vec::new(),
+    };
+    let graph = plan(&manifest, &submission, exported)?;
+    let report = run_job(LocalJob::new(graph, factory)).await?;
+    Ok(report.duration)
+}
+
+/// The COST baseline: one thread, no framework.
+fn hand_loop(input: &Path) -> anyhow::Result<Duration> {
+    #[derive(serde::Serialize)]
+    struct WordCount<'a> {
+        word: &'a str,
+        count: u64,
+    }
+    let started = Instant::now();
+    let reader = std::io::BufReader::with_capacity(256 * 1024, std::fs::File::open(input)?);
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create("/dev/null")?);
+    let mut counts: ahash::AHashMap<String, u64> = ahash::AHashMap::new();
+    for line in reader.lines() {
+        let line = line?;
+        for w in line
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            let word = w.to_lowercase();
+            let count = {
+                let c = counts.entry(word.clone()).or_insert(0);
+                *c += 1;
+                *c
+            };
+            serde_json::to_writer(&mut out, &WordCount { word: &word, count })?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(started.elapsed())
+}
+
+fn best<F: FnMut() -> anyhow::Result<Duration>>(runs: u32, mut f: F) -> anyhow::Result<Duration> {
+    let mut best = Duration::MAX;
+    for _ in 0..runs.max(1) {
+        best = best.min(f()?);
+    }
+    Ok(best)
+}
+
+async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join("weir-bench");
+    std::fs::create_dir_all(&dir)?;
+    let input: PathBuf = dir.join(format!("text-{words}.txt"));
+    if !input.exists() {
+        eprintln!("generating {words} words into {}", input.display());
+        generate_text(&input, words)?;
+    }
+    let component_path = weir_tests::guest("wordcount");
+    let runtime = WasmRuntime::new(HostConfig {
+        cache_dir: Some(dir.join("components")),
+        ..HostConfig::default()
+    })?;
+    let component = runtime.load_file(&component_path)?;
+    let exported: Vec<ExportedOperator> = component
+        .operators
+        .iter()
+        .map(|o| ExportedOperator {
+            name: o.name.clone(),
+            keyed: matches!(o.kind, OperatorKind::KeyedProcess),
+        })
+        .collect();
+    let wasm_factory: Arc<dyn OperatorFactory> = Arc::new(WasmOperatorFactory {
+        runtime: runtime.clone(),
+        component,
+        params: Vec::new(),
+    });
+    let native_factory: Arc<dyn OperatorFactory> = Arc::new(native::NativeWordCount);
+
+    let handle = tokio::runtime::Handle::current();
+    let mut wasm = Duration::MAX;
+    let mut native_d = Duration::MAX;
+    for _ in 0..runs.max(1) {
+        wasm = wasm.min(run_pipeline(&input, wasm_factory.clone(), &exported).await?);
+        native_d = native_d.min(run_pipeline(&input, native_factory.clone(), &exported).await?);
+    }
+    let input2 = input.clone();
+    let baseline = handle
+        .spawn_blocking(move || best(runs, || hand_loop(&input2)))
+        .await??;
+
+    let rate = |d: Duration| words as f64 / d.as_secs_f64();
+    let (a, b, c) = (rate(wasm), rate(native_d), rate(baseline));
+    println!("| variant | time (s) | words/s |");
+    println!("| --- | ---: | ---: |");
+    println!(
+        "| (a) Wasm operators, Weir runtime | {:.2} | {:.0} |",
+        wasm.as_secs_f64(),
+        a
+    );
+    println!(
+        "| (b) native operators, Weir runtime | {:.2} | {:.0} |",
+        native_d.as_secs_f64(),
+        b
+    );
+    println!(
+        "| (c) hand-written loop | {:.2} | {:.0} |",
+        baseline.as_secs_f64(),
+        c
+    );
+    println!();
+    println!(
+        "a/b = {:.2} (target ≥ 0.7), a/c = {:.2} (target ≥ 0.3)",
+        a / b,
+        a / c
+    );
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Runtime::new()?;
+    match cli.command {
+        Bench::Wordcount { words, runs } => rt.block_on(wordcount(words, runs)),
+    }
+}

@@ -1,0 +1,317 @@
+//! `weir run` and `weir build` as a user runs them: real processes, exact
+//! results, and clear errors for bad bundles and parameters.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+struct Outcome {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run `weir` with `args`, killed after two minutes.
+fn weir(args: &[&str]) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .current_dir(root())
+        .env(
+            "WEIR_CACHE_DIR",
+            std::env::temp_dir().join("weir-cli-tests-cache"),
+        )
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("weir {args:?} did not finish within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Outcome {
+        ok: status.success(),
+        stdout: std::fs::read_to_string(out).unwrap(),
+        stderr: std::fs::read_to_string(err).unwrap(),
+    }
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let o = weir(args);
+    assert!(!o.ok, "weir {args:?} succeeded");
+    assert!(
+        o.stderr.contains(needle),
+        "weir {args:?}: expected {needle:?} in:\n{}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("panicked"),
+        "weir {args:?} panicked:\n{}",
+        o.stderr
+    );
+}
+
+/// A text with mixed case, punctuation, digits and non-ASCII letters.
+fn text(words: usize, seed: u64) -> String {
+    const VOCAB: [&str; 12] = [
+        "River",
+        "weir",
+        "WATER",
+        "naïve",
+        "Ünïcode",
+        "x2",
+        "2024",
+        "don't",
+        "stream-processor",
+        "a",
+        "the",
+        "é",
+    ];
+    const SEPS: [&str; 6] = [" ", ", ", ".\n", " -- ", "\t", "!\n\n"];
+    let mut s = String::new();
+    let mut x = seed;
+    for _ in 0..words {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        s.push_str(VOCAB[(x >> 33) as usize % VOCAB.len()]);
+        s.push_str(SEPS[(x >> 45) as usize % SEPS.len()]);
+    }
+    s
+}
+
+fn expected_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for w in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *counts.entry(w.to_lowercase()).or_default() += 1;
+    }
+    counts
+}
+
+fn final_counts(output: &Path) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in std::fs::read_to_string(output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (w, c) = (
+            v["word"].as_str().unwrap().to_owned(),
+            v["count"].as_u64().unwrap(),
+        );
+        let e = counts.entry(w).or_insert(0);
+        *e = c.max(*e);
+    }
+    counts
+}
+
+#[test]
+fn wordcount_gives_exact_counts_at_parallelism_1_and_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("text.txt");
+    let text = text(50_000, 7);
+    std::fs::write(&input, &text).unwrap();
+    let expected = expected_counts(&text);
+    assert!(expected.len() > 10);
+    for p in ["1", "4"] {
+        let output = dir.path().join(format!("counts-{p}.jsonl"));
+        let input_param = format!("input={}", input.display());
+        let output_param = format!("output={}", output.display());
+        let o = weir(&[
+            "run",
+            "examples/wordcount",
+            "--param",
+            &input_param,
+            "--param",
+            &output_param,
+            "--parallelism",
+            p,
+        ]);
+        assert!(o.ok, "{}", o.stderr);
+        assert_eq!(final_counts(&output), expected, "parallelism {p}");
+        // One line per word occurrence: every update is emitted.
+        let lines = std::fs::read_to_string(&output).unwrap().lines().count() as u64;
+        assert_eq!(lines, expected.values().sum::<u64>());
+    }
+}
+
+#[test]
+fn the_stateless_example_filters_and_maps() {
+    let o = weir(&["run", "examples/json-filter", "--param", "min=25"]);
+    assert!(o.ok, "{}", o.stderr);
+    let got: Vec<serde_json::Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            serde_json::json!({"sensor": "attic", "fahrenheit": 88.16}),
+            serde_json::json!({"sensor": "greenhouse", "fahrenheit": 80.6})
+        ]
+    );
+}
+
+#[test]
+fn build_writes_an_archive_that_runs() {
+    // The archive goes to the bundle's dist/ (ignored by git).
+    let built = weir(&["build", "examples/json-filter"]);
+    assert!(built.ok, "{}", built.stderr);
+    let component = built
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("component: ")
+        .to_owned();
+    let archive = PathBuf::from(built.stdout.lines().last().unwrap());
+    assert!(
+        archive.ends_with("examples/json-filter/dist/json-filter.weir"),
+        "{}",
+        built.stdout
+    );
+    assert!(Path::new(&component).is_file());
+    let input = format!(
+        "input={}",
+        root()
+            .join("examples/json-filter/data/readings.jsonl")
+            .display()
+    );
+    let o = weir(&["run", archive.to_str().unwrap(), "--param", &input]);
+    assert!(o.ok, "{}", o.stderr);
+    assert_eq!(o.stdout.lines().count(), 3);
+}
+
+/// A bundle directory with `bytes` as its component and `manifest`.
+fn bundle_with(dir: &Path, bytes: &[u8], manifest: &str) -> String {
+    std::fs::write(dir.join("c.wasm"), bytes).unwrap();
+    std::fs::write(dir.join("weir.toml"), manifest).unwrap();
+    dir.display().to_string()
+}
+
+const MANIFEST: &str = r#"
+[job]
+name = "bad"
+[component]
+path = "c.wasm"
+[[source]]
+name = "gen"
+type = "generator"
+count = "10"
+pattern = "words"
+[[operator]]
+name = "op"
+function = "split-words"
+[[sink]]
+name = "out"
+type = "stdout"
+"#;
+
+fn wordcount_component() -> Vec<u8> {
+    let built = weir(&["build", "examples/wordcount"]);
+    assert!(built.ok, "{}", built.stderr);
+    let component = built
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("component: ")
+        .to_owned();
+    std::fs::read(component).unwrap()
+}
+
+#[test]
+fn malformed_bundles_are_rejected_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    };
+    fails_with(&["run", "/nonexistent/bundle"], "no such bundle");
+    fails_with(
+        &["run", &bundle_with(&d("text"), b"hello, world", MANIFEST)],
+        "not a WebAssembly component",
+    );
+    fails_with(
+        &[
+            "run",
+            &bundle_with(&d("core"), b"\0asm\x01\0\0\0", MANIFEST),
+        ],
+        "core WebAssembly module",
+    );
+    fails_with(
+        &[
+            "run",
+            &bundle_with(&d("world"), b"\0asm\x0d\0\x01\0", MANIFEST),
+        ],
+        "Weir operator world",
+    );
+    fails_with(
+        &[
+            "run",
+            &bundle_with(&d("manifest"), b"", "[job]\nname = 1\n"),
+        ],
+        "invalid manifest",
+    );
+
+    let wc = wordcount_component();
+    let missing = MANIFEST.replace("function = \"split-words\"", "function = \"spilt-words\"");
+    fails_with(
+        &["run", &bundle_with(&d("missing-op"), &wc, &missing)],
+        "uses function `spilt-words`, which the component does not export (it exports: split-words, count)",
+    );
+    let unkeyed = MANIFEST.replace("function = \"split-words\"", "function = \"count\"");
+    fails_with(
+        &["run", &bundle_with(&d("unkeyed"), &wc, &unkeyed)],
+        "needs `key-by`",
+    );
+    let good = bundle_with(&d("good"), &wc, MANIFEST);
+    fails_with(
+        &["run", &good, "--param", "nokey"],
+        "\"nokey\" is not of the form key=value",
+    );
+    fails_with(
+        &["run", &good, "--param", "speed=9"],
+        "unknown parameter `speed`",
+    );
+    fails_with(
+        &["run", &good, "--parallelism", "0"],
+        "parallelism of `gen` is 0",
+    );
+    let bad_count = MANIFEST.replace("count = \"10\"", "count = \"ten\"");
+    fails_with(
+        &["run", &bundle_with(&d("count"), &wc, &bad_count)],
+        "count = \"ten\" is not a whole number",
+    );
+    fails_with(
+        &[
+            "run",
+            "examples/wordcount",
+            "--param",
+            "input=/nonexistent/words.txt",
+            "--param",
+            "output=/dev/null",
+        ],
+        "cannot open /nonexistent/words.txt",
+    );
+    assert!(weir(&["run", &good]).ok);
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run Weir's whole test suite: unit tests, doctests, the integration tests
+# (tests/all) and the CLI tests, after building the guest components.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Build outputs live outside the clone so that repeated runs reuse them.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
+scripts/setup.sh
+cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p test-guests
+cargo test --workspace
