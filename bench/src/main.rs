@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use weir_coordinator::{Submission, plan};
-use weir_host::types::OperatorKind;
 use weir_host::{HostConfig, WasmRuntime};
 use weir_model::{ExportedOperator, Manifest};
 use weir_worker::{LocalJob, OperatorFactory, WasmOperatorFactory, run_job};
@@ -180,14 +179,7 @@ async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
         ..HostConfig::default()
     })?;
     let component = runtime.load_file(&component_path)?;
-    let exported: Vec<ExportedOperator> = component
-        .operators
-        .iter()
-        .map(|o| ExportedOperator {
-            name: o.name.clone(),
-            keyed: matches!(o.kind, OperatorKind::KeyedProcess),
-        })
-        .collect();
+    let exported = component.exported();
     let wasm_factory: Arc<dyn OperatorFactory> = Arc::new(WasmOperatorFactory {
         runtime: runtime.clone(),
         component,

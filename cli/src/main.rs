@@ -9,9 +9,7 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use weir_coordinator::Submission;
-use weir_host::types::OperatorKind;
 use weir_host::{HostConfig, WasmRuntime};
-use weir_model::ExportedOperator;
 use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
 
 #[derive(Parser)]
@@ -61,16 +59,6 @@ fn cache_dir() -> PathBuf {
     home.join(".cache").join("weir").join("components")
 }
 
-fn exported(runtime_ops: &[weir_host::types::OperatorDescriptor]) -> Vec<ExportedOperator> {
-    runtime_ops
-        .iter()
-        .map(|o| ExportedOperator {
-            name: o.name.clone(),
-            keyed: matches!(o.kind, OperatorKind::KeyedProcess),
-        })
-        .collect()
-}
-
 async fn run(
     path: &Path,
     parallelism: Option<u32>,
@@ -98,11 +86,7 @@ async fn run(
         parallelism,
         builtin_params: vec![("bundle_dir".into(), bundle.dir.display().to_string())],
     };
-    let graph = weir_coordinator::plan(
-        &bundle.manifest,
-        &submission,
-        &exported(&component.operators),
-    )?;
+    let graph = weir_coordinator::plan(&bundle.manifest, &submission, &component.exported())?;
     let params = graph.params.clone().into_iter().collect();
     let factory = Arc::new(WasmOperatorFactory {
         runtime,
@@ -147,11 +131,7 @@ fn build(path: &Path) -> anyhow::Result<()> {
         builtin_params: vec![("bundle_dir".into(), bundle.dir.display().to_string())],
         ..Submission::default()
     };
-    match weir_coordinator::plan(
-        &bundle.manifest,
-        &submission,
-        &exported(&component.operators),
-    ) {
+    match weir_coordinator::plan(&bundle.manifest, &submission, &component.exported()) {
         Ok(_) | Err(weir_model::ManifestError::MissingParam { .. }) => {}
         Err(e) => return Err(e.into()),
     }

@@ -162,11 +162,7 @@ impl OperatorInstance {
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         let events: Vec<Event> = records.into_iter().map(to_event).collect();
-        let wit_ctx = types::BatchContext {
-            watermark: ctx.watermark,
-            processing_time: ctx.processing_time,
-        };
-        self.prepare(ctx);
+        let wit_ctx = self.prepare(ctx);
         let result = self
             .bindings
             .weir_operator_operators()
@@ -181,11 +177,7 @@ impl OperatorInstance {
         timers: Vec<Timer>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let wit_ctx = types::BatchContext {
-            watermark: ctx.watermark,
-            processing_time: ctx.processing_time,
-        };
-        self.prepare(ctx);
+        let wit_ctx = self.prepare(ctx);
         let result = self
             .bindings
             .weir_operator_operators()
@@ -223,12 +215,18 @@ impl OperatorInstance {
         }
     }
 
-    fn prepare(&mut self, ctx: BatchContext) {
+    /// Set the deadline and the watermark for a call, clear what a failed
+    /// call left staged, and return the context as the guest receives it.
+    fn prepare(&mut self, ctx: BatchContext) -> types::BatchContext {
         let deadline = self.runtime.config().deadline_ticks();
         self.store.set_epoch_deadline(deadline);
         let data = self.store.data_mut();
         data.watermark = ctx.watermark;
         data.staged.clear();
+        types::BatchContext {
+            watermark: ctx.watermark,
+            processing_time: ctx.processing_time,
+        }
     }
 
     fn host_error(&self, message: String) -> OperatorError {

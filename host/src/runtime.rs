@@ -29,6 +29,18 @@ pub struct LoadedComponent {
 }
 
 impl LoadedComponent {
+    /// What the planner needs to know of the operators: names, and which
+    /// ones need a keyed input.
+    pub fn exported(&self) -> Vec<weir_model::ExportedOperator> {
+        self.operators
+            .iter()
+            .map(|o| weir_model::ExportedOperator {
+                name: o.name.clone(),
+                keyed: matches!(o.kind, crate::types::OperatorKind::KeyedProcess),
+            })
+            .collect()
+    }
+
     /// The operator called `name`, if the component exports it.
     pub fn operator(&self, name: &str) -> Option<&OperatorDescriptor> {
         self.operators.iter().find(|o| o.name == name)

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use weir_coordinator::{Submission, plan};
-use weir_host::types::OperatorKind;
-use weir_model::{ExportedOperator, Manifest};
+use weir_model::Manifest;
 use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
 
 use crate::{fixtures, runtime};
@@ -13,14 +12,7 @@ use crate::{fixtures, runtime};
 fn job(manifest: &str, params: &[(&str, &str)], parallelism: u32) -> anyhow::Result<LocalJob> {
     let rt = runtime();
     let component = fixtures(&rt);
-    let exported: Vec<ExportedOperator> = component
-        .operators
-        .iter()
-        .map(|o| ExportedOperator {
-            name: o.name.clone(),
-            keyed: matches!(o.kind, OperatorKind::KeyedProcess),
-        })
-        .collect();
+    let exported = component.exported();
     let manifest = Manifest::parse(manifest)?;
     let submission = Submission {
         params: params
