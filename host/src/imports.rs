@@ -97,7 +97,7 @@ fn backend_error(e: anyhow::Error) -> wasmtime::Error {
 }
 
 /// Processing time: the wall clock in ms since the epoch.
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

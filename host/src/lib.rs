@@ -29,6 +29,7 @@ mod wasi;
 
 pub use config::HostConfig;
 pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
+pub use imports::now_ms;
 pub use instance::{BatchContext, BatchOutput, OperatorInstance};
 pub use runtime::{LoadedComponent, WasmRuntime};
 pub use state::{MemoryStateBackend, StateBackend};

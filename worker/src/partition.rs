@@ -10,10 +10,6 @@ use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
 /// the message.
 pub type Envelope = (u32, StreamMessage);
 
-/// The receiver went away (the job is stopping).
-#[derive(Debug)]
-pub struct Disconnected;
-
 /// Records that cannot be partitioned.
 #[derive(Debug, thiserror::Error)]
 pub enum PartitionError {

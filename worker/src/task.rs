@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::Receiver;
-use weir_host::{BatchContext, BatchOutput};
+use weir_host::{BatchContext, BatchOutput, now_ms};
 use weir_model::record::MAX_WATERMARK;
 use weir_model::{Record, StreamMessage};
 
@@ -119,7 +119,7 @@ impl Subtask {
     fn ctx(&self, watermark: Option<i64>) -> BatchContext {
         BatchContext {
             watermark,
-            processing_time: weir_now_ms(),
+            processing_time: now_ms(),
         }
     }
 
@@ -157,8 +157,7 @@ impl Subtask {
                     let received = match next_timer {
                         None => rx.blocking_recv().map(Some),
                         Some(t) => {
-                            let wait =
-                                Duration::from_millis((t - weir_now_ms()).clamp(0, 1000) as u64);
+                            let wait = Duration::from_millis((t - now_ms()).clamp(0, 1000) as u64);
                             match self.runtime.block_on(tokio::time::timeout(wait, rx.recv())) {
                                 Ok(m) => m.map(Some),
                                 Err(_) => Some(None),
@@ -345,12 +344,4 @@ impl Subtask {
         }
         self.flush()
     }
-}
-
-/// The wall clock, ms since the epoch.
-pub fn weir_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
