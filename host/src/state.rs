@@ -41,16 +41,18 @@ pub trait StateBackend: Send {
     fn next_timer(&self, domain: TimeDomain) -> Option<i64>;
 }
 
-type Addr = (u32, Vec<u8>);
 type TimerEntry = (i64, Vec<u8>);
+type Hasher = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
+type PerKey<T> = HashMap<Vec<u8>, T, Hasher>;
 
-/// Keyed state in hash maps, timers in ordered sets: fast, bounded by memory.
+/// Keyed state in hash maps (one per declared state, looked up by borrowed
+/// key), timers in ordered sets: fast, bounded by memory.
 #[derive(Default)]
 pub struct MemoryStateBackend {
     names: Vec<(String, StateKind)>,
-    values: HashMap<Addr, Vec<u8>>,
-    lists: HashMap<Addr, Vec<Vec<u8>>>,
-    maps: HashMap<Addr, BTreeMap<Vec<u8>, Vec<u8>>>,
+    values: Vec<PerKey<Vec<u8>>>,
+    lists: Vec<PerKey<Vec<Vec<u8>>>>,
+    maps: Vec<PerKey<BTreeMap<Vec<u8>, Vec<u8>>>>,
     event_timers: BTreeSet<TimerEntry>,
     processing_timers: BTreeSet<TimerEntry>,
 }
@@ -70,13 +72,26 @@ impl MemoryStateBackend {
 
     /// Number of keyed entries held (values, lists and maps).
     pub fn len(&self) -> usize {
-        self.values.len() + self.lists.len() + self.maps.len()
+        self.values.iter().map(HashMap::len).sum::<usize>()
+            + self.lists.iter().map(HashMap::len).sum::<usize>()
+            + self.maps.iter().map(HashMap::len).sum::<usize>()
     }
 
     /// Whether no keyed state is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The per-key map of `state`, or an error for an id never registered.
+fn slot<T>(maps: &[PerKey<T>], state: u32) -> anyhow::Result<&PerKey<T>> {
+    maps.get(state as usize)
+        .ok_or_else(|| anyhow::anyhow!("state id {state} was never declared"))
+}
+
+fn slot_mut<T>(maps: &mut [PerKey<T>], state: u32) -> anyhow::Result<&mut PerKey<T>> {
+    maps.get_mut(state as usize)
+        .ok_or_else(|| anyhow::anyhow!("state id {state} was never declared"))
 }
 
 impl StateBackend for MemoryStateBackend {
@@ -91,32 +106,33 @@ impl StateBackend for MemoryStateBackend {
             return Ok(i as u32);
         }
         self.names.push((name.to_owned(), kind));
+        // Every id has a slot of each shape; only the declared one is used.
+        self.values.push(PerKey::default());
+        self.lists.push(PerKey::default());
+        self.maps.push(PerKey::default());
         Ok(self.names.len() as u32 - 1)
     }
 
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
-        Ok(self.values.get(&(state, key.to_vec())).cloned())
+        Ok(slot(&self.values, state)?.get(key).cloned())
     }
 
     fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
-        Ok(self
-            .lists
-            .get(&(state, key.to_vec()))
+        Ok(slot(&self.lists, state)?
+            .get(key)
             .cloned()
             .unwrap_or_default())
     }
 
     fn get_entry(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
-        Ok(self
-            .maps
-            .get(&(state, key.to_vec()))
+        Ok(slot(&self.maps, state)?
+            .get(key)
             .and_then(|m| m.get(map_key).cloned()))
     }
 
     fn get_entries(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        Ok(self
-            .maps
-            .get(&(state, key.to_vec()))
+        Ok(slot(&self.maps, state)?
+            .get(key)
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default())
     }
@@ -124,36 +140,40 @@ impl StateBackend for MemoryStateBackend {
     fn apply(&mut self, op: StateOp) -> anyhow::Result<()> {
         match op {
             StateOp::PutValue(p) => {
-                self.values.insert((p.target.state, p.target.key), p.value);
+                let values = slot_mut(&mut self.values, p.target.state)?;
+                match values.get_mut(p.target.key.as_slice()) {
+                    Some(v) => *v = p.value,
+                    None => {
+                        values.insert(p.target.key, p.value);
+                    }
+                }
             }
             StateOp::ReplaceList(l) => {
-                self.lists.insert((l.target.state, l.target.key), l.values);
+                slot_mut(&mut self.lists, l.target.state)?.insert(l.target.key, l.values);
             }
-            StateOp::AppendList(l) => self
-                .lists
-                .entry((l.target.state, l.target.key))
+            StateOp::AppendList(l) => slot_mut(&mut self.lists, l.target.state)?
+                .entry(l.target.key)
                 .or_default()
                 .extend(l.values),
             StateOp::PutEntry(p) => {
-                self.maps
-                    .entry((p.target.state, p.target.key))
+                slot_mut(&mut self.maps, p.target.state)?
+                    .entry(p.target.key)
                     .or_default()
                     .insert(p.map_key, p.value);
             }
             StateOp::RemoveEntry(r) => {
-                let addr = (r.target.state, r.target.key);
-                if let Some(m) = self.maps.get_mut(&addr) {
+                let maps = slot_mut(&mut self.maps, r.target.state)?;
+                if let Some(m) = maps.get_mut(r.target.key.as_slice()) {
                     m.remove(&r.map_key);
                     if m.is_empty() {
-                        self.maps.remove(&addr);
+                        maps.remove(r.target.key.as_slice());
                     }
                 }
             }
             StateOp::Clear(k) => {
-                let addr = (k.state, k.key);
-                self.values.remove(&addr);
-                self.lists.remove(&addr);
-                self.maps.remove(&addr);
+                slot_mut(&mut self.values, k.state)?.remove(k.key.as_slice());
+                slot_mut(&mut self.lists, k.state)?.remove(k.key.as_slice());
+                slot_mut(&mut self.maps, k.state)?.remove(k.key.as_slice());
             }
         }
         Ok(())
