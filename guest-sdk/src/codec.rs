@@ -37,3 +37,15 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> crate::Result<T> {
         .into()
     })
 }
+
+/// Encode a value as JSON at the end of `buf`.
+///
+/// ```
+/// let mut buf = b"x".to_vec();
+/// weir::codec::encode_into(&mut buf, &[1, 2]);
+/// assert_eq!(buf, b"x[1,2]");
+/// ```
+pub fn encode_into<T: Serialize + ?Sized>(buf: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(&mut *buf, value)
+        .unwrap_or_else(|e| panic!("cannot encode a value as JSON: {e}"))
+}

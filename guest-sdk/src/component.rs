@@ -9,7 +9,7 @@ use crate::__private::bindings::exports::weir::operator::operators::{
     Guest, GuestOperator, Operator,
 };
 use crate::__private::bindings::weir::operator::types::{
-    BatchContext, Event, OperatorDescriptor, Timer,
+    Batch, BatchContext, OperatorDescriptor, Timer,
 };
 use crate::driver::{Effects, Instance, OperatorEntry};
 use crate::{LogLevel, host};
@@ -57,11 +57,11 @@ fn install_panic_hook() {
 #[cfg(target_family = "wasm")]
 fn hand_over(effects: Effects) {
     use crate::__private::bindings::weir::operator::host as imports;
-    if !effects.outputs.is_empty() {
-        imports::emit(&effects.outputs);
+    if !effects.outputs.entries.is_empty() {
+        imports::emit(&effects.outputs.into_wit());
     }
-    for (name, events) in &effects.side {
-        imports::emit_side(name, events);
+    for (name, records) in effects.side {
+        imports::emit_side(&name, &records.into_wit());
     }
     if !effects.state_ops.is_empty() {
         imports::update_state(&effects.state_ops);
@@ -86,7 +86,7 @@ impl<R: Registry> GuestOperator for Handle<R> {
         }))
     }
 
-    fn process(&self, batch: Vec<Event>, ctx: BatchContext) -> Result<(), String> {
+    fn process(&self, batch: Batch, ctx: BatchContext) -> Result<(), String> {
         let effects = self.instance.borrow_mut().process(batch, ctx)?;
         hand_over(effects);
         Ok(())

@@ -9,41 +9,89 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Event, StateKind, TimeDomain as WitDomain, Timer, TimerOp,
+    Batch as WitBatch, Entry, Span, StateKind, TimeDomain as WitDomain, Timer, TimerOp,
 };
 use crate::state::{ListState, MapState, ValueState, with_cache};
 use crate::{codec, host};
 
-/// The effects of one batch, collected in the guest and handed over at its end.
+/// Records being built: their bytes packed into one buffer.
 #[derive(Default)]
-pub(crate) struct Batch {
-    pub(crate) timestamp: Option<i64>,
-    pub(crate) watermark: Option<i64>,
-    pub(crate) processing_time: i64,
-    pub(crate) outputs: Vec<Event>,
-    pub(crate) side: Vec<(String, Vec<Event>)>,
-    pub(crate) timer_ops: Vec<TimerOp>,
+pub(crate) struct OutBatch {
+    pub(crate) data: Vec<u8>,
+    pub(crate) entries: Vec<Entry>,
 }
 
-impl Batch {
-    fn push(&mut self, value: Vec<u8>, key: Option<Vec<u8>>) {
-        self.outputs.push(Event {
+fn span(start: usize, end: usize) -> Span {
+    Span {
+        offset: start as u32,
+        len: (end - start) as u32,
+    }
+}
+
+impl OutBatch {
+    /// Append a record whose value `write` encodes into the buffer.
+    pub(crate) fn push_with(
+        &mut self,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let key = key.map(|k| {
+            let start = self.data.len();
+            self.data.extend_from_slice(k);
+            span(start, self.data.len())
+        });
+        let start = self.data.len();
+        write(&mut self.data);
+        let value = span(start, self.data.len());
+        self.entries.push(Entry {
             key,
             value,
-            timestamp: self.timestamp,
+            timestamp,
         });
     }
 
-    fn push_side(&mut self, name: &str, value: Vec<u8>) {
-        let event = Event {
-            key: None,
-            value,
-            timestamp: self.timestamp,
-        };
-        match self.side.iter_mut().find(|(n, _)| n == name) {
-            Some((_, events)) => events.push(event),
-            None => self.side.push((name.to_owned(), vec![event])),
+    /// The batch as the contract carries it.
+    #[cfg_attr(
+        not(target_family = "wasm"),
+        expect(dead_code, reason = "handed over only inside Wasm")
+    )]
+    pub(crate) fn into_wit(self) -> WitBatch {
+        WitBatch {
+            data: self.data,
+            entries: self.entries,
         }
+    }
+}
+
+/// The effects of one batch, collected in the guest and handed over at its end.
+#[derive(Default)]
+pub(crate) struct Pending {
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) watermark: Option<i64>,
+    pub(crate) processing_time: i64,
+    pub(crate) outputs: OutBatch,
+    pub(crate) side: Vec<(String, OutBatch)>,
+    pub(crate) timer_ops: Vec<TimerOp>,
+}
+
+impl Pending {
+    pub(crate) fn push<T: Serialize + ?Sized>(&mut self, value: &T, key: Option<&[u8]>) {
+        let timestamp = self.timestamp;
+        self.outputs
+            .push_with(key, timestamp, |buf| codec::encode_into(buf, value));
+    }
+
+    fn push_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
+        let timestamp = self.timestamp;
+        let out = match self.side.iter().position(|(n, _)| n == name) {
+            Some(i) => &mut self.side[i].1,
+            None => {
+                self.side.push((name.to_owned(), OutBatch::default()));
+                &mut self.side.last_mut().expect("pushed").1
+            }
+        };
+        out.push_with(None, timestamp, |buf| codec::encode_into(buf, value));
     }
 }
 
@@ -91,14 +139,14 @@ impl From<WitDomain> for TimeDomain {
 /// assert_eq!(out, ["a", "b"]);
 /// ```
 pub struct Collector<'a, T> {
-    pub(crate) batch: &'a mut Batch,
+    pub(crate) batch: &'a mut Pending,
     pub(crate) _type: PhantomData<fn(T)>,
 }
 
 impl<T: Serialize> Collector<'_, T> {
     /// Send a record to the main output (it keeps the input's timestamp).
     pub fn emit(&mut self, value: impl Borrow<T>) {
-        self.batch.push(codec::encode(value.borrow()), None);
+        self.batch.push(value.borrow(), None);
     }
 }
 
@@ -135,7 +183,7 @@ impl<T: Serialize> Collector<'_, T> {
 /// assert_eq!(fired, ["k@1500"]);
 /// ```
 pub struct Context<'a, Out> {
-    pub(crate) batch: &'a mut Batch,
+    pub(crate) batch: &'a mut Pending,
     pub(crate) _type: PhantomData<fn(Out)>,
 }
 
@@ -143,20 +191,20 @@ impl<Out: Serialize> Context<'_, Out> {
     /// Send a record to the main output. It carries the input's timestamp (a
     /// timer's time, for event-time timers).
     pub fn emit(&mut self, value: impl Borrow<Out>) {
-        self.batch.push(codec::encode(value.borrow()), None);
+        self.batch.push(value.borrow(), None);
     }
 
     /// Send a record with a key to the main output; a later `key-by = "key"`
     /// in the manifest partitions by it.
     pub fn emit_keyed<K: Serialize + ?Sized>(&mut self, key: &K, value: impl Borrow<Out>) {
-        self.batch
-            .push(codec::encode(value.borrow()), Some(codec::encode(key)));
+        let key = codec::encode(key);
+        self.batch.push(value.borrow(), Some(&key));
     }
 
     /// Send a record of any type to the side output `name`; the manifest
     /// routes side outputs to sinks (`from = "operator:name"`).
     pub fn emit_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
-        self.batch.push_side(name, codec::encode(value));
+        self.batch.push_side(name, value);
     }
 
     /// The event time of the record being processed (the timer's time in

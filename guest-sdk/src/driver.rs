@@ -7,17 +7,17 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    BatchContext, Event, OperatorKind, StateOp, Timer,
+    Batch as WitBatch, BatchContext, OperatorKind, Span, StateOp, Timer,
 };
-use crate::context::Batch;
+use crate::context::{OutBatch, Pending};
 use crate::state::{StateCache, with_cache};
 use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, codec};
 
 /// What a completed batch hands to the host.
 #[derive(Default)]
 pub(crate) struct Effects {
-    pub(crate) outputs: Vec<Event>,
-    pub(crate) side: Vec<(String, Vec<Event>)>,
+    pub(crate) outputs: OutBatch,
+    pub(crate) side: Vec<(String, OutBatch)>,
     pub(crate) state_ops: Vec<StateOp>,
     pub(crate) timer_ops: Vec<crate::__private::bindings::weir::operator::types::TimerOp>,
 }
@@ -25,9 +25,9 @@ pub(crate) struct Effects {
 /// One operator, with its types erased.
 pub(crate) trait DynOperator {
     /// Handle one record; the current key is set.
-    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()>;
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()>;
     /// Handle one timer; the current key is set.
-    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Batch) -> crate::Result<()>;
+    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Pending) -> crate::Result<()>;
 }
 
 /// Creates an operator from its open context.
@@ -47,7 +47,7 @@ struct ProcessOp<P>(P);
 struct KeyedOp<P>(P);
 
 impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
-    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         let out = (self.0)(codec::decode(value)?);
         Collector::<O> {
             batch,
@@ -56,13 +56,13 @@ impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
         .emit(out);
         Ok(())
     }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
         Ok(())
     }
 }
 
 impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
-    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         (self.0)(
             codec::decode(value)?,
             &mut Collector {
@@ -72,29 +72,28 @@ impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
         );
         Ok(())
     }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
         Ok(())
     }
 }
 
 impl<I: DeserializeOwned> DynOperator for FilterOp<I> {
-    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         if (self.0)(&codec::decode(value)?) {
-            batch.outputs.push(Event {
-                key: None,
-                value: value.to_vec(),
-                timestamp: batch.timestamp,
-            });
+            let timestamp = batch.timestamp;
+            batch
+                .outputs
+                .push_with(None, timestamp, |buf| buf.extend_from_slice(value));
         }
         Ok(())
     }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
         Ok(())
     }
 }
 
 impl<P: Process> DynOperator for ProcessOp<P> {
-    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
             codec::decode(value)?,
             &mut Context {
@@ -103,13 +102,13 @@ impl<P: Process> DynOperator for ProcessOp<P> {
             },
         )
     }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Batch) -> crate::Result<()> {
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
         Ok(())
     }
 }
 
 impl<P: KeyedProcess> DynOperator for KeyedOp<P> {
-    fn record(&mut self, value: &[u8], batch: &mut Batch) -> crate::Result<()> {
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
             codec::decode(value)?,
             &mut Context {
@@ -118,7 +117,7 @@ impl<P: KeyedProcess> DynOperator for KeyedOp<P> {
             },
         )
     }
-    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Batch) -> crate::Result<()> {
+    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Pending) -> crate::Result<()> {
         self.0.on_timer(
             time,
             domain,
@@ -232,12 +231,12 @@ impl Instance {
         &mut self,
         items: Vec<T>,
         ctx: BatchContext,
-        mut each: impl FnMut(&mut dyn DynOperator, T, &mut Batch) -> crate::Result<()>,
+        mut each: impl FnMut(&mut dyn DynOperator, T, &mut Pending) -> crate::Result<()>,
     ) -> Result<Effects, String> {
-        let mut batch = Batch {
+        let mut batch = Pending {
             watermark: ctx.watermark,
             processing_time: ctx.processing_time,
-            ..Batch::default()
+            ..Pending::default()
         };
         swap_cache(&mut self.cache);
         let mut result = Ok(());
@@ -270,23 +269,40 @@ impl Instance {
     /// Process a batch of records.
     pub(crate) fn process(
         &mut self,
-        events: Vec<Event>,
+        batch: WitBatch,
         ctx: BatchContext,
     ) -> Result<Effects, String> {
+        let WitBatch { data, entries } = batch;
+        let bytes = |s: Span| -> Result<&[u8], String> {
+            data.get(s.offset as usize..s.offset as usize + s.len as usize)
+                .ok_or_else(|| {
+                    format!(
+                        "a record's span {}+{} is outside the batch's {} bytes",
+                        s.offset,
+                        s.len,
+                        data.len()
+                    )
+                })
+        };
         if self.keyed {
-            if let Some(i) = events.iter().position(|e| e.key.is_none()) {
+            if let Some(i) = entries.iter().position(|e| e.key.is_none()) {
                 return Err(format!(
                     "operator `{}` is a keyed_process but record {i} of the batch has no key (use key-by in the manifest)",
                     self.name
                 ));
             }
-            self.cache
-                .prefetch(events.iter().filter_map(|e| e.key.as_deref()));
+            let keys = entries
+                .iter()
+                .filter_map(|e| e.key)
+                .map(bytes)
+                .collect::<Result<Vec<_>, _>>()?;
+            self.cache.prefetch(keys.into_iter());
         }
-        self.run(events, ctx, |op, event, batch| {
-            batch.timestamp = event.timestamp;
-            with_cache(|c| c.current_key = event.key);
-            op.record(&event.value, batch)
+        self.run(entries, ctx, |op, entry, batch| {
+            batch.timestamp = entry.timestamp;
+            let key = entry.key.map(bytes).transpose()?;
+            with_cache(|c| c.set_key(key));
+            op.record(bytes(entry.value)?, batch)
         })
     }
 
@@ -299,7 +315,7 @@ impl Instance {
         self.run(timers, ctx, |op, timer, batch| {
             let domain: TimeDomain = timer.domain.into();
             batch.timestamp = (domain == TimeDomain::EventTime).then_some(timer.time);
-            with_cache(|c| c.current_key = Some(timer.key));
+            with_cache(|c| c.set_key(Some(&timer.key)));
             op.timer(timer.time, domain, batch)
         })
     }

@@ -208,6 +208,18 @@ impl StateCache {
         self.current_key = None;
     }
 
+    /// Make `key` the current key, reusing the buffer.
+    pub(crate) fn set_key(&mut self, key: Option<&[u8]>) {
+        match key {
+            Some(k) => {
+                let current = self.current_key.get_or_insert_with(Vec::new);
+                current.clear();
+                current.extend_from_slice(k);
+            }
+            None => self.current_key = None,
+        }
+    }
+
     fn key(&self) -> crate::Result<&[u8]> {
         self.current_key.as_deref().ok_or_else(no_key)
     }

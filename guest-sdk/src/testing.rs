@@ -19,27 +19,29 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    BatchContext, Event, StateKey, StateKind, StateOp, TimeDomain as WitDomain, Timer, TimerOp,
+    Batch, BatchContext, Entry, Span, StateKey, StateKind, StateOp, TimeDomain as WitDomain, Timer,
+    TimerOp,
 };
+use crate::context::OutBatch;
 use crate::driver::{Effects, Instance, OperatorEntry};
 use crate::host::{self, HostApi};
 use crate::{Collector, KeyedProcess, LogLevel, Process, TimeDomain, codec};
 
-type Entry = (u32, Vec<u8>);
+type Addr = (u32, Vec<u8>);
 
 #[derive(Default)]
 struct Store {
     declared: Vec<(String, StateKind)>,
-    values: HashMap<Entry, Vec<u8>>,
-    lists: HashMap<Entry, Vec<Vec<u8>>>,
-    maps: HashMap<Entry, BTreeMap<Vec<u8>, Vec<u8>>>,
+    values: HashMap<Addr, Vec<u8>>,
+    lists: HashMap<Addr, Vec<Vec<u8>>>,
+    maps: HashMap<Addr, BTreeMap<Vec<u8>, Vec<u8>>>,
     /// (time, domain, key)
     timers: BTreeSet<(i64, bool, Vec<u8>)>,
 }
 
 struct MemoryHost(Rc<RefCell<Store>>);
 
-fn entry(k: &StateKey) -> Entry {
+fn entry(k: &StateKey) -> Addr {
     (k.state, k.key.clone())
 }
 
@@ -91,6 +93,16 @@ impl HostApi for MemoryHost {
     }
 }
 
+/// The values of a batch's records, in order.
+fn values_of(batch: OutBatch) -> Vec<Vec<u8>> {
+    let data = &batch.data;
+    batch
+        .entries
+        .iter()
+        .map(|e| data[e.value.offset as usize..(e.value.offset + e.value.len) as usize].to_vec())
+        .collect()
+}
+
 /// Runs one operator natively with in-memory state and timers.
 ///
 /// ```
@@ -107,7 +119,7 @@ pub struct Harness {
     keyed: bool,
     watermark: Option<i64>,
     processing_time: i64,
-    side: Vec<(String, Vec<Event>)>,
+    side: Vec<(String, Vec<Vec<u8>>)>,
 }
 
 impl Harness {
@@ -214,16 +226,16 @@ impl Harness {
                 s.timers.remove(&item);
             }
         }
-        for (name, events) in effects.side {
+        for (name, records) in effects.side {
+            let values = values_of(records);
             match self.side.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, all)) => all.extend(events),
-                None => self.side.push((name, events)),
+                Some((_, all)) => all.extend(values),
+                None => self.side.push((name, values)),
             }
         }
-        effects
-            .outputs
+        values_of(effects.outputs)
             .iter()
-            .map(|e| codec::decode(&e.value))
+            .map(|v| codec::decode(v))
             .collect()
     }
 
@@ -236,12 +248,29 @@ impl Harness {
         timestamp: Option<i64>,
     ) -> crate::Result<Vec<O>> {
         host::install(Box::new(MemoryHost(self.store.clone())));
-        let event = Event {
-            key: self.keyed.then(|| codec::encode(key)),
-            value: codec::encode(value),
-            timestamp,
+        let mut data = Vec::new();
+        let key = self.keyed.then(|| {
+            codec::encode_into(&mut data, key);
+            Span {
+                offset: 0,
+                len: data.len() as u32,
+            }
+        });
+        let start = data.len();
+        codec::encode_into(&mut data, value);
+        let value = Span {
+            offset: start as u32,
+            len: (data.len() - start) as u32,
         };
-        let effects = self.instance.process(vec![event], self.context())?;
+        let batch = Batch {
+            data,
+            entries: vec![Entry {
+                key,
+                value,
+                timestamp,
+            }],
+        };
+        let effects = self.instance.process(batch, self.context())?;
         self.apply(effects)
     }
 
@@ -296,11 +325,11 @@ impl Harness {
 
     /// Take what was sent to the side output `name` so far.
     pub fn side_output<T: DeserializeOwned>(&mut self, name: &str) -> crate::Result<Vec<T>> {
-        let events = match self.side.iter().position(|(n, _)| n == name) {
+        let values = match self.side.iter().position(|(n, _)| n == name) {
             Some(i) => self.side.remove(i).1,
             None => Vec::new(),
         };
-        events.iter().map(|e| codec::decode(&e.value)).collect()
+        values.iter().map(|v| codec::decode(v)).collect()
     }
 
     /// The timers that are registered, as (domain, time) pairs, in time order.

@@ -13,14 +13,15 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::weir::operator::{host, types};
 use crate::error::TaskIdent;
 use crate::state::StateBackend;
-use crate::types::{Event, LogLevel, StateKey, StateKind, StateOp, TimerOp};
+use crate::types::{Batch, LogLevel, StateKey, StateKind, StateOp, TimerOp};
 use crate::wasi::LastWords;
+use weir_model::Record;
 
 /// What a call handed over, not yet applied.
 #[derive(Default)]
 pub(crate) struct Staged {
-    pub(crate) main: Vec<Event>,
-    pub(crate) side: Vec<(String, Vec<Event>)>,
+    pub(crate) main: Vec<Record>,
+    pub(crate) side: Vec<(String, Vec<Record>)>,
     pub(crate) state_ops: Vec<StateOp>,
     pub(crate) timer_ops: Vec<TimerOp>,
 }
@@ -106,22 +107,72 @@ pub fn now_ms() -> i64 {
 
 impl types::Host for TaskState {}
 
-impl host::Host for TaskState {
-    fn emit(&mut self, records: Vec<Event>) -> wasmtime::Result<()> {
-        if self.staged.main.is_empty() {
-            self.staged.main = records;
-        } else {
-            self.staged.main.extend(records);
+/// Append the records of a batch to `out`. A span outside the batch's data
+/// is the guest's bug: it traps the call.
+pub(crate) fn unpack(batch: Batch, out: &mut Vec<Record>) -> wasmtime::Result<()> {
+    let data = &batch.data;
+    let bytes = |s: types::Span| -> wasmtime::Result<Vec<u8>> {
+        let (start, len) = (s.offset as usize, s.len as usize);
+        data.get(start..start + len)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                wasmtime::format_err!(
+                    "a record's span {start}+{len} is outside the batch's {} bytes",
+                    data.len()
+                )
+            })
+    };
+    out.reserve(batch.entries.len());
+    for e in &batch.entries {
+        out.push(Record {
+            key: e.key.map(bytes).transpose()?,
+            value: bytes(e.value)?,
+            timestamp: e.timestamp,
+        });
+    }
+    Ok(())
+}
+
+/// Pack records into one batch.
+pub(crate) fn pack(records: Vec<Record>) -> Batch {
+    let size = records
+        .iter()
+        .map(|r| r.value.len() + r.key.as_ref().map_or(0, Vec::len))
+        .sum();
+    let mut data = Vec::with_capacity(size);
+    let mut span = |bytes: &[u8]| {
+        let offset = data.len() as u32;
+        data.extend_from_slice(bytes);
+        types::Span {
+            offset,
+            len: bytes.len() as u32,
         }
-        Ok(())
+    };
+    let entries = records
+        .iter()
+        .map(|r| types::Entry {
+            key: r.key.as_deref().map(&mut span),
+            value: span(&r.value),
+            timestamp: r.timestamp,
+        })
+        .collect();
+    Batch { data, entries }
+}
+
+impl host::Host for TaskState {
+    fn emit(&mut self, records: Batch) -> wasmtime::Result<()> {
+        unpack(records, &mut self.staged.main)
     }
 
-    fn emit_side(&mut self, name: String, records: Vec<Event>) -> wasmtime::Result<()> {
-        match self.staged.side.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, all)) => all.extend(records),
-            None => self.staged.side.push((name, records)),
-        }
-        Ok(())
+    fn emit_side(&mut self, name: String, records: Batch) -> wasmtime::Result<()> {
+        let i = match self.staged.side.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                self.staged.side.push((name, Vec::new()));
+                self.staged.side.len() - 1
+            }
+        };
+        unpack(records, &mut self.staged.side[i].1)
     }
 
     fn declare_state(

@@ -8,10 +8,10 @@ use weir_model::Record;
 
 use crate::bindings::OperatorComponent;
 use crate::error::{ErrorKind, OperatorError, TaskIdent};
-use crate::imports::TaskState;
+use crate::imports::{TaskState, pack};
 use crate::runtime::{LoadedComponent, WasmRuntime};
 use crate::state::{MemoryStateBackend, StateBackend};
-use crate::types::{self, Event, OperatorKind, TimeDomain, Timer, TimerOp};
+use crate::types::{self, OperatorKind, TimeDomain, Timer, TimerOp};
 
 /// What the runtime tells an operator with each call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,22 +44,6 @@ pub struct OperatorInstance {
     store: Store<TaskState>,
     bindings: OperatorComponent,
     handle: ResourceAny,
-}
-
-fn to_event(r: Record) -> Event {
-    Event {
-        key: r.key,
-        value: r.value,
-        timestamp: r.timestamp,
-    }
-}
-
-fn to_record(e: Event) -> Record {
-    Record {
-        key: e.key,
-        value: e.value,
-        timestamp: e.timestamp,
-    }
 }
 
 impl OperatorInstance {
@@ -161,13 +145,13 @@ impl OperatorInstance {
         records: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let events: Vec<Event> = records.into_iter().map(to_event).collect();
+        let batch = pack(records);
         let wit_ctx = self.prepare(ctx);
         let result = self
             .bindings
             .weir_operator_operators()
             .operator()
-            .call_process(&mut self.store, self.handle, &events, wit_ctx);
+            .call_process(&mut self.store, self.handle, &batch, wit_ctx);
         self.finish(result, "processing a batch")
     }
 
@@ -268,12 +252,8 @@ impl OperatorInstance {
                     })?;
                 }
                 Ok(BatchOutput {
-                    main: staged.main.into_iter().map(to_record).collect(),
-                    side: staged
-                        .side
-                        .into_iter()
-                        .map(|(n, events)| (n, events.into_iter().map(to_record).collect()))
-                        .collect(),
+                    main: staged.main,
+                    side: staged.side,
                 })
             }
             Ok(Err(message)) => {
