@@ -13,7 +13,10 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+
+/// Cache maps: looked up by borrowed key, the key copied only on insert.
+type KeyMap<V> = hashbrown::HashMap<Vec<u8>, V, FxBuildHasher>;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -67,7 +70,7 @@ pub(crate) struct StateCache {
     pub(crate) current_key: Option<Vec<u8>>,
     /// Host ids of value states, for the batch's bulk fetch.
     value_ids: Vec<u32>,
-    values: Vec<FxHashMap<Vec<u8>, ValueSlot>>,
+    values: Vec<KeyMap<ValueSlot>>,
     list_ids: Vec<u32>,
     lists: Vec<FxHashMap<Vec<u8>, ListSlot>>,
     map_ids: Vec<u32>,
@@ -84,7 +87,7 @@ impl StateCache {
     pub(crate) fn add(&mut self, id: u32, kind: StateKind) -> usize {
         let (ids, len) = match kind {
             StateKind::Value => {
-                self.values.push(FxHashMap::default());
+                self.values.push(KeyMap::default());
                 (&mut self.value_ids, self.values.len())
             }
             StateKind::List => {
@@ -202,7 +205,7 @@ impl StateCache {
 
     /// Drop the batch's cached entries and changes (the batch failed).
     pub(crate) fn discard(&mut self) {
-        self.values.iter_mut().for_each(FxHashMap::clear);
+        self.values.iter_mut().for_each(KeyMap::clear);
         self.lists.iter_mut().for_each(FxHashMap::clear);
         self.maps.iter_mut().for_each(FxHashMap::clear);
         self.current_key = None;
@@ -279,21 +282,17 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         f: impl FnOnce(&mut Option<Box<dyn Any>>, &mut bool) -> R,
     ) -> crate::Result<R> {
         with_cache(|cache| {
+            let state = cache.value_ids[self.slot];
             let key = cache.current_key.as_deref().ok_or_else(no_key)?;
-            let slots = &mut cache.values[self.slot];
-            if !slots.contains_key(key) {
+            // One lookup on a hit; the key is copied only on a miss.
+            let slot = cache.values[self.slot].entry_ref(key).or_insert_with(|| {
                 let request = StateKey {
-                    state: cache.value_ids[self.slot],
+                    state,
                     key: key.to_vec(),
                 };
                 let answer = host::with(|h| h.get_values(std::slice::from_ref(&request)));
-                let answer = answer.into_iter().next().flatten();
-                slots.insert(request.key, ValueSlot::Raw(answer));
-            }
-            let key = cache.current_key.as_deref().ok_or_else(no_key)?;
-            let slot = cache.values[self.slot]
-                .get_mut(key)
-                .expect("inserted above");
+                ValueSlot::Raw(answer.into_iter().next().flatten())
+            });
             if let ValueSlot::Raw(bytes) = slot {
                 let value = match bytes {
                     Some(b) => Some(Box::new(codec::decode::<T>(b)?) as Box<dyn Any>),
