@@ -2,30 +2,29 @@
 //! and a component, either built (`[component] path`) or as a Cargo crate
 //! that `weir build` compiles for `wasm32-wasip2`.
 
-use std::path::{Component as PathPart, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
 use weir_model::Manifest;
-
-/// The manifest's file name.
-pub const MANIFEST: &str = "weir.toml";
-/// The component's name inside an archive.
-pub const ARCHIVE_COMPONENT: &str = "component.wasm";
+use weir_model::bundle::{BundleFiles, COMPONENT_FILE, MANIFEST_FILE, pack, unpack};
 
 /// A bundle ready to run.
 pub struct Bundle {
-    /// Its directory (a temporary one for an archive).
+    /// Its directory (the archive's, for an archive).
     pub dir: PathBuf,
+    /// The manifest's text.
+    pub manifest_text: String,
     /// The parsed manifest.
     pub manifest: Manifest,
-    /// The component file.
-    pub component: PathBuf,
-    _unpacked: Option<tempfile::TempDir>,
+    /// Where the component came from (for messages).
+    pub component_path: PathBuf,
+    /// The component's bytes.
+    pub component: Vec<u8>,
 }
 
-fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
-    let path = dir.join(MANIFEST);
+fn read_manifest(dir: &Path) -> anyhow::Result<(String, Manifest)> {
+    let path = dir.join(MANIFEST_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
             "{} is not a bundle: cannot read {}",
@@ -33,7 +32,8 @@ fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
             path.display()
         )
     })?;
-    Manifest::parse(&text).with_context(|| format!("in {}", path.display()))
+    let manifest = Manifest::parse(&text).with_context(|| format!("in {}", path.display()))?;
+    Ok((text, manifest))
 }
 
 /// Open a bundle directory or archive; build its crate when it has one and
@@ -46,8 +46,8 @@ pub fn open(path: &Path, build: bool) -> anyhow::Result<Bundle> {
         bail!("{}: no such bundle directory or archive", path.display());
     }
     let dir = path.canonicalize()?;
-    let manifest = read_manifest(&dir)?;
-    let component = match manifest.component.as_ref().and_then(|c| c.path.as_ref()) {
+    let (manifest_text, manifest) = read_manifest(&dir)?;
+    let component_path = match manifest.component.as_ref().and_then(|c| c.path.as_ref()) {
         Some(p) => {
             let c = dir.join(p);
             if !c.is_file() {
@@ -71,11 +71,14 @@ pub fn open(path: &Path, build: bool) -> anyhow::Result<Bundle> {
             dir.display()
         ),
     };
+    let component = std::fs::read(&component_path)
+        .with_context(|| format!("cannot read {}", component_path.display()))?;
     Ok(Bundle {
         dir,
+        manifest_text,
         manifest,
+        component_path,
         component,
-        _unpacked: None,
     })
 }
 
@@ -134,64 +137,33 @@ pub fn build_crate(dir: &Path) -> anyhow::Result<PathBuf> {
     })
 }
 
-/// Write the single-file archive of a bundle: `weir.toml` and the component.
+/// Write the single-file archive of a bundle.
 pub fn write_archive(bundle: &Bundle, out: &Path) -> anyhow::Result<()> {
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let file =
-        std::fs::File::create(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
-        file,
-        flate2::Compression::default(),
-    ));
-    tar.append_path_with_name(bundle.dir.join(MANIFEST), MANIFEST)?;
-    tar.append_path_with_name(&bundle.component, ARCHIVE_COMPONENT)?;
-    tar.into_inner()?.finish()?;
-    Ok(())
+    let files = BundleFiles {
+        manifest: bundle.manifest_text.clone(),
+        component: bundle.component.clone(),
+    };
+    std::fs::write(out, pack(&files)?).with_context(|| format!("cannot write {}", out.display()))
 }
 
-/// Unpack an archive into a temporary directory, refusing paths that would
-/// land outside it.
+/// The largest archive `weir run` unpacks.
+const MAX_UNPACKED: u64 = 512 << 20;
+
+/// Read an archive, in memory.
 fn open_archive(path: &Path) -> anyhow::Result<Bundle> {
-    let tmp = tempfile::tempdir()?;
-    let file = std::fs::File::open(path)?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    let entries = archive
-        .entries()
-        .with_context(|| format!("{} is not a bundle archive (a .tar.gz)", path.display()))?;
-    for entry in entries {
-        let mut entry = entry
-            .with_context(|| format!("{} is not a bundle archive (a .tar.gz)", path.display()))?;
-        let name = entry.path()?.into_owned();
-        if name
-            .components()
-            .any(|p| !matches!(p, PathPart::Normal(_) | PathPart::CurDir))
-        {
-            bail!(
-                "{}: the archive entry {} leaves the bundle",
-                path.display(),
-                name.display()
-            );
-        }
-        entry.unpack_in(tmp.path())?;
-    }
-    let dir = tmp.path().to_path_buf();
-    let manifest = read_manifest(&dir)?;
-    // An archive always carries its component under one name, whatever the
-    // manifest's `[component] path` said in the source directory.
-    let component = dir.join(ARCHIVE_COMPONENT);
-    if !component.is_file() {
-        bail!(
-            "{}: the archive has no component ({})",
-            path.display(),
-            component.display()
-        );
-    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let files = unpack(&bytes, MAX_UNPACKED).with_context(|| path.display().to_string())?;
+    let manifest =
+        Manifest::parse(&files.manifest).with_context(|| format!("in {}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
     Ok(Bundle {
         dir,
+        manifest_text: files.manifest,
         manifest,
-        component,
-        _unpacked: Some(tmp),
+        component_path: path.join(COMPONENT_FILE),
+        component: files.component,
     })
 }

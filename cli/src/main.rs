@@ -84,8 +84,8 @@ async fn run(
     };
     let runtime = WasmRuntime::new(config)?;
     let component = runtime
-        .load_file(&bundle.component)
-        .with_context(|| format!("component {}", bundle.component.display()))?;
+        .load(&bundle.component)
+        .with_context(|| format!("component {}", bundle.component_path.display()))?;
     let submission = Submission {
         params,
         parallelism,
@@ -128,8 +128,8 @@ fn build(path: &Path) -> anyhow::Result<()> {
         ..HostConfig::default()
     })?;
     let component = runtime
-        .load_file(&bundle.component)
-        .with_context(|| format!("component {}", bundle.component.display()))?;
+        .load(&bundle.component)
+        .with_context(|| format!("component {}", bundle.component_path.display()))?;
     // Check the manifest against the component, with the defaults of its
     // parameters when they all have one.
     let submission = Submission {
@@ -145,7 +145,7 @@ fn build(path: &Path) -> anyhow::Result<()> {
         .join("dist")
         .join(format!("{}.weir", bundle.manifest.job.name));
     bundle::write_archive(&bundle, &out)?;
-    println!("component: {}", bundle.component.display());
+    println!("component: {}", bundle.component_path.display());
     println!(
         "operators: {}",
         component

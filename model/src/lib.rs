@@ -10,6 +10,7 @@
 //! - [`graph`]: the [`JobGraph`] built from a manifest: vertices, edges with
 //!   their partitioning, and operator chaining into tasks.
 
+pub mod bundle;
 pub mod graph;
 pub mod keygroup;
 pub mod manifest;
