@@ -1,10 +1,21 @@
 //! # weir-coordinator: the JobManager
 //!
-//! Today: planning. A job arrives as a bundle (a manifest and a component);
-//! [`plan`] turns it into the [`JobGraph`] that workers run, checked against
-//! what the component exports. The REST API, dispatcher, job masters and the
-//! resource manager come with the distributed runtime and use this same
-//! planning step.
+//! - [`rest`]: the REST API (axum), `fn app(state) -> Router`; JSON errors
+//!   with a stable code ([`error::ApiError`]); the OpenAPI document.
+//! - [`bundles`]: uploaded bundles: checked (safe archive, a component of the
+//!   operator world, a manifest it can run), stored content-addressed.
+//! - [`blob`]: the blob store over `object_store` (a local directory by
+//!   default; S3-compatible stores for clusters).
+//! - [`plan`]: a bundle and a submission become the [`JobGraph`] that workers
+//!   run, checked against what the component exports.
+//!
+//! The dispatcher, job masters and the resource manager (workers, slots,
+//! heartbeats over gRPC) build on these.
+
+pub mod blob;
+pub mod bundles;
+pub mod error;
+pub mod rest;
 
 use std::collections::BTreeMap;
 

@@ -4,6 +4,7 @@ mod contract;
 mod hostile;
 mod loading;
 mod pipeline;
+mod rest;
 
 use std::sync::Arc;
 

@@ -1,0 +1,255 @@
+//! Uploaded bundles. An upload is accepted only whole: a safe archive, a
+//! manifest that parses, a component of the operator world whose exports
+//! the manifest can use. It is stored content-addressed (its id is the
+//! archive's sha256) as two blobs, the archive and the component, plus a
+//! metadata record; a failure at any step leaves nothing stored.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use tokio::sync::RwLock;
+use weir_host::WasmRuntime;
+use weir_host::types::OperatorKind;
+use weir_model::bundle::{BundleError, unpack};
+use weir_model::manifest::ParamSpec;
+use weir_model::{Manifest, ManifestError};
+
+use crate::blob::{BlobStore, sha256_hex};
+use crate::error::ApiError;
+use crate::{Submission, plan};
+
+/// What the API tells about a bundle.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BundleInfo {
+    /// The bundle's id: the sha256 of its archive.
+    pub id: String,
+    /// The job's name, from the manifest.
+    pub name: String,
+    /// Size of the archive in bytes.
+    pub size: u64,
+    /// The sha256 of the component (its blob).
+    pub component_sha256: String,
+    /// The operators the component exports.
+    pub operators: Vec<OperatorInfo>,
+    /// The job's parameters.
+    pub params: BTreeMap<String, ParamInfo>,
+    /// When it was uploaded, ms since the epoch.
+    pub uploaded_at_ms: i64,
+}
+
+/// An operator a bundle's component exports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OperatorInfo {
+    /// Its name.
+    pub name: String,
+    /// `map`, `flat-map`, `filter` or `keyed-process`.
+    pub kind: String,
+}
+
+/// A declared parameter.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// Its default; required when absent.
+    pub default: Option<String>,
+    /// What it means.
+    pub doc: Option<String>,
+}
+
+/// The bundles of a coordinator.
+pub struct BundleStore {
+    blobs: BlobStore,
+    meta_dir: PathBuf,
+    runtime: Arc<WasmRuntime>,
+    max_unpacked: u64,
+    index: RwLock<BTreeMap<String, BundleInfo>>,
+}
+
+fn kind_name(kind: OperatorKind) -> &'static str {
+    match kind {
+        OperatorKind::Map => "map",
+        OperatorKind::FlatMap => "flat-map",
+        OperatorKind::Filter => "filter",
+        OperatorKind::KeyedProcess => "keyed-process",
+    }
+}
+
+fn archive_error(e: BundleError) -> ApiError {
+    match e {
+        BundleError::TooLarge(_) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "bundle_too_large",
+            e.to_string(),
+        ),
+        _ => ApiError::bad_request("bundle_invalid_archive", e.to_string()),
+    }
+}
+
+impl BundleStore {
+    /// Open the bundles kept under `data_dir` (metadata in `data_dir/bundles`).
+    pub fn open(
+        data_dir: &std::path::Path,
+        blobs: BlobStore,
+        runtime: Arc<WasmRuntime>,
+        max_unpacked: u64,
+    ) -> anyhow::Result<Self> {
+        let meta_dir = data_dir.join("bundles");
+        std::fs::create_dir_all(&meta_dir)?;
+        let mut index = BTreeMap::new();
+        for entry in std::fs::read_dir(&meta_dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let info: BundleInfo = serde_json::from_slice(&std::fs::read(&path)?)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                index.insert(info.id.clone(), info);
+            }
+        }
+        Ok(BundleStore {
+            blobs,
+            meta_dir,
+            runtime,
+            max_unpacked,
+            index: RwLock::new(index),
+        })
+    }
+
+    /// Check and store an uploaded archive. Uploading the same archive again
+    /// returns the stored bundle.
+    pub async fn upload(&self, archive: Vec<u8>) -> Result<BundleInfo, ApiError> {
+        let id = sha256_hex(&archive);
+        if let Some(info) = self.index.read().await.get(&id) {
+            return Ok(info.clone());
+        }
+        let files = unpack(&archive, self.max_unpacked).map_err(archive_error)?;
+        let manifest = Manifest::parse(&files.manifest)
+            .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
+        let runtime = self.runtime.clone();
+        let component_bytes = files.component;
+        let (component, component_bytes) = tokio::task::spawn_blocking(move || {
+            let loaded = runtime.load(&component_bytes);
+            (loaded, component_bytes)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("checking the component: {e}")))?;
+        let component =
+            component.map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+        // The manifest must be runnable by this component (parameters
+        // without defaults are given at submission).
+        let check = Submission {
+            builtin_params: vec![("bundle_dir".into(), ".".into())],
+            ..Submission::default()
+        };
+        match plan(&manifest, &check, &component.exported()) {
+            Ok(_) | Err(ManifestError::MissingParam { .. }) => {}
+            Err(e) => return Err(ApiError::unprocessable("manifest_invalid", e.to_string())),
+        }
+        let info = BundleInfo {
+            id: id.clone(),
+            name: manifest.job.name.clone(),
+            size: archive.len() as u64,
+            component_sha256: component.sha256.clone(),
+            operators: component
+                .operators
+                .iter()
+                .map(|o| OperatorInfo {
+                    name: o.name.clone(),
+                    kind: kind_name(o.kind).into(),
+                })
+                .collect(),
+            params: manifest
+                .params
+                .iter()
+                .map(|(name, spec)| {
+                    let (default, doc) = match spec {
+                        ParamSpec::Default(d) => (Some(d.clone()), None),
+                        ParamSpec::Table { default, doc } => (default.clone(), doc.clone()),
+                    };
+                    (name.clone(), ParamInfo { default, doc })
+                })
+                .collect(),
+            uploaded_at_ms: weir_host::now_ms(),
+        };
+
+        let mut index = self.index.write().await;
+        if let Err(e) = self.store(&info, archive, component_bytes).await {
+            // Nothing half-stored: the blobs go unless another bundle uses them.
+            self.forget_blobs(&info, &index).await;
+            return Err(ApiError::internal(format!("storing the bundle: {e:#}")));
+        }
+        index.insert(id, info.clone());
+        Ok(info)
+    }
+
+    async fn store(
+        &self,
+        info: &BundleInfo,
+        archive: Vec<u8>,
+        component: Vec<u8>,
+    ) -> anyhow::Result<()> {
+        self.blobs.put(component).await?;
+        self.blobs.put(archive).await?;
+        let path = self.meta_dir.join(format!("{}.json", info.id));
+        let tmp = self.meta_dir.join(format!(".{}.tmp", info.id));
+        tokio::fs::write(&tmp, serde_json::to_vec_pretty(info)?).await?;
+        tokio::fs::rename(&tmp, &path).await?;
+        Ok(())
+    }
+
+    async fn forget_blobs(&self, info: &BundleInfo, index: &BTreeMap<String, BundleInfo>) {
+        let shared = index
+            .values()
+            .any(|b| b.id != info.id && b.component_sha256 == info.component_sha256);
+        if !shared && let Err(e) = self.blobs.delete(&info.component_sha256).await {
+            tracing::warn!("cannot delete blob {}: {e:#}", info.component_sha256);
+        }
+        if let Err(e) = self.blobs.delete(&info.id).await {
+            tracing::warn!("cannot delete blob {}: {e:#}", info.id);
+        }
+    }
+
+    /// Every bundle, oldest first.
+    pub async fn list(&self) -> Vec<BundleInfo> {
+        let mut all: Vec<BundleInfo> = self.index.read().await.values().cloned().collect();
+        all.sort_by_key(|b| (b.uploaded_at_ms, b.id.clone()));
+        all
+    }
+
+    /// One bundle.
+    pub async fn get(&self, id: &str) -> Result<BundleInfo, ApiError> {
+        self.index
+            .read()
+            .await
+            .get(id)
+            .cloned()
+            .ok_or_else(|| unknown(id))
+    }
+
+    /// The component of a bundle.
+    pub async fn component(&self, id: &str) -> Result<Vec<u8>, ApiError> {
+        let info = self.get(id).await?;
+        self.blobs
+            .get(&info.component_sha256)
+            .await
+            .map_err(|e| ApiError::internal(format!("reading the component of bundle {id}: {e:#}")))
+    }
+
+    /// Remove a bundle, its archive, and its component unless another bundle
+    /// uses it.
+    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
+        let mut index = self.index.write().await;
+        let info = index.get(id).cloned().ok_or_else(|| unknown(id))?;
+        let path = self.meta_dir.join(format!("{id}.json"));
+        tokio::fs::remove_file(&path)
+            .await
+            .map_err(|e| ApiError::internal(format!("removing {}: {e}", path.display())))?;
+        index.remove(id);
+        self.forget_blobs(&info, &index).await;
+        Ok(())
+    }
+}
+
+fn unknown(id: &str) -> ApiError {
+    ApiError::not_found("bundle_not_found", format!("no bundle with id `{id}`"))
+}

@@ -1,0 +1,369 @@
+//! The coordinator's REST API for bundles, called in process (no server):
+//! uploads are checked whole, stored content-addressed, listed again after a
+//! restart; every bad input gets a 4xx JSON error and leaves nothing stored.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use tower::ServiceExt;
+use weir_coordinator::blob::BlobStore;
+use weir_coordinator::bundles::{BundleInfo, BundleStore};
+use weir_coordinator::error::ErrorBody;
+use weir_coordinator::rest::{AppState, app};
+use weir_model::bundle::{BundleFiles, pack};
+
+use crate::runtime;
+
+fn store(data: &Path) -> Arc<BundleStore> {
+    let blobs = BlobStore::local(&data.join("blobs")).unwrap();
+    Arc::new(BundleStore::open(data, blobs, runtime(), 64 << 20).unwrap())
+}
+
+fn router(data: &Path, max_upload: usize) -> axum::Router {
+    app(AppState {
+        bundles: store(data),
+        max_upload,
+    })
+}
+
+const BOUNDARY: &str = "weir-test-boundary";
+
+fn multipart(field: &str, bytes: &[u8]) -> Request<Body> {
+    let mut body = format!(
+        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"b.weir\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    Request::post("/v1/bundles")
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(Body::from(body))
+        .unwrap()
+}
+
+async fn call(router: &axum::Router, request: Request<Body>) -> (StatusCode, Vec<u8>) {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, body.to_vec())
+}
+
+async fn error(
+    router: &axum::Router,
+    request: Request<Body>,
+    status: StatusCode,
+    code: &str,
+    needle: &str,
+) {
+    let (got, body) = call(router, request).await;
+    let e: ErrorBody = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| panic!("not a JSON error: {}", String::from_utf8_lossy(&body)));
+    assert_eq!((got, e.code.as_str()), (status, code), "{}", e.message);
+    assert!(
+        e.message.contains(needle),
+        "{needle:?} not in {:?}",
+        e.message
+    );
+}
+
+fn wordcount_archive() -> Vec<u8> {
+    let manifest =
+        std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
+            .unwrap();
+    let component = std::fs::read(weir_tests::guest("wordcount")).unwrap();
+    pack(&BundleFiles {
+        manifest,
+        component,
+    })
+    .unwrap()
+}
+
+fn files_under(dir: &Path) -> usize {
+    if !dir.exists() {
+        return 0;
+    }
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            if p.is_dir() { files_under(&p) } else { 1 }
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_list_get_delete_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let archive = wordcount_archive();
+    let (status, body) = call(&api, multipart("bundle", &archive)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let info: BundleInfo = serde_json::from_slice(&body).unwrap();
+    assert_eq!(info.name, "wordcount");
+    assert_eq!(info.id, weir_coordinator::blob::sha256_hex(&archive));
+    let ops: Vec<&str> = info.operators.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(ops, ["split-words", "count"]);
+    assert!(info.params.contains_key("input"));
+
+    // The same archive again: the same bundle, stored once.
+    let (status, body) = call(&api, multipart("bundle", &archive)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(serde_json::from_slice::<BundleInfo>(&body).unwrap(), info);
+    assert_eq!(
+        files_under(&dir.path().join("blobs")),
+        2,
+        "the archive and the component"
+    );
+
+    // A restarted coordinator lists it again.
+    let restarted = router(dir.path(), 64 << 20);
+    let (status, body) = call(
+        &restarted,
+        Request::get("/v1/bundles").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_slice::<Vec<BundleInfo>>(&body).unwrap(),
+        [info.clone()]
+    );
+    let (status, _) = call(
+        &restarted,
+        Request::get(format!("/v1/bundles/{}", info.id))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, _) = call(
+        &restarted,
+        Request::delete(format!("/v1/bundles/{}", info.id))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    error(
+        &restarted,
+        Request::get(format!("/v1/bundles/{}", info.id))
+            .body(Body::empty())
+            .unwrap(),
+        StatusCode::NOT_FOUND,
+        "bundle_not_found",
+        &info.id,
+    )
+    .await;
+    assert_eq!(files_under(&dir.path().join("blobs")), 0);
+    assert_eq!(files_under(&dir.path().join("bundles")), 0);
+}
+
+fn raw_tar_with(name: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut header = tar_header(name, body.len());
+    header.set_cksum();
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
+    tar.append(&header, body).unwrap();
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+fn tar_header(name: &[u8], size: usize) -> tar::Header {
+    let mut header = tar::Header::new_old();
+    header.as_old_mut().name[..name.len()].copy_from_slice(name);
+    header.set_size(size as u64);
+    header.set_mode(0o644);
+    header
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_uploads_get_4xx_and_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let manifest =
+        std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
+            .unwrap();
+    let component = std::fs::read(weir_tests::guest("wordcount")).unwrap();
+
+    error(
+        &api,
+        multipart("bundle", b"this is not an archive"),
+        StatusCode::BAD_REQUEST,
+        "bundle_invalid_archive",
+        "not a bundle archive",
+    )
+    .await;
+    error(
+        &api,
+        multipart("bundle", &raw_tar_with(b"../escape", b"x")),
+        StatusCode::BAD_REQUEST,
+        "bundle_invalid_archive",
+        "outside the bundle",
+    )
+    .await;
+    let wrong_world = pack(&BundleFiles {
+        manifest: manifest.clone(),
+        component: b"\0asm\x0d\0\x01\0".to_vec(),
+    })
+    .unwrap();
+    error(
+        &api,
+        multipart("bundle", &wrong_world),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "component_invalid",
+        "Weir operator world",
+    )
+    .await;
+    let core = pack(&BundleFiles {
+        manifest: manifest.clone(),
+        component: b"\0asm\x01\0\0\0".to_vec(),
+    })
+    .unwrap();
+    error(
+        &api,
+        multipart("bundle", &core),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "component_invalid",
+        "core WebAssembly module",
+    )
+    .await;
+    let missing_op = manifest.replace("function = \"count\"", "function = \"tally\"");
+    let archive = pack(&BundleFiles {
+        manifest: missing_op,
+        component: component.clone(),
+    })
+    .unwrap();
+    error(
+        &api,
+        multipart("bundle", &archive),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "manifest_invalid",
+        "`tally`",
+    )
+    .await;
+    let archive = pack(&BundleFiles {
+        manifest: "[job]\nname = 3\n".into(),
+        component: component.clone(),
+    })
+    .unwrap();
+    error(
+        &api,
+        multipart("bundle", &archive),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "manifest_invalid",
+        "invalid manifest",
+    )
+    .await;
+    error(
+        &api,
+        multipart("file", b"x"),
+        StatusCode::BAD_REQUEST,
+        "upload_missing_bundle",
+        "`bundle`",
+    )
+    .await;
+    let not_multipart = Request::post("/v1/bundles")
+        .header("content-type", "application/json")
+        .body(Body::from("{}"))
+        .unwrap();
+    error(
+        &api,
+        not_multipart,
+        StatusCode::BAD_REQUEST,
+        "upload_not_multipart",
+        "multipart/form-data",
+    )
+    .await;
+    error(
+        &api,
+        Request::get("/v1/bundles/nope")
+            .body(Body::empty())
+            .unwrap(),
+        StatusCode::NOT_FOUND,
+        "bundle_not_found",
+        "nope",
+    )
+    .await;
+    error(
+        &api,
+        Request::delete("/v1/bundles/nope")
+            .body(Body::empty())
+            .unwrap(),
+        StatusCode::NOT_FOUND,
+        "bundle_not_found",
+        "nope",
+    )
+    .await;
+    error(
+        &api,
+        Request::get("/v2/things").body(Body::empty()).unwrap(),
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "openapi",
+    )
+    .await;
+
+    // An upload over the limit.
+    let small = router(dir.path(), 4096);
+    let big = pack(&BundleFiles {
+        manifest,
+        component,
+    })
+    .unwrap();
+    assert!(big.len() > 4096);
+    error(
+        &small,
+        multipart("bundle", &big),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "upload_too_large",
+        "4096",
+    )
+    .await;
+
+    assert_eq!(
+        files_under(&dir.path().join("blobs")),
+        0,
+        "nothing half-stored"
+    );
+    let (_, body) = call(
+        &api,
+        Request::get("/v1/bundles").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_slice::<Vec<BundleInfo>>(&body).unwrap(),
+        []
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_the_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 1024);
+    let (status, body) = call(
+        &api,
+        Request::get("/v1/openapi.json")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for path in ["/v1/bundles", "/v1/bundles/{id}", "/v1/openapi.json"] {
+        assert!(doc["paths"].get(path).is_some(), "{path} is documented");
+    }
+}
