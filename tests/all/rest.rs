@@ -137,7 +137,7 @@ async fn upload_list_get_delete_and_restart() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         serde_json::from_slice::<Vec<BundleInfo>>(&body).unwrap(),
-        [info.clone()]
+        std::slice::from_ref(&info)
     );
     let (status, _) = call(
         &restarted,
