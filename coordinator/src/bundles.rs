@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 use weir_host::WasmRuntime;
 use weir_host::types::OperatorKind;
-use weir_model::bundle::{BundleError, unpack};
+use weir_model::bundle::{BundleError, BundleFiles, unpack};
 use weir_model::manifest::ParamSpec;
 use weir_model::{Manifest, ManifestError};
 
@@ -226,13 +226,16 @@ impl BundleStore {
             .ok_or_else(|| unknown(id))
     }
 
-    /// The component of a bundle.
-    pub async fn component(&self, id: &str) -> Result<Vec<u8>, ApiError> {
-        let info = self.get(id).await?;
-        self.blobs
-            .get(&info.component_sha256)
+    /// The manifest and component of a bundle.
+    pub async fn files(&self, id: &str) -> Result<BundleFiles, ApiError> {
+        self.get(id).await?;
+        let archive = self
+            .blobs
+            .get(id)
             .await
-            .map_err(|e| ApiError::internal(format!("reading the component of bundle {id}: {e:#}")))
+            .map_err(|e| ApiError::internal(format!("reading bundle {id}: {e:#}")))?;
+        unpack(&archive, self.max_unpacked)
+            .map_err(|e| ApiError::internal(format!("reading bundle {id}: {e}")))
     }
 
     /// Remove a bundle, its archive, and its component unless another bundle

@@ -15,6 +15,7 @@
 pub mod blob;
 pub mod bundles;
 pub mod error;
+pub mod jobs;
 pub mod rest;
 
 use std::collections::BTreeMap;

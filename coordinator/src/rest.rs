@@ -11,8 +11,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
+use axum::extract::rejection::JsonRejection;
+use axum::routing::post;
+
 use crate::bundles::{BundleInfo, BundleStore};
 use crate::error::ApiError;
+use crate::jobs::{JobInfo, JobRequest, Jobs};
 
 /// The default limit of an upload's size.
 pub const DEFAULT_MAX_UPLOAD: usize = 64 << 20;
@@ -22,6 +26,8 @@ pub const DEFAULT_MAX_UPLOAD: usize = 64 << 20;
 pub struct AppState {
     /// The bundles.
     pub bundles: Arc<BundleStore>,
+    /// The jobs.
+    pub jobs: Arc<Jobs>,
     /// The largest request body accepted, in bytes.
     pub max_upload: usize,
 }
@@ -32,6 +38,9 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/bundles", get(list_bundles).post(upload_bundle))
         .route("/v1/bundles/{id}", get(get_bundle).delete(delete_bundle))
+        .route("/v1/jobs", get(list_jobs).post(submit_job))
+        .route("/v1/jobs/{id}", get(get_job))
+        .route("/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/v1/openapi.json", get(openapi))
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint: see /v1/openapi.json")
@@ -96,10 +105,46 @@ async fn delete_bundle(
     Ok(StatusCode::NO_CONTENT)
 }
 
+async fn submit_job(
+    State(state): State<AppState>,
+    request: Result<Json<JobRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
+    let Json(request) =
+        request.map_err(|e| ApiError::bad_request("job_request_invalid", e.body_text()))?;
+    if request.parallelism == Some(0) {
+        return Err(ApiError::unprocessable(
+            "job_invalid",
+            "parallelism must be at least 1",
+        ));
+    }
+    Ok((StatusCode::CREATED, Json(state.jobs.submit(request).await?)))
+}
+
+async fn list_jobs(State(state): State<AppState>) -> Json<Vec<JobInfo>> {
+    Json(state.jobs.list().await)
+}
+
+async fn get_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobInfo>, ApiError> {
+    Ok(Json(state.jobs.get(&id).await?))
+}
+
+async fn cancel_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobInfo>, ApiError> {
+    Ok(Json(state.jobs.cancel(&id).await?))
+}
+
 /// The OpenAPI 3.1 document of the API.
 pub fn openapi_document() -> serde_json::Value {
     let error = json!({"$ref": "#/components/schemas/Error"});
     let bundle = json!({"$ref": "#/components/schemas/Bundle"});
+    let job = json!({"$ref": "#/components/schemas/Job"});
+    let id_param =
+        json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
     let err = |what: &str| json!({"description": what, "content": {"application/json": {"schema": error}}});
     json!({
         "openapi": "3.1.0",
@@ -129,12 +174,48 @@ pub fn openapi_document() -> serde_json::Value {
                 "get": {"summary": "One bundle", "responses": {"200": {"description": "The bundle", "content": {"application/json": {"schema": bundle}}}, "404": err("No such bundle")}},
                 "delete": {"summary": "Remove a bundle", "responses": {"204": {"description": "Removed"}, "404": err("No such bundle")}}
             },
+            "/v1/jobs": {
+                "get": {"summary": "List the jobs, oldest first", "responses": {"200": {"description": "The jobs", "content": {"application/json": {"schema": {"type": "array", "items": job}}}}}},
+                "post": {
+                    "summary": "Submit a job: a bundle, a parallelism and parameters",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["bundle"], "additionalProperties": false,
+                        "properties": {
+                            "bundle": {"type": "string", "description": "A bundle id"},
+                            "parallelism": {"type": "integer", "minimum": 1},
+                            "params": {"type": "object", "additionalProperties": {"type": "string"}}
+                        }
+                    }}}},
+                    "responses": {
+                        "201": {"description": "Started", "content": {"application/json": {"schema": job}}},
+                        "400": err("Not a JSON job request"),
+                        "404": err("No such bundle"),
+                        "422": err("The job cannot run: parallelism, a missing or unknown parameter, …")
+                    }
+                }
+            },
+            "/v1/jobs/{id}": {"parameters": id_param, "get": {"summary": "One job, with live counts", "responses": {"200": {"description": "The job", "content": {"application/json": {"schema": job}}}, "404": err("No such job")}}},
+            "/v1/jobs/{id}/cancel": {"parameters": id_param, "post": {"summary": "Cancel a running job", "responses": {"200": {"description": "Canceling", "content": {"application/json": {"schema": job}}}, "404": err("No such job"), "409": err("The job is not running")}}},
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
         },
         "components": {"schemas": {
             "Error": {"type": "object", "required": ["code", "message"], "properties": {
                 "code": {"type": "string", "description": "Stable, machine-readable"},
                 "message": {"type": "string", "description": "For people"}
+            }},
+            "Job": {"type": "object", "properties": {
+                "id": {"type": "string"},
+                "name": {"type": "string"},
+                "bundle": {"type": "string"},
+                "state": {"type": "string", "enum": ["running", "finished", "failed", "canceling", "canceled"]},
+                "error": {"type": ["string", "null"]},
+                "params": {"type": "object", "additionalProperties": {"type": "string"}},
+                "vertices": {"type": "array", "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "parallelism": {"type": "integer"},
+                    "records_in": {"type": "integer"}, "records_out": {"type": "integer"}
+                }}},
+                "submitted_at_ms": {"type": "integer"},
+                "ended_at_ms": {"type": ["integer", "null"]}
             }},
             "Bundle": {"type": "object", "properties": {
                 "id": {"type": "string", "description": "sha256 of the archive"},

@@ -11,26 +11,31 @@ use tower::ServiceExt;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::{BundleInfo, BundleStore};
 use weir_coordinator::error::ErrorBody;
+use weir_coordinator::jobs::{EmbeddedScheduler, JobInfo, JobState, Jobs};
 use weir_coordinator::rest::{AppState, app};
 use weir_model::bundle::{BundleFiles, pack};
 
 use crate::runtime;
 
-fn store(data: &Path) -> Arc<BundleStore> {
+/// The coordinator's API over `data`, running jobs in process.
+pub fn router(data: &Path, max_upload: usize) -> axum::Router {
+    let rt = runtime();
     let blobs = BlobStore::local(&data.join("blobs")).unwrap();
-    Arc::new(BundleStore::open(data, blobs, runtime(), 64 << 20).unwrap())
-}
-
-fn router(data: &Path, max_upload: usize) -> axum::Router {
+    let bundles = Arc::new(BundleStore::open(data, blobs, rt.clone(), 64 << 20).unwrap());
+    let scheduler = Box::new(EmbeddedScheduler {
+        runtime: rt.clone(),
+    });
+    let jobs = Jobs::open(data, bundles.clone(), rt, scheduler).unwrap();
     app(AppState {
-        bundles: store(data),
+        bundles,
+        jobs,
         max_upload,
     })
 }
 
 const BOUNDARY: &str = "weir-test-boundary";
 
-fn multipart(field: &str, bytes: &[u8]) -> Request<Body> {
+pub fn multipart(field: &str, bytes: &[u8]) -> Request<Body> {
     let mut body = format!(
         "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"b.weir\"\r\nContent-Type: application/octet-stream\r\n\r\n"
     )
@@ -46,7 +51,7 @@ fn multipart(field: &str, bytes: &[u8]) -> Request<Body> {
         .unwrap()
 }
 
-async fn call(router: &axum::Router, request: Request<Body>) -> (StatusCode, Vec<u8>) {
+pub async fn call(router: &axum::Router, request: Request<Body>) -> (StatusCode, Vec<u8>) {
     let response = router.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let body = axum::body::to_bytes(response.into_body(), usize::MAX)
@@ -73,7 +78,7 @@ async fn error(
     );
 }
 
-fn wordcount_archive() -> Vec<u8> {
+pub fn wordcount_archive() -> Vec<u8> {
     let manifest =
         std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
             .unwrap();
@@ -363,7 +368,229 @@ async fn the_openapi_document_lists_the_endpoints() {
     assert_eq!(status, StatusCode::OK);
     let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
-    for path in ["/v1/bundles", "/v1/bundles/{id}", "/v1/openapi.json"] {
+    for path in [
+        "/v1/bundles",
+        "/v1/bundles/{id}",
+        "/v1/jobs",
+        "/v1/jobs/{id}",
+        "/v1/jobs/{id}/cancel",
+        "/v1/openapi.json",
+    ] {
         assert!(doc["paths"].get(path).is_some(), "{path} is documented");
     }
+}
+
+fn json_post(path: &str, body: serde_json::Value) -> Request<Body> {
+    Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+async fn wait_for(api: &axum::Router, id: &str, done: impl Fn(&JobInfo) -> bool) -> JobInfo {
+    let started = std::time::Instant::now();
+    loop {
+        let (status, body) = call(
+            api,
+            Request::get(format!("/v1/jobs/{id}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let job: JobInfo = serde_json::from_slice(&body).unwrap();
+        if done(&job) {
+            return job;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "job {id} stuck: {job:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let (_, body) = call(&api, multipart("bundle", &wordcount_archive())).await;
+    let bundle: BundleInfo = serde_json::from_slice(&body).unwrap();
+
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "a b a\nc a\n".repeat(100)).unwrap();
+    let output = dir.path().join("out.jsonl");
+    let request = serde_json::json!({
+        "bundle": bundle.id, "parallelism": 2,
+        "params": {"input": input.to_str().unwrap(), "output": output.to_str().unwrap()},
+    });
+    let (status, body) = call(&api, json_post("/v1/jobs", request)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let job: JobInfo = serde_json::from_slice(&body).unwrap();
+    let job = wait_for(&api, &job.id, |j| j.state.is_terminal()).await;
+    assert_eq!(job.state, JobState::Finished, "{:?}", job.error);
+    let count = job.vertices.iter().find(|v| v.name == "count").unwrap();
+    assert_eq!((count.parallelism, count.records_in), (2, 500));
+    let last_a = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"a\""))
+        .count();
+    assert_eq!(last_a, 300);
+
+    // An unbounded job: it runs until canceled.
+    let unbounded = wordcount_archive_with(|m| {
+        m.replace(
+            "type = \"text-file\"\npath = \"${input}\"",
+            "type = \"generator\"\npattern = \"words\"\nrate = \"2000\"",
+        )
+    });
+    let (status, body) = call(&api, multipart("bundle", &unbounded)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let generator: BundleInfo = serde_json::from_slice(&body).unwrap();
+    let request = serde_json::json!({"bundle": generator.id, "params": {"output": "/dev/null"}});
+    let (_, body) = call(&api, json_post("/v1/jobs", request)).await;
+    let endless: JobInfo = serde_json::from_slice(&body).unwrap();
+    wait_for(&api, &endless.id, |j| {
+        j.vertices
+            .iter()
+            .any(|v| v.name == "count" && v.records_in > 0)
+    })
+    .await;
+    let (status, _) = call(
+        &api,
+        json_post(
+            &format!("/v1/jobs/{}/cancel", endless.id),
+            serde_json::json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let canceled = wait_for(&api, &endless.id, |j| j.state.is_terminal()).await;
+    assert_eq!(canceled.state, JobState::Canceled);
+    error(
+        &api,
+        json_post(
+            &format!("/v1/jobs/{}/cancel", endless.id),
+            serde_json::json!({}),
+        ),
+        StatusCode::CONFLICT,
+        "job_not_running",
+        "Canceled",
+    )
+    .await;
+
+    // A restarted coordinator lists both jobs, as they ended.
+    let restarted = router(dir.path(), 64 << 20);
+    let (_, body) = call(
+        &restarted,
+        Request::get("/v1/jobs").body(Body::empty()).unwrap(),
+    )
+    .await;
+    let jobs: Vec<JobInfo> = serde_json::from_slice(&body).unwrap();
+    let states: Vec<JobState> = jobs.iter().map(|j| j.state).collect();
+    assert_eq!(states, [JobState::Finished, JobState::Canceled]);
+}
+
+fn wordcount_archive_with(edit: impl Fn(&str) -> String) -> Vec<u8> {
+    let manifest =
+        std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
+            .unwrap();
+    let component = std::fs::read(weir_tests::guest("wordcount")).unwrap();
+    let edited = edit(&manifest);
+    assert_ne!(edited, manifest, "the edit applies");
+    pack(&BundleFiles {
+        manifest: edited,
+        component,
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_job_requests_get_4xx() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let (_, body) = call(&api, multipart("bundle", &wordcount_archive())).await;
+    let bundle: BundleInfo = serde_json::from_slice(&body).unwrap();
+    let post = |v: serde_json::Value| json_post("/v1/jobs", v);
+    error(
+        &api,
+        post(serde_json::json!({"bundle": "nope"})),
+        StatusCode::NOT_FOUND,
+        "bundle_not_found",
+        "nope",
+    )
+    .await;
+    error(
+        &api,
+        post(serde_json::json!({"bundle": bundle.id, "parallelism": 0})),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "job_invalid",
+        "at least 1",
+    )
+    .await;
+    error(
+        &api,
+        post(serde_json::json!({"bundle": bundle.id, "parallelism": 1000})),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "job_invalid",
+        "max-parallelism",
+    )
+    .await;
+    error(
+        &api,
+        post(serde_json::json!({"bundle": bundle.id, "params": {"colour": "red"}})),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "job_invalid",
+        "unknown parameter `colour`",
+    )
+    .await;
+    error(
+        &api,
+        post(serde_json::json!({"bundel": bundle.id})),
+        StatusCode::BAD_REQUEST,
+        "job_request_invalid",
+        "bundel",
+    )
+    .await;
+    let not_json = Request::post("/v1/jobs")
+        .header("content-type", "application/json")
+        .body(Body::from("{"))
+        .unwrap();
+    error(
+        &api,
+        not_json,
+        StatusCode::BAD_REQUEST,
+        "job_request_invalid",
+        "",
+    )
+    .await;
+    error(
+        &api,
+        Request::get("/v1/jobs/nope").body(Body::empty()).unwrap(),
+        StatusCode::NOT_FOUND,
+        "job_not_found",
+        "nope",
+    )
+    .await;
+    error(
+        &api,
+        json_post("/v1/jobs/nope/cancel", serde_json::json!({})),
+        StatusCode::NOT_FOUND,
+        "job_not_found",
+        "nope",
+    )
+    .await;
+    let (_, body) = call(&api, Request::get("/v1/jobs").body(Body::empty()).unwrap()).await;
+    assert_eq!(serde_json::from_slice::<Vec<JobInfo>>(&body).unwrap(), []);
 }

@@ -24,5 +24,5 @@ pub mod sources;
 pub mod task;
 pub mod watermark;
 
-pub use local::{JobReport, LocalJob, run_job};
+pub use local::{JobCounters, JobReport, LocalJob, VertexReport, run_job};
 pub use operators::{OperatorFactory, StreamOperator, WasmOperatorFactory};

@@ -36,17 +36,64 @@ pub struct LocalJob {
     pub channel_capacity: usize,
     /// Set to stop the job.
     pub cancel: Arc<AtomicBool>,
+    /// Records in and out of every subtask, live.
+    pub counters: Arc<JobCounters>,
+}
+
+/// Records in and out per vertex and subtask, readable while the job runs.
+#[derive(Debug, Default)]
+pub struct JobCounters {
+    /// Per vertex (by id), per subtask.
+    pub vertices: Vec<(String, Vec<Arc<Counters>>)>,
+}
+
+impl JobCounters {
+    /// Counters for every subtask of `graph`.
+    pub fn new(graph: &JobGraph) -> Self {
+        JobCounters {
+            vertices: graph
+                .vertices
+                .iter()
+                .map(|v| {
+                    (
+                        v.name.clone(),
+                        (0..v.parallelism).map(|_| Arc::default()).collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Per vertex: name, parallelism, records in and out so far.
+    pub fn report(&self) -> Vec<VertexReport> {
+        self.vertices
+            .iter()
+            .map(|(name, subtasks)| VertexReport {
+                name: name.clone(),
+                parallelism: subtasks.len() as u32,
+                records_in: subtasks
+                    .iter()
+                    .map(|c| c.records_in.load(Ordering::Relaxed))
+                    .sum(),
+                records_out: subtasks
+                    .iter()
+                    .map(|c| c.records_out.load(Ordering::Relaxed))
+                    .sum(),
+            })
+            .collect()
+    }
 }
 
 impl LocalJob {
     /// A job with the default batch size and channel capacity.
     pub fn new(graph: JobGraph, factory: Arc<dyn OperatorFactory>) -> LocalJob {
         LocalJob {
-            graph,
             factory,
             batch_size: DEFAULT_BATCH_SIZE,
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             cancel: Arc::new(AtomicBool::new(false)),
+            counters: Arc::new(JobCounters::new(&graph)),
+            graph,
         }
     }
 }
@@ -117,11 +164,7 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
         senders.insert(head, txs);
     }
 
-    let counters: Vec<Vec<Arc<Counters>>> = graph
-        .vertices
-        .iter()
-        .map(|v| (0..v.parallelism).map(|_| Arc::default()).collect())
-        .collect();
+    let counters = job.counters.clone();
 
     let mut handles = Vec::new();
     for t in &tasks {
@@ -172,7 +215,7 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
                 vertices.iter().map(|v| sinks.get(v).cloned()).collect();
             let node_counters: Vec<Arc<Counters>> = vertices
                 .iter()
-                .map(|&v| counters[v][s as usize].clone())
+                .map(|&v| counters.vertices[v].1[s as usize].clone())
                 .collect();
             let cancel = job.cancel.clone();
             let batch_size = job.batch_size;
@@ -246,21 +289,6 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
     }
     Ok(JobReport {
         duration: started.elapsed(),
-        vertices: graph
-            .vertices
-            .iter()
-            .map(|v| VertexReport {
-                name: v.name.clone(),
-                parallelism: v.parallelism,
-                records_in: counters[v.id]
-                    .iter()
-                    .map(|c| c.records_in.load(Ordering::Relaxed))
-                    .sum(),
-                records_out: counters[v.id]
-                    .iter()
-                    .map(|c| c.records_out.load(Ordering::Relaxed))
-                    .sum(),
-            })
-            .collect(),
+        vertices: counters.report(),
     })
 }

@@ -1,0 +1,380 @@
+//! Jobs: submitted against a bundle, planned, run, watched and canceled.
+//!
+//! A job's record (state, error, counts) is kept under the data directory,
+//! so a restarted coordinator lists its jobs again; a job that was running
+//! when the coordinator stopped is marked failed, with that reason.
+//!
+//! Jobs run through a [`Scheduler`]. [`EmbeddedScheduler`] runs every task in
+//! the coordinator's own process (`weir local`); scheduling onto workers'
+//! slots uses the same interface.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::RwLock;
+use weir_host::WasmRuntime;
+use weir_model::{JobGraph, Manifest};
+use weir_worker::{JobCounters, LocalJob, VertexReport, WasmOperatorFactory, run_job};
+
+use crate::bundles::BundleStore;
+use crate::error::ApiError;
+use crate::{Submission, plan};
+
+/// Where a job is in its life.
+///
+/// ```text
+/// running ──► finished
+///    │  └───► failed
+///    └─► canceling ──► canceled
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Its tasks run.
+    Running,
+    /// Its bounded input was consumed, every task finished.
+    Finished,
+    /// A task failed, or the coordinator stopped while it ran.
+    Failed,
+    /// A cancel was asked; tasks are stopping.
+    Canceling,
+    /// Canceled.
+    Canceled,
+}
+
+impl JobState {
+    /// Whether the job has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Finished | JobState::Failed | JobState::Canceled
+        )
+    }
+}
+
+/// Records through one vertex.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VertexStatus {
+    /// The vertex's name.
+    pub name: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// Records received, all subtasks.
+    pub records_in: u64,
+    /// Records emitted, all subtasks.
+    pub records_out: u64,
+}
+
+impl From<VertexReport> for VertexStatus {
+    fn from(r: VertexReport) -> Self {
+        VertexStatus {
+            name: r.name,
+            parallelism: r.parallelism,
+            records_in: r.records_in,
+            records_out: r.records_out,
+        }
+    }
+}
+
+/// What the API tells about a job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobInfo {
+    /// The job's id.
+    pub id: String,
+    /// The job's name (from the manifest).
+    pub name: String,
+    /// The bundle it runs.
+    pub bundle: String,
+    /// Its state.
+    pub state: JobState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The parameters it runs with.
+    pub params: BTreeMap<String, String>,
+    /// Its vertices, with their parallelism and counts.
+    pub vertices: Vec<VertexStatus>,
+    /// When it was submitted, ms since the epoch.
+    pub submitted_at_ms: i64,
+    /// When it ended.
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A submission, as the API receives it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    /// The bundle's id.
+    pub bundle: String,
+    /// Parallelism overriding the manifest's default.
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+    /// Job parameters.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// A running job, as the scheduler controls it.
+pub struct Running {
+    /// Set to stop it.
+    pub cancel: Arc<AtomicBool>,
+    /// Its live counts.
+    pub counters: Arc<JobCounters>,
+}
+
+/// Runs jobs. It reports the end of a job through `done`.
+pub trait Scheduler: Send + Sync {
+    /// Start `graph` with `component`; call `done` with the outcome.
+    fn start(
+        &self,
+        graph: JobGraph,
+        component: Arc<weir_host::LoadedComponent>,
+        done: Box<dyn FnOnce(anyhow::Result<()>) + Send>,
+    ) -> Running;
+}
+
+/// Runs every task of a job in this process.
+pub struct EmbeddedScheduler {
+    /// The process's Wasm runtime.
+    pub runtime: Arc<WasmRuntime>,
+}
+
+impl Scheduler for EmbeddedScheduler {
+    fn start(
+        &self,
+        graph: JobGraph,
+        component: Arc<weir_host::LoadedComponent>,
+        done: Box<dyn FnOnce(anyhow::Result<()>) + Send>,
+    ) -> Running {
+        let params = graph.params.clone().into_iter().collect();
+        let factory = Arc::new(WasmOperatorFactory {
+            runtime: self.runtime.clone(),
+            component,
+            params,
+        });
+        let job = LocalJob::new(graph, factory);
+        let running = Running {
+            cancel: job.cancel.clone(),
+            counters: job.counters.clone(),
+        };
+        tokio::spawn(async move { done(run_job(job).await.map(|_| ())) });
+        running
+    }
+}
+
+struct Entry {
+    info: JobInfo,
+    running: Option<Running>,
+}
+
+/// The jobs of a coordinator.
+pub struct Jobs {
+    dir: PathBuf,
+    bundles: Arc<BundleStore>,
+    runtime: Arc<WasmRuntime>,
+    scheduler: Box<dyn Scheduler>,
+    entries: RwLock<BTreeMap<String, Entry>>,
+    next: AtomicU64,
+}
+
+fn unknown(id: &str) -> ApiError {
+    ApiError::not_found("job_not_found", format!("no job with id `{id}`"))
+}
+
+impl Jobs {
+    /// Open the jobs kept under `data_dir/jobs`.
+    pub fn open(
+        data_dir: &std::path::Path,
+        bundles: Arc<BundleStore>,
+        runtime: Arc<WasmRuntime>,
+        scheduler: Box<dyn Scheduler>,
+    ) -> anyhow::Result<Arc<Jobs>> {
+        let dir = data_dir.join("jobs");
+        std::fs::create_dir_all(&dir)?;
+        let mut entries = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let mut info: JobInfo = serde_json::from_slice(&std::fs::read(&path)?)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            if !info.state.is_terminal() {
+                info.state = JobState::Failed;
+                info.error = Some("the coordinator stopped while the job ran".into());
+                info.ended_at_ms = Some(weir_host::now_ms());
+                std::fs::write(&path, serde_json::to_vec_pretty(&info)?)?;
+            }
+            entries.insert(
+                info.id.clone(),
+                Entry {
+                    info,
+                    running: None,
+                },
+            );
+        }
+        Ok(Arc::new(Jobs {
+            dir,
+            bundles,
+            runtime,
+            scheduler,
+            entries: RwLock::new(entries),
+            next: AtomicU64::new(0),
+        }))
+    }
+
+    async fn persist(&self, info: &JobInfo) -> Result<(), ApiError> {
+        let path = self.dir.join(format!("{}.json", info.id));
+        let tmp = self.dir.join(format!(".{}.tmp", info.id));
+        let bytes =
+            serde_json::to_vec_pretty(info).map_err(|e| ApiError::internal(e.to_string()))?;
+        tokio::fs::write(&tmp, bytes)
+            .await
+            .map_err(|e| ApiError::internal(format!("{}: {e}", tmp.display())))?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .map_err(|e| ApiError::internal(format!("{}: {e}", path.display())))
+    }
+
+    fn new_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let seed = format!("{}-{}-{n}", weir_host::now_ms(), std::process::id());
+        crate::blob::sha256_hex(seed.as_bytes())[..16].to_owned()
+    }
+
+    /// Plan and start a job.
+    pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
+        let files = self.bundles.files(&request.bundle).await?;
+        let manifest = Manifest::parse(&files.manifest)
+            .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
+        let runtime = self.runtime.clone();
+        let component = tokio::task::spawn_blocking(move || runtime.load(&files.component))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+        let submission = Submission {
+            params: request.params.clone().into_iter().collect(),
+            parallelism: request.parallelism,
+            builtin_params: vec![("bundle_dir".into(), ".".into())],
+        };
+        let graph = plan(&manifest, &submission, &component.exported())
+            .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
+        let id = self.new_id();
+        let info = JobInfo {
+            id: id.clone(),
+            name: graph.name.clone(),
+            bundle: request.bundle,
+            state: JobState::Running,
+            error: None,
+            params: request.params,
+            vertices: JobCounters::new(&graph)
+                .report()
+                .into_iter()
+                .map(VertexStatus::from)
+                .collect(),
+            submitted_at_ms: weir_host::now_ms(),
+            ended_at_ms: None,
+        };
+        self.persist(&info).await?;
+        let mut entries = self.entries.write().await;
+        let jobs = self.clone();
+        let done_id = id.clone();
+        let done = Box::new(move |outcome: anyhow::Result<()>| {
+            tokio::spawn(async move { jobs.finish(&done_id, outcome).await });
+        });
+        let running = self.scheduler.start(graph, component, done);
+        entries.insert(
+            id,
+            Entry {
+                info: info.clone(),
+                running: Some(running),
+            },
+        );
+        Ok(info)
+    }
+
+    async fn finish(&self, id: &str, outcome: anyhow::Result<()>) {
+        let mut entries = self.entries.write().await;
+        let Some(entry) = entries.get_mut(id) else {
+            return;
+        };
+        if let Some(running) = entry.running.take() {
+            entry.info.vertices = running
+                .counters
+                .report()
+                .into_iter()
+                .map(VertexStatus::from)
+                .collect();
+        }
+        let canceling = entry.info.state == JobState::Canceling;
+        match outcome {
+            Ok(()) => entry.info.state = JobState::Finished,
+            Err(_) if canceling => entry.info.state = JobState::Canceled,
+            Err(e) => {
+                entry.info.state = JobState::Failed;
+                entry.info.error = Some(format!("{e:#}"));
+            }
+        }
+        entry.info.ended_at_ms = Some(weir_host::now_ms());
+        let info = entry.info.clone();
+        drop(entries);
+        if let Err(e) = self.persist(&info).await {
+            tracing::error!("cannot record the end of job {id}: {}", e.message);
+        }
+    }
+
+    fn live(entry: &Entry) -> JobInfo {
+        let mut info = entry.info.clone();
+        if let Some(running) = &entry.running {
+            info.vertices = running
+                .counters
+                .report()
+                .into_iter()
+                .map(VertexStatus::from)
+                .collect();
+        }
+        info
+    }
+
+    /// Every job, oldest first.
+    pub async fn list(&self) -> Vec<JobInfo> {
+        let mut all: Vec<JobInfo> = self.entries.read().await.values().map(Self::live).collect();
+        all.sort_by_key(|j| (j.submitted_at_ms, j.id.clone()));
+        all
+    }
+
+    /// One job, with live counts.
+    pub async fn get(&self, id: &str) -> Result<JobInfo, ApiError> {
+        self.entries
+            .read()
+            .await
+            .get(id)
+            .map(Self::live)
+            .ok_or_else(|| unknown(id))
+    }
+
+    /// Ask a running job to stop.
+    pub async fn cancel(&self, id: &str) -> Result<JobInfo, ApiError> {
+        let mut entries = self.entries.write().await;
+        let entry = entries.get_mut(id).ok_or_else(|| unknown(id))?;
+        match (&entry.running, entry.info.state) {
+            (Some(running), JobState::Running | JobState::Canceling) => {
+                running.cancel.store(true, Ordering::Relaxed);
+                entry.info.state = JobState::Canceling;
+            }
+            (_, state) => {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::CONFLICT,
+                    "job_not_running",
+                    format!("job `{id}` is {state:?}, not running"),
+                ));
+            }
+        }
+        let info = Self::live(entry);
+        drop(entries);
+        self.persist(&info).await?;
+        Ok(info)
+    }
+}
