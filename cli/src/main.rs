@@ -1,6 +1,8 @@
 //! `weir`: build and run Weir jobs.
 
 mod bundle;
+mod client;
+mod local;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
 /// glibc's allocator spends a third of a word count's time there.
@@ -52,6 +54,65 @@ enum Command {
         /// The bundle directory.
         bundle: PathBuf,
     },
+    /// Start a local cluster: the coordinator's REST API, running jobs in this process.
+    Local {
+        /// Address of the REST API (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: String,
+        /// Where bundles and job records are kept.
+        #[arg(long, env = "WEIR_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// The largest bundle upload accepted, in MiB.
+        #[arg(long, default_value_t = 64)]
+        max_upload_mib: usize,
+    },
+    /// Upload a bundle (directory or archive) and start a job; prints the job id last.
+    Submit {
+        /// A bundle directory (built when needed) or archive.
+        bundle: PathBuf,
+        /// Parallelism of every operator.
+        #[arg(short, long)]
+        parallelism: Option<u32>,
+        /// A job parameter, `key=value`; repeat for several. File paths are
+        /// opened by the cluster: give absolute ones.
+        #[arg(long = "param", value_name = "KEY=VALUE")]
+        params: Vec<String>,
+        /// Wait until the job ends; exit non-zero unless it finished.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// List the jobs.
+    List {
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// Show a job: state, error, records per vertex.
+    Status {
+        /// The job's id.
+        job: String,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// Cancel a running job.
+    Cancel {
+        /// The job's id.
+        job: String,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+}
+
+#[derive(clap::Args)]
+struct CoordinatorArg {
+    /// The coordinator's REST API.
+    #[arg(
+        long = "coordinator",
+        env = "WEIR_COORDINATOR",
+        default_value = "http://127.0.0.1:8081"
+    )]
+    url: String,
 }
 
 fn cache_dir() -> PathBuf {
@@ -159,6 +220,62 @@ fn build(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn submit(
+    path: &Path,
+    parallelism: Option<u32>,
+    params: &[String],
+    wait: bool,
+    url: &str,
+) -> anyhow::Result<()> {
+    let params = params
+        .iter()
+        .map(|p| weir_model::manifest::parse_param(p))
+        .collect::<Result<std::collections::BTreeMap<_, _>, _>>()?;
+    let bundle = bundle::open(path, true)?;
+    let archive = weir_model::bundle::pack(&weir_model::bundle::BundleFiles {
+        manifest: bundle.manifest_text.clone(),
+        component: bundle.component.clone(),
+    })?;
+    let client = client::Client::new(url)?;
+    let uploaded = client.upload(archive).await?;
+    let request = weir_coordinator::jobs::JobRequest {
+        bundle: uploaded.id,
+        parallelism,
+        params,
+    };
+    let job = client.submit(&request).await?;
+    eprintln!("submitted job {} ({})", job.id, job.name);
+    if wait {
+        let done = client.wait(&job.id).await?;
+        eprint!("{}", client::describe(&done));
+        println!("{}", job.id);
+        if done.state != weir_coordinator::jobs::JobState::Finished {
+            anyhow::bail!("job {} {}", job.id, client::state_name(done.state));
+        }
+    } else {
+        println!("{}", job.id);
+    }
+    Ok(())
+}
+
+async fn list(url: &str) -> anyhow::Result<()> {
+    let jobs = client::Client::new(url)?.jobs().await?;
+    println!(
+        "{:<16}  {:<10}  {:<20}  SUBMITTED (ms)",
+        "ID", "STATE", "NAME"
+    );
+    for j in jobs {
+        println!(
+            "{:<16}  {:<10}  {:<20}  {}",
+            j.id,
+            client::state_name(j.state),
+            j.name,
+            j.submitted_at_ms
+        );
+    }
+    Ok(())
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -187,6 +304,58 @@ fn main() {
                 ))
             }),
         Command::Build { bundle } => build(&bundle),
+        Command::Local {
+            listen,
+            data_dir,
+            max_upload_mib,
+        } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(local::serve(
+                    &listen,
+                    data_dir,
+                    max_upload_mib << 20,
+                    cache_dir(),
+                ))
+            }),
+        Command::Submit {
+            bundle,
+            parallelism,
+            params,
+            wait,
+            coordinator,
+        } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(submit(
+                    &bundle,
+                    parallelism,
+                    &params,
+                    wait,
+                    &coordinator.url,
+                ))
+            }),
+        Command::List { coordinator } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| rt.block_on(list(&coordinator.url))),
+        Command::Status { job, coordinator } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(async {
+                    let job = client::Client::new(&coordinator.url)?.job(&job).await?;
+                    print!("{}", client::describe(&job));
+                    Ok(())
+                })
+            }),
+        Command::Cancel { job, coordinator } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(async {
+                    let job = client::Client::new(&coordinator.url)?.cancel(&job).await?;
+                    println!("job {} is {}", job.id, client::state_name(job.state));
+                    Ok(())
+                })
+            }),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -1,0 +1,149 @@
+//! The CLI's side of the REST API: `weir submit`, `list`, `status`, `cancel`.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use reqwest::multipart::{Form, Part};
+use serde::de::DeserializeOwned;
+use weir_coordinator::bundles::BundleInfo;
+use weir_coordinator::error::ErrorBody;
+use weir_coordinator::jobs::{JobInfo, JobRequest, JobState};
+
+/// A client of one coordinator.
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of the coordinator at `url` (e.g. `http://127.0.0.1:8081`).
+    pub fn new(url: &str) -> anyhow::Result<Client> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()?;
+        Ok(Client {
+            base: url.trim_end_matches('/').to_owned(),
+            http,
+        })
+    }
+
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        response: Result<reqwest::Response, reqwest::Error>,
+    ) -> anyhow::Result<T> {
+        let response = response.map_err(|e| {
+            if e.is_connect() || e.is_timeout() {
+                anyhow::anyhow!("cannot reach the coordinator at {}: is `weir local` (or a coordinator) running there?", self.base)
+            } else {
+                anyhow::anyhow!("talking to the coordinator at {}: {e}", self.base)
+            }
+        })?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .context("reading the coordinator's answer")?;
+        if !status.is_success() {
+            match serde_json::from_slice::<ErrorBody>(&body) {
+                Ok(e) => bail!("{} ({}, {})", e.message, status.as_u16(), e.code),
+                Err(_) => bail!(
+                    "the coordinator answered {status}: {}",
+                    String::from_utf8_lossy(&body)
+                ),
+            }
+        }
+        serde_json::from_slice(&body)
+            .with_context(|| format!("unexpected answer from {}", self.base))
+    }
+
+    /// Upload a bundle archive.
+    pub async fn upload(&self, archive: Vec<u8>) -> anyhow::Result<BundleInfo> {
+        let form = Form::new().part("bundle", Part::bytes(archive).file_name("bundle.weir"));
+        let r = self
+            .http
+            .post(format!("{}/v1/bundles", self.base))
+            .multipart(form)
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// Submit a job.
+    pub async fn submit(&self, request: &JobRequest) -> anyhow::Result<JobInfo> {
+        let r = self
+            .http
+            .post(format!("{}/v1/jobs", self.base))
+            .json(request)
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// All jobs.
+    pub async fn jobs(&self) -> anyhow::Result<Vec<JobInfo>> {
+        let r = self.http.get(format!("{}/v1/jobs", self.base)).send().await;
+        self.answer(r).await
+    }
+
+    /// One job.
+    pub async fn job(&self, id: &str) -> anyhow::Result<JobInfo> {
+        let r = self
+            .http
+            .get(format!("{}/v1/jobs/{id}", self.base))
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// Cancel a job.
+    pub async fn cancel(&self, id: &str) -> anyhow::Result<JobInfo> {
+        let r = self
+            .http
+            .post(format!("{}/v1/jobs/{id}/cancel", self.base))
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// Poll a job until it ends.
+    pub async fn wait(&self, id: &str) -> anyhow::Result<JobInfo> {
+        loop {
+            let job = self.job(id).await?;
+            if job.state.is_terminal() {
+                return Ok(job);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// A job's state as a word.
+pub fn state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Running => "running",
+        JobState::Finished => "finished",
+        JobState::Failed => "failed",
+        JobState::Canceling => "canceling",
+        JobState::Canceled => "canceled",
+    }
+}
+
+/// A job, as `weir status` shows it.
+pub fn describe(job: &JobInfo) -> String {
+    let mut out = format!(
+        "job {} ({}) is {}\n",
+        job.id,
+        job.name,
+        state_name(job.state)
+    );
+    if let Some(e) = &job.error {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    for v in &job.vertices {
+        out.push_str(&format!(
+            "  {:<16} parallelism {:>2}  records in {:>10}  out {:>10}\n",
+            v.name, v.parallelism, v.records_in, v.records_out
+        ));
+    }
+    out
+}

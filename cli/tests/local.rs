@@ -1,0 +1,204 @@
+//! `weir local` and the CLI over REST, as real processes on loopback: submit
+//! and wait, list, status, cancel, a restart that keeps the jobs, and clear
+//! errors when the coordinator is not there.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A `weir local` process, killed when dropped.
+struct Local {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_local(data: &Path) -> Local {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .env(
+            "WEIR_CACHE_DIR",
+            std::env::temp_dir().join("weir-cli-tests-cache"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("weir local announces its address");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("a URL")
+        .to_owned();
+    Local { child, url }
+}
+
+/// Run `weir` with `args`, killed after two minutes.
+fn weir(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("weir {args:?} did not finish within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn submit_list_status_cancel_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "to be or not to be\n".repeat(200)).unwrap();
+    let output = dir.path().join("out.jsonl");
+    let local = start_local(&data);
+    let url = local.url.clone();
+    let c = url.as_str();
+
+    let o = weir(&[
+        "submit",
+        "examples/wordcount",
+        "--parallelism",
+        "2",
+        "--wait",
+        "--coordinator",
+        c,
+        "--param",
+        &format!("input={}", input.display()),
+        "--param",
+        &format!("output={}", output.display()),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let id = out.lines().last().unwrap().trim().to_owned();
+    assert_eq!(id.len(), 16, "the job id alone on the last line: {out:?}");
+    assert!(err.contains("is finished"), "{err}");
+    let be = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"be\""))
+        .count();
+    assert_eq!(be, 400);
+
+    let (out, _) = text(&weir(&["list", "--coordinator", c]));
+    assert!(out.contains(&id) && out.contains("finished"), "{out}");
+    let (out, _) = text(&weir(&["status", &id, "--coordinator", c]));
+    assert!(
+        out.contains("is finished") && out.contains("count"),
+        "{out}"
+    );
+
+    // An unbounded job runs until canceled.
+    let bundle = dir.path().join("endless");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let component = weir(&["build", "examples/wordcount"]);
+    let built = text(&component).0;
+    let wasm = built
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("component: ");
+    std::fs::copy(wasm, bundle.join("c.wasm")).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        "[job]\nname = 'endless'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\n\
+         [[operator]]\nname = 'split'\nfunction = 'split-words'\n[[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", c]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let endless = out.lines().last().unwrap().trim().to_owned();
+    std::thread::sleep(Duration::from_millis(500));
+    let (out, _) = text(&weir(&["status", &endless, "--coordinator", c]));
+    assert!(out.contains("is running"), "{out}");
+    let o = weir(&["cancel", &endless, "--coordinator", c]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let started = Instant::now();
+    loop {
+        let (out, _) = text(&weir(&["status", &endless, "--coordinator", c]));
+        if out.contains("is canceled") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not canceled: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Bad submissions fail with the reason.
+    let o = weir(&[
+        "submit",
+        "examples/wordcount",
+        "--coordinator",
+        c,
+        "--param",
+        "colour=red",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("unknown parameter `colour`"),
+        "{}",
+        text(&o).1
+    );
+    let o = weir(&["status", "0000000000000000", "--coordinator", c]);
+    assert!(text(&o).1.contains("no job with id"), "{}", text(&o).1);
+
+    // A restart keeps the jobs.
+    drop(local);
+    let o = weir(&["list", "--coordinator", c]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("cannot reach the coordinator"),
+        "{}",
+        text(&o).1
+    );
+    let again = start_local(&data);
+    let (out, _) = text(&weir(&["list", "--coordinator", &again.url]));
+    assert!(out.contains(&id) && out.contains(&endless), "{out}");
+}
