@@ -1,41 +1,55 @@
-//! `weir local`: the coordinator's REST API with an embedded scheduler that
+//! The coordinator process (`weir coordinator`, and `weir local` with its
+//! defaults): the REST API, the resource manager's gRPC service for workers,
+//! and, until jobs are deployed to workers' slots, an embedded scheduler that
 //! runs jobs in this process.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::BundleStore;
 use weir_coordinator::jobs::{EmbeddedScheduler, Jobs};
 use weir_coordinator::rest::{AppState, app};
+use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{HostConfig, WasmRuntime};
 
 /// Where `weir local` keeps its data when not told.
-fn default_data_dir() -> PathBuf {
+pub fn default_data_dir() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     home.join(".local").join("share").join("weir").join("local")
 }
 
+/// How the coordinator serves.
+pub struct ServeOptions {
+    /// REST address.
+    pub listen: String,
+    /// gRPC address for workers.
+    pub rpc_listen: String,
+    /// Bundles, blobs and job records.
+    pub data_dir: PathBuf,
+    /// Largest upload, bytes.
+    pub max_upload: usize,
+    /// Compiled components.
+    pub cache_dir: PathBuf,
+    /// Heartbeat interval and timeout.
+    pub heartbeats: HeartbeatConfig,
+}
+
 /// Serve until interrupted.
-pub async fn serve(
-    listen: &str,
-    data_dir: Option<PathBuf>,
-    max_upload: usize,
-    cache_dir: PathBuf,
-) -> anyhow::Result<()> {
-    let data_dir = data_dir.unwrap_or_else(default_data_dir);
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&o.data_dir)
+        .with_context(|| format!("cannot create {}", o.data_dir.display()))?;
     let runtime = WasmRuntime::new(HostConfig {
-        cache_dir: Some(cache_dir),
+        cache_dir: Some(o.cache_dir),
         ..HostConfig::default()
     })?;
-    let blobs = BlobStore::local(&data_dir.join("blobs"))?;
+    let blobs = BlobStore::local(&o.data_dir.join("blobs"))?;
     let bundles = Arc::new(BundleStore::open(
-        &data_dir,
+        &o.data_dir,
         blobs,
         runtime.clone(),
         512 << 20,
@@ -43,22 +57,38 @@ pub async fn serve(
     let scheduler = Box::new(EmbeddedScheduler {
         runtime: runtime.clone(),
     });
-    let jobs = Jobs::open(&data_dir, bundles.clone(), runtime, scheduler)?;
-    let listener = tokio::net::TcpListener::bind(listen)
+    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime, scheduler)?;
+    let slots = SlotManager::new(o.heartbeats);
+    slots.watch(|_| {});
+
+    let listener = tokio::net::TcpListener::bind(&o.listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener.local_addr()?;
-    // Scripts and tests read this line to find the API.
+        .with_context(|| format!("cannot listen on {}", o.listen))?;
+    let rpc_listener = tokio::net::TcpListener::bind(&o.rpc_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", o.rpc_listen))?;
+    let (addr, rpc_addr) = (listener.local_addr()?, rpc_listener.local_addr()?);
+    let rpc = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .add_service(slots.service())
+        .serve_with_incoming(tokio_stream_of(rpc_listener));
+    tokio::spawn(async move {
+        if let Err(e) = rpc.await {
+            tracing::error!("the workers' gRPC service stopped: {e}");
+        }
+    });
+    // Scripts and tests read this line to find the services.
     println!(
-        "weir local: REST API on http://{addr} (data in {})",
-        data_dir.display()
+        "weir coordinator: REST API on http://{addr}, workers connect to http://{rpc_addr} (data in {})",
+        o.data_dir.display()
     );
     use std::io::Write;
     std::io::stdout().flush()?;
     let router = app(AppState {
         bundles,
         jobs,
-        max_upload,
+        slots,
+        max_upload: o.max_upload,
     });
     axum::serve(listener, router)
         .with_graceful_shutdown(async {
@@ -66,4 +96,13 @@ pub async fn serve(
         })
         .await?;
     Ok(())
+}
+
+fn tokio_stream_of(
+    listener: tokio::net::TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    futures::stream::unfold(listener, |l| async move {
+        let next = l.accept().await.map(|(s, _)| s);
+        Some((next, l))
+    })
 }

@@ -54,17 +54,33 @@ enum Command {
         /// The bundle directory.
         bundle: PathBuf,
     },
-    /// Start a local cluster: the coordinator's REST API, running jobs in this process.
+    /// Start a local cluster on this machine (a coordinator with local defaults).
     Local {
-        /// Address of the REST API (port 0 picks a free port).
-        #[arg(long, default_value = "127.0.0.1:8081")]
-        listen: String,
-        /// Where bundles and job records are kept.
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Where bundles and job records are kept (default ~/.local/share/weir/local).
         #[arg(long, env = "WEIR_DATA_DIR")]
         data_dir: Option<PathBuf>,
-        /// The largest bundle upload accepted, in MiB.
-        #[arg(long, default_value_t = 64)]
-        max_upload_mib: usize,
+    },
+    /// Start a coordinator: the REST API and the service workers register with.
+    Coordinator {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Where bundles and job records are kept.
+        #[arg(long, env = "WEIR_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+    /// Start a worker: it offers its slots to the coordinator.
+    Worker {
+        /// The coordinator's address for workers (its --rpc-listen).
+        #[arg(long, default_value = "http://127.0.0.1:6123")]
+        coordinator: String,
+        /// Task slots to offer.
+        #[arg(long, default_value_t = 2)]
+        slots: u32,
+        /// Where the worker keeps its files.
+        #[arg(long, env = "WEIR_WORKER_DATA_DIR")]
+        data_dir: PathBuf,
     },
     /// Upload a bundle (directory or archive) and start a job; prints the job id last.
     Submit {
@@ -102,6 +118,41 @@ enum Command {
         #[command(flatten)]
         coordinator: CoordinatorArg,
     },
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Address of the REST API (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    listen: String,
+    /// Address of the service workers connect to.
+    #[arg(long, default_value = "127.0.0.1:6123")]
+    rpc_listen: String,
+    /// The largest bundle upload accepted, in MiB.
+    #[arg(long, default_value_t = 64)]
+    max_upload_mib: usize,
+    /// How often workers send heartbeats, in ms.
+    #[arg(long, default_value_t = 1000)]
+    heartbeat_interval_ms: u64,
+    /// After how long without a heartbeat a worker is removed, in ms.
+    #[arg(long, default_value_t = 10_000)]
+    heartbeat_timeout_ms: u64,
+}
+
+impl ServerArgs {
+    fn options(self, data_dir: PathBuf) -> local::ServeOptions {
+        local::ServeOptions {
+            listen: self.listen,
+            rpc_listen: self.rpc_listen,
+            data_dir,
+            max_upload: self.max_upload_mib << 20,
+            cache_dir: cache_dir(),
+            heartbeats: weir_coordinator::slot_manager::HeartbeatConfig {
+                interval: std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1)),
+                timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
+            },
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -276,6 +327,39 @@ async fn list(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn worker(coordinator: &str, slots: u32, data_dir: &Path) -> anyhow::Result<()> {
+    if slots == 0 {
+        anyhow::bail!("--slots must be at least 1");
+    }
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let hostname = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let id = format!(
+        "{}-{}",
+        if hostname.is_empty() {
+            "worker"
+        } else {
+            &hostname
+        },
+        std::process::id()
+    );
+    println!("weir worker {id}: {slots} slots, coordinator {coordinator}");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let me = weir_worker::agent::WorkerIdentity {
+        id,
+        slots,
+        data_address: String::new(),
+        hostname,
+    };
+    tokio::select! {
+        r = weir_worker::agent::run(coordinator, me) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -304,20 +388,22 @@ fn main() {
                 ))
             }),
         Command::Build { bundle } => build(&bundle),
-        Command::Local {
-            listen,
+        Command::Local { server, data_dir } => {
+            let options = server.options(data_dir.unwrap_or_else(local::default_data_dir));
+            tokio::runtime::Runtime::new()
+                .context("cannot start the runtime")
+                .and_then(|rt| rt.block_on(local::serve(options)))
+        }
+        Command::Coordinator { server, data_dir } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| rt.block_on(local::serve(server.options(data_dir)))),
+        Command::Worker {
+            coordinator,
+            slots,
             data_dir,
-            max_upload_mib,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
-            .and_then(|rt| {
-                rt.block_on(local::serve(
-                    &listen,
-                    data_dir,
-                    max_upload_mib << 20,
-                    cache_dir(),
-                ))
-            }),
+            .and_then(|rt| rt.block_on(worker(&coordinator, slots, &data_dir))),
         Command::Submit {
             bundle,
             parallelism,

@@ -30,7 +30,14 @@ impl Drop for Local {
 
 fn start_local(data: &Path) -> Local {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "local",
+            "--listen",
+            "127.0.0.1:0",
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data)
         .env(
             "WEIR_CACHE_DIR",
@@ -55,6 +62,7 @@ fn start_local(data: &Path) -> Local {
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
         .expect("a URL")
+        .trim_end_matches(',')
         .to_owned();
     Local { child, url }
 }

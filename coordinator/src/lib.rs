@@ -9,14 +9,17 @@
 //! - [`plan`]: a bundle and a submission become the [`JobGraph`] that workers
 //!   run, checked against what the component exports.
 //!
-//! The dispatcher, job masters and the resource manager (workers, slots,
-//! heartbeats over gRPC) build on these.
+//! - [`slot_manager`]: the resource manager: workers register their slots
+//!   over gRPC and send heartbeats; silent workers are removed.
+//!
+//! The dispatcher and job masters that deploy tasks to workers build on these.
 
 pub mod blob;
 pub mod bundles;
 pub mod error;
 pub mod jobs;
 pub mod rest;
+pub mod slot_manager;
 
 use std::collections::BTreeMap;
 

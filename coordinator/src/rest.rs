@@ -17,6 +17,7 @@ use axum::routing::post;
 use crate::bundles::{BundleInfo, BundleStore};
 use crate::error::ApiError;
 use crate::jobs::{JobInfo, JobRequest, Jobs};
+use crate::slot_manager::{ClusterInfo, SlotManager};
 
 /// The default limit of an upload's size.
 pub const DEFAULT_MAX_UPLOAD: usize = 64 << 20;
@@ -28,6 +29,8 @@ pub struct AppState {
     pub bundles: Arc<BundleStore>,
     /// The jobs.
     pub jobs: Arc<Jobs>,
+    /// The workers and their slots.
+    pub slots: Arc<SlotManager>,
     /// The largest request body accepted, in bytes.
     pub max_upload: usize,
 }
@@ -41,6 +44,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs", get(list_jobs).post(submit_job))
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/v1/cluster", get(cluster))
         .route("/v1/openapi.json", get(openapi))
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint: see /v1/openapi.json")
@@ -120,6 +124,10 @@ async fn submit_job(
     Ok((StatusCode::CREATED, Json(state.jobs.submit(request).await?)))
 }
 
+async fn cluster(State(state): State<AppState>) -> Json<ClusterInfo> {
+    Json(state.slots.cluster().await)
+}
+
 async fn list_jobs(State(state): State<AppState>) -> Json<Vec<JobInfo>> {
     Json(state.jobs.list().await)
 }
@@ -196,6 +204,14 @@ pub fn openapi_document() -> serde_json::Value {
             },
             "/v1/jobs/{id}": {"parameters": id_param, "get": {"summary": "One job, with live counts", "responses": {"200": {"description": "The job", "content": {"application/json": {"schema": job}}}, "404": err("No such job")}}},
             "/v1/jobs/{id}/cancel": {"parameters": id_param, "post": {"summary": "Cancel a running job", "responses": {"200": {"description": "Canceling", "content": {"application/json": {"schema": job}}}, "404": err("No such job"), "409": err("The job is not running")}}},
+            "/v1/cluster": {"get": {"summary": "Workers, their slots (free and used) and last heartbeats", "responses": {"200": {"description": "The cluster", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                "workers": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "hostname": {"type": "string"}, "data_address": {"type": "string"},
+                    "slots": {"type": "integer"}, "free_slots": {"type": "integer"},
+                    "last_heartbeat_ms_ago": {"type": "integer"}, "registered_ms_ago": {"type": "integer"}
+                }}},
+                "slots_total": {"type": "integer"}, "slots_free": {"type": "integer"}
+            }}}}}}}},
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
         },
         "components": {"schemas": {

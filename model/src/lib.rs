@@ -16,6 +16,13 @@ pub mod keygroup;
 pub mod manifest;
 pub mod record;
 
+/// The gRPC services and messages between coordinator and workers
+/// (`proto/weir/v1/*.proto`).
+#[allow(missing_docs, clippy::all)]
+pub mod proto {
+    tonic::include_proto!("weir.v1");
+}
+
 pub use graph::{Edge, ExportedOperator, JobGraph, Partitioning, Task, Vertex, VertexKind};
 pub use manifest::{KeyBy, Manifest, ManifestError};
 pub use record::{Record, StreamMessage};

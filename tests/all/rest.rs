@@ -13,6 +13,7 @@ use weir_coordinator::bundles::{BundleInfo, BundleStore};
 use weir_coordinator::error::ErrorBody;
 use weir_coordinator::jobs::{EmbeddedScheduler, JobInfo, JobState, Jobs};
 use weir_coordinator::rest::{AppState, app};
+use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_model::bundle::{BundleFiles, pack};
 
 use crate::runtime;

@@ -15,7 +15,9 @@
 //!   minimum over its inputs of the largest seen on each).
 //! - [`task`]: one subtask's loop: input, chain, timers, end of stream.
 //! - [`local`]: run a whole job in this process (`weir run`).
+//! - [`agent`]: the worker process's registration and heartbeats.
 
+pub mod agent;
 pub mod local;
 pub mod operators;
 pub mod partition;

@@ -1,0 +1,193 @@
+//! The resource manager: which workers exist, their slots, and whether they
+//! are alive. Workers register over gRPC and send heartbeats; a worker that
+//! misses them for longer than the timeout is removed with its slots.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::RwLock;
+use tonic::{Request, Response, Status};
+use weir_model::proto::resource_manager_server::{ResourceManager, ResourceManagerServer};
+use weir_model::proto::{
+    HeartbeatRequest, HeartbeatResponse, RegisterWorkerRequest, RegisterWorkerResponse,
+};
+
+/// Heartbeat timing, given to every worker when it registers.
+#[derive(Debug, Clone, Copy)]
+pub struct HeartbeatConfig {
+    /// How often workers send a heartbeat.
+    pub interval: Duration,
+    /// After how long without one a worker is removed.
+    pub timeout: Duration,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+struct Worker {
+    slots: u32,
+    used: u32,
+    data_address: String,
+    hostname: String,
+    registered: Instant,
+    last_heartbeat: Instant,
+}
+
+/// What the API tells about a worker.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkerInfo {
+    /// Its id.
+    pub id: String,
+    /// Its machine.
+    pub hostname: String,
+    /// Where it serves data.
+    pub data_address: String,
+    /// Slots it offers.
+    pub slots: u32,
+    /// Slots free.
+    pub free_slots: u32,
+    /// Milliseconds since its last heartbeat.
+    pub last_heartbeat_ms_ago: u64,
+    /// Milliseconds since it registered.
+    pub registered_ms_ago: u64,
+}
+
+/// The cluster, as `GET /v1/cluster` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// Every live worker, by id.
+    pub workers: Vec<WorkerInfo>,
+    /// Slots in all.
+    pub slots_total: u32,
+    /// Slots free.
+    pub slots_free: u32,
+}
+
+/// The registry of workers.
+pub struct SlotManager {
+    config: HeartbeatConfig,
+    workers: RwLock<BTreeMap<String, Worker>>,
+}
+
+impl SlotManager {
+    /// An empty registry; call [`SlotManager::watch`] to remove silent workers.
+    pub fn new(config: HeartbeatConfig) -> Arc<SlotManager> {
+        Arc::new(SlotManager {
+            config,
+            workers: RwLock::new(BTreeMap::new()),
+        })
+    }
+
+    /// The gRPC service workers talk to.
+    pub fn service(self: &Arc<Self>) -> ResourceManagerServer<RmService> {
+        ResourceManagerServer::new(RmService(self.clone()))
+    }
+
+    /// Remove, every heartbeat interval, the workers whose heartbeats stopped;
+    /// `on_lost` hears of each (to fail their tasks).
+    pub fn watch(
+        self: &Arc<Self>,
+        on_lost: impl Fn(&str) + Send + Sync + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(me.config.interval);
+            loop {
+                tick.tick().await;
+                let mut workers = me.workers.write().await;
+                let lost: Vec<String> = workers
+                    .iter()
+                    .filter(|(_, w)| w.last_heartbeat.elapsed() > me.config.timeout)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in lost {
+                    workers.remove(&id);
+                    tracing::warn!(worker = %id, "worker missed its heartbeats for {:?}: removed with its slots", me.config.timeout);
+                    on_lost(&id);
+                }
+            }
+        })
+    }
+
+    /// The cluster now.
+    pub async fn cluster(&self) -> ClusterInfo {
+        let workers = self.workers.read().await;
+        let infos: Vec<WorkerInfo> = workers
+            .iter()
+            .map(|(id, w)| WorkerInfo {
+                id: id.clone(),
+                hostname: w.hostname.clone(),
+                data_address: w.data_address.clone(),
+                slots: w.slots,
+                free_slots: w.slots - w.used,
+                last_heartbeat_ms_ago: w.last_heartbeat.elapsed().as_millis() as u64,
+                registered_ms_ago: w.registered.elapsed().as_millis() as u64,
+            })
+            .collect();
+        ClusterInfo {
+            slots_total: infos.iter().map(|w| w.slots).sum(),
+            slots_free: infos.iter().map(|w| w.free_slots).sum(),
+            workers: infos,
+        }
+    }
+}
+
+/// The gRPC face of the [`SlotManager`].
+pub struct RmService(Arc<SlotManager>);
+
+#[tonic::async_trait]
+impl ResourceManager for RmService {
+    async fn register_worker(
+        &self,
+        request: Request<RegisterWorkerRequest>,
+    ) -> Result<Response<RegisterWorkerResponse>, Status> {
+        let r = request.into_inner();
+        if r.worker_id.is_empty() {
+            return Err(Status::invalid_argument("a worker needs a non-empty id"));
+        }
+        if r.slots == 0 {
+            return Err(Status::invalid_argument("a worker needs at least one slot"));
+        }
+        let now = Instant::now();
+        tracing::info!(worker = %r.worker_id, slots = r.slots, host = %r.hostname, "worker registered");
+        self.0.workers.write().await.insert(
+            r.worker_id,
+            Worker {
+                slots: r.slots,
+                used: 0,
+                data_address: r.data_address,
+                hostname: r.hostname,
+                registered: now,
+                last_heartbeat: now,
+            },
+        );
+        Ok(Response::new(RegisterWorkerResponse {
+            heartbeat_interval_ms: self.0.config.interval.as_millis() as u64,
+            heartbeat_timeout_ms: self.0.config.timeout.as_millis() as u64,
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
+        let id = request.into_inner().worker_id;
+        let mut workers = self.0.workers.write().await;
+        let known = match workers.get_mut(&id) {
+            Some(w) => {
+                w.last_heartbeat = Instant::now();
+                true
+            }
+            None => false,
+        };
+        Ok(Response::new(HeartbeatResponse { known }))
+    }
+}

@@ -1,0 +1,83 @@
+//! The worker process's link to the coordinator: it registers its slots with
+//! the resource manager and sends heartbeats; if the coordinator forgot it
+//! (a restart, a missed timeout) it registers again.
+
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+use weir_model::proto::resource_manager_client::ResourceManagerClient;
+use weir_model::proto::{HeartbeatRequest, RegisterWorkerRequest};
+
+/// Who this worker is and what it offers.
+#[derive(Debug, Clone)]
+pub struct WorkerIdentity {
+    /// Unique per process.
+    pub id: String,
+    /// Task slots offered.
+    pub slots: u32,
+    /// Where other workers reach it for data.
+    pub data_address: String,
+    /// The machine's name.
+    pub hostname: String,
+}
+
+async fn connect(url: &str) -> anyhow::Result<ResourceManagerClient<Channel>> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| anyhow::anyhow!("bad coordinator address {url:?}: {e}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10));
+    Ok(ResourceManagerClient::new(endpoint.connect().await?))
+}
+
+/// Register and keep sending heartbeats until the process ends. Connection
+/// failures are retried every second (and logged), so workers may start
+/// before the coordinator.
+pub async fn run(coordinator: &str, me: WorkerIdentity) -> anyhow::Result<()> {
+    let mut client: Option<ResourceManagerClient<Channel>> = None;
+    let mut interval = Duration::from_secs(1);
+    let mut registered = false;
+    loop {
+        if client.is_none() {
+            match connect(coordinator).await {
+                Ok(c) => client = Some(c),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot reach the coordinator at {coordinator}: {e:#}; retrying"
+                    );
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            }
+        }
+        let c = client.as_mut().expect("connected above");
+        let result = if registered {
+            c.heartbeat(HeartbeatRequest {
+                worker_id: me.id.clone(),
+            })
+            .await
+            .map(|r| r.into_inner().known)
+        } else {
+            let request = RegisterWorkerRequest {
+                worker_id: me.id.clone(),
+                slots: me.slots,
+                data_address: me.data_address.clone(),
+                hostname: me.hostname.clone(),
+            };
+            c.register_worker(request).await.map(|r| {
+                let r = r.into_inner();
+                interval = Duration::from_millis(r.heartbeat_interval_ms.max(10));
+                tracing::info!(worker = %me.id, slots = me.slots, "registered with the coordinator at {coordinator}");
+                true
+            })
+        };
+        match result {
+            Ok(known) => registered = known,
+            Err(status) => {
+                tracing::warn!("coordinator at {coordinator}: {status}; reconnecting");
+                client = None;
+                registered = false;
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
