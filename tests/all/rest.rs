@@ -27,9 +27,11 @@ pub fn router(data: &Path, max_upload: usize) -> axum::Router {
         runtime: rt.clone(),
     });
     let jobs = Jobs::open(data, bundles.clone(), rt, scheduler).unwrap();
+    let slots = SlotManager::new(HeartbeatConfig::default());
     app(AppState {
         bundles,
         jobs,
+        slots,
         max_upload,
     })
 }
