@@ -11,6 +11,7 @@
 //!   their partitioning, and operator chaining into tasks.
 
 pub mod bundle;
+pub mod frame;
 pub mod graph;
 pub mod keygroup;
 pub mod manifest;

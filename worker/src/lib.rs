@@ -19,6 +19,7 @@
 
 pub mod agent;
 pub mod local;
+pub mod network;
 pub mod operators;
 pub mod partition;
 pub mod sinks;
