@@ -145,6 +145,18 @@ pub struct Collector<'a, T> {
 
 impl<T: Serialize> Collector<'_, T> {
     /// Send a record to the main output (it keeps the input's timestamp).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// fn chars(s: String, out: &mut weir::Collector<char>) {
+    ///     for c in s.chars() {
+    ///         out.emit(c);
+    ///     }
+    /// }
+    /// let mut h = weir::testing::Harness::flat_map(chars);
+    /// assert_eq!(h.process::<_, _, char>(&(), "ab", None).unwrap(), ['a', 'b']);
+    /// ```
     pub fn emit(&mut self, value: impl Borrow<T>) {
         self.batch.push(value.borrow(), None);
     }
@@ -190,12 +202,49 @@ pub struct Context<'a, Out> {
 impl<Out: Serialize> Context<'_, Out> {
     /// Send a record to the main output. It carries the input's timestamp (a
     /// timer's time, for event-time timers).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     ctx.emit(input + 1);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &1, None).unwrap(), [2]);
+    /// ```
     pub fn emit(&mut self, value: impl Borrow<Out>) {
         self.batch.push(value.borrow(), None);
     }
 
     /// Send a record with a key to the main output; a later `key-by = "key"`
     /// in the manifest partitions by it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // Re-key by parity for a later `key-by = "key"`.
+    ///     ctx.emit_keyed(&(input % 2 == 0), input);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &4, None).unwrap(), [4]);
+    /// ```
     pub fn emit_keyed<K: Serialize + ?Sized>(&mut self, key: &K, value: impl Borrow<Out>) {
         let key = codec::encode(key);
         self.batch.push(value.borrow(), Some(&key));
@@ -203,27 +252,129 @@ impl<Out: Serialize> Context<'_, Out> {
 
     /// Send a record of any type to the side output `name`; the manifest
     /// routes side outputs to sinks (`from = "operator:name"`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     if input < 0 {
+    ///         ctx.emit_side("negative", &input);
+    ///     } else {
+    ///         ctx.emit(input);
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert!(h.process::<_, _, i64>("k", &-1, None).unwrap().is_empty());
+    /// # assert_eq!(h.side_output::<i64>("negative").unwrap(), [-1]);
+    /// ```
     pub fn emit_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
         self.batch.push_side(name, value);
     }
 
     /// The event time of the record being processed (the timer's time in
     /// `on_timer` for event-time timers).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     ctx.emit(ctx.timestamp().unwrap_or(0));
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &0, Some(42)).unwrap(), [42]);
+    /// ```
     pub fn timestamp(&self) -> Option<i64> {
         self.batch.timestamp
     }
 
     /// The task's current watermark, `None` before the first one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // Records behind the watermark are late.
+    ///     if ctx.watermark().is_some_and(|w| ctx.timestamp().unwrap_or(i64::MIN) <= w) {
+    ///         ctx.emit_side("late", &input);
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.advance_watermark::<i64>(100).unwrap();
+    /// # h.process::<_, _, i64>("k", &1, Some(50)).unwrap();
+    /// # assert_eq!(h.side_output::<i64>("late").unwrap(), [1]);
+    /// ```
     pub fn watermark(&self) -> Option<i64> {
         self.batch.watermark
     }
 
     /// The worker's processing time (ms since the epoch) when the batch began.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     ctx.emit(ctx.processing_time());
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.advance_processing_time::<i64>(7).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &0, None).unwrap(), [7]);
+    /// ```
     pub fn processing_time(&self) -> i64 {
         self.batch.processing_time
     }
 
     /// The current key, decoded.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = String;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<String>) -> weir::Result<()> {
+    ///     let key: String = ctx.key()?;
+    ///     ctx.emit(key);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, String>("user-7", &0, None).unwrap(), ["user-7"]);
+    /// ```
     pub fn key<K: DeserializeOwned>(&self) -> crate::Result<K> {
         let bytes = with_cache(|c| c.current_key.clone());
         match bytes {
@@ -233,6 +384,24 @@ impl<Out: Serialize> Context<'_, Out> {
     }
 
     /// The current key's raw bytes, if the stream is keyed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = usize;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<usize>) -> weir::Result<()> {
+    ///     ctx.emit(ctx.key_bytes().map_or(0, |k| k.len()));
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, usize>("ab", &0, None).unwrap(), [4]); // "ab" as JSON
+    /// ```
     pub fn key_bytes(&self) -> Option<Vec<u8>> {
         with_cache(|c| c.current_key.clone())
     }
@@ -258,6 +427,30 @@ impl<Out: Serialize> Context<'_, Out> {
     /// # Panics
     ///
     /// Outside a `keyed_process` operator.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // Remind in 10 seconds of event time.
+    ///     ctx.register_timer(TimeDomain::EventTime, ctx.timestamp().unwrap_or(0) + 10_000);
+    ///     Ok(())
+    /// }
+    /// fn on_timer(&mut self, time: i64, domain: TimeDomain, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     ctx.emit(time);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", &0, Some(5)).unwrap();
+    /// # assert_eq!(h.advance_watermark::<i64>(20_000).unwrap(), [10_005]);
+    /// ```
     pub fn register_timer(&mut self, domain: TimeDomain, time: i64) {
         self.timer_op(domain, time, true);
     }
@@ -267,6 +460,35 @@ impl<Out: Serialize> Context<'_, Out> {
     /// # Panics
     ///
     /// Outside a `keyed_process` operator.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op {  }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op {  }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // A record with input 0 cancels the reminder set at 1,000.
+    ///     if input == 0 {
+    ///         ctx.delete_timer(TimeDomain::EventTime, 1_000);
+    ///     } else {
+    ///         ctx.register_timer(TimeDomain::EventTime, 1_000);
+    ///     }
+    ///     Ok(())
+    /// }
+    /// fn on_timer(&mut self, time: i64, domain: TimeDomain, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     ctx.emit(time);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", &1, None).unwrap();
+    /// # h.process::<_, _, i64>("k", &0, None).unwrap();
+    /// # assert!(h.advance_watermark::<i64>(5_000).unwrap().is_empty());
+    /// ```
     pub fn delete_timer(&mut self, domain: TimeDomain, time: i64) {
         self.timer_op(domain, time, false);
     }
@@ -306,6 +528,24 @@ pub struct OpenContext {
 
 impl OpenContext {
     /// The job parameter `name`, as given.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { limit: i64 }
+    /// # impl Process for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     let limit = ctx.param("limit").map_or(Ok(10), str::parse)?;
+    ///     Ok(Op { limit })
+    /// }
+    /// #     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { if n <= self.limit { ctx.emit(n) } Ok(()) }
+    /// # }
+    /// # let mut h = weir::testing::Harness::process_operator::<Op>(&[("limit", "5")]).unwrap();
+    /// # assert!(h.process::<_, _, i64>(&(), &6, None).unwrap().is_empty());
+    /// ```
     pub fn param(&self, name: &str) -> Option<&str> {
         self.config
             .iter()
@@ -314,6 +554,24 @@ impl OpenContext {
     }
 
     /// The job parameter `name` parsed, or an error naming it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { limit: i64 }
+    /// # impl Process for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { limit: ctx.required_param("limit")? })
+    /// }
+    /// #     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { if n <= self.limit { ctx.emit(n) } Ok(()) }
+    /// # }
+    /// # let mut h = weir::testing::Harness::process_operator::<Op>(&[("limit", "5")]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>(&(), &5, None).unwrap(), [5]);
+    /// # assert!(weir::testing::Harness::process_operator::<Op>(&[]).is_err());
+    /// ```
     pub fn required_param<T: FromStr>(&self, name: &str) -> crate::Result<T>
     where
         T::Err: std::fmt::Display,
@@ -326,6 +584,23 @@ impl OpenContext {
     }
 
     /// The job parameter `name` parsed, or `default` when it is not given.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { limit: i64 }
+    /// # impl Process for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { limit: ctx.param_or("limit", 100)? })
+    /// }
+    /// #     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { if n <= self.limit { ctx.emit(n) } Ok(()) }
+    /// # }
+    /// # let mut h = weir::testing::Harness::process_operator::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>(&(), &99, None).unwrap(), [99]);
+    /// ```
     pub fn param_or<T: FromStr>(&self, name: &str, default: T) -> crate::Result<T>
     where
         T::Err: std::fmt::Display,
@@ -337,6 +612,26 @@ impl OpenContext {
     }
 
     /// All job parameters.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { limit: i64 }
+    /// # impl Process for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     for (name, value) in ctx.params() {
+    ///         weir::log(LogLevel::Info, &format!("{name} = {value}"));
+    ///     }
+    ///     Ok(Op { limit: 0 })
+    /// }
+    /// #     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { if n <= self.limit { ctx.emit(n) } Ok(()) }
+    /// # }
+    /// # let mut h = weir::testing::Harness::process_operator::<Op>(&[("a", "1")]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>(&(), &0, None).unwrap(), [0]);
+    /// ```
     pub fn params(&self) -> &[(String, String)] {
         &self.config
     }
@@ -352,6 +647,21 @@ impl OpenContext {
     }
 
     /// Declare a [`ValueState`] called `name`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Op { seen: ValueState<bool> }
+    /// # impl KeyedProcess for Op { type In = i64; type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { seen: ctx.value_state("seen")? })
+    /// }
+    /// # fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { if self.seen.get()?.is_none() { self.seen.set(true); ctx.emit(n) } Ok(()) } }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &1, None).unwrap(), [1]);
+    /// # assert!(h.process::<_, _, i64>("k", &2, None).unwrap().is_empty());
+    /// ```
     pub fn value_state<T>(&mut self, name: &str) -> crate::Result<ValueState<T>>
     where
         T: Serialize + DeserializeOwned + Clone + 'static,
@@ -360,6 +670,21 @@ impl OpenContext {
     }
 
     /// Declare a [`ListState`] called `name`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Op { history: ListState<i64> }
+    /// # impl KeyedProcess for Op { type In = i64; type Out = usize;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { history: ctx.list_state("history")? })
+    /// }
+    /// # fn process(&mut self, n: i64, ctx: &mut Context<usize>) -> weir::Result<()> { self.history.add(n)?; ctx.emit(self.history.get()?.len()); Ok(()) } }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, usize>("k", &1, None).unwrap();
+    /// # assert_eq!(h.process::<_, _, usize>("k", &2, None).unwrap(), [2]);
+    /// ```
     pub fn list_state<T>(&mut self, name: &str) -> crate::Result<ListState<T>>
     where
         T: Serialize + DeserializeOwned,
@@ -368,6 +693,20 @@ impl OpenContext {
     }
 
     /// Declare a [`MapState`] called `name`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Op { per_page: MapState<String, u32> }
+    /// # impl KeyedProcess for Op { type In = String; type Out = u32;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { per_page: ctx.map_state("per-page")? })
+    /// }
+    /// # fn process(&mut self, p: String, ctx: &mut Context<u32>) -> weir::Result<()> { let n = self.per_page.get(&p)?.unwrap_or(0) + 1; self.per_page.put(&p, &n)?; ctx.emit(n); Ok(()) } }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, u32>("k", "/a", None).unwrap(), [1]);
+    /// ```
     pub fn map_state<K, V>(&mut self, name: &str) -> crate::Result<MapState<K, V>>
     where
         K: Serialize + DeserializeOwned,

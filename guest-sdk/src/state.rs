@@ -312,6 +312,28 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 
     /// The current key's value, `None` when unset.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { v: ValueState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { v: ctx.value_state("v")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // The previous value of this key, if any.
+    ///     let previous = self.v.get()?;
+    ///     ctx.emit(previous.unwrap_or(-1));
+    ///     self.v.set(input);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &5, None).unwrap(), [-1]);
+    /// # assert_eq!(h.process::<_, _, i64>("k", &6, None).unwrap(), [5]);
+    /// ```
     pub fn get(&self) -> crate::Result<Option<T>> {
         self.with_slot(|v, _| v.as_ref().and_then(|b| b.downcast_ref::<T>()).cloned())
     }
@@ -322,11 +344,49 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     ///
     /// Outside a keyed context (see [`ValueState`]); use [`ValueState::try_set`]
     /// to get an error instead.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { v: ValueState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { v: ctx.value_state("v")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     self.v.set(input * 2);
+    ///     ctx.emit(self.v.get()?.unwrap());
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &5, None).unwrap(), [10]);
+    /// ```
     pub fn set(&self, value: T) {
         self.try_set(value).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Set the current key's value, or say why not.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { v: ValueState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { v: ctx.value_state("v")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     self.v.try_set(input)?;
+    ///     ctx.emit(self.v.get()?.unwrap());
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &5, None).unwrap(), [5]);
+    /// ```
     pub fn try_set(&self, value: T) -> crate::Result<()> {
         self.with_slot(|v, dirty| {
             *v = Some(Box::new(value));
@@ -335,6 +395,31 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 
     /// Remove the current key's value.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { v: ValueState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { v: ctx.value_state("v")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     if input == 0 {
+    ///         self.v.clear()?; // forget this key
+    ///     } else {
+    ///         self.v.set(self.v.get()?.unwrap_or(0) + input);
+    ///     }
+    ///     ctx.emit(self.v.get()?.unwrap_or(0));
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", &5, None).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &0, None).unwrap(), [0]);
+    /// # assert_eq!(h.process::<_, _, i64>("k", &1, None).unwrap(), [1]);
+    /// ```
     pub fn clear(&self) -> crate::Result<()> {
         self.with_slot(|v, dirty| {
             *v = None;
@@ -423,6 +508,26 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     }
 
     /// The current key's list (empty when unset).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { l: ListState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { l: ctx.list_state("l")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     self.l.add(input)?;
+    ///     ctx.emit(self.l.get()?.iter().sum::<i64>());
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", &2, None).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &3, None).unwrap(), [5]);
+    /// ```
     pub fn get(&self) -> crate::Result<Vec<T>> {
         self.load()?;
         self.with_slot(|slot| match slot {
@@ -432,6 +537,26 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     }
 
     /// Add a value at the end of the current key's list.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { l: ListState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { l: ctx.list_state("l")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // Adding does not read the list.
+    ///     self.l.add(input)?;
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", &2, None).unwrap();
+    /// # h.process::<_, _, i64>("k", &3, None).unwrap();
+    /// ```
     pub fn add(&self, value: T) -> crate::Result<()> {
         let bytes = codec::encode(&value);
         self.with_slot(|slot| match slot {
@@ -444,6 +569,30 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     }
 
     /// Replace the current key's list.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { l: ListState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { l: ctx.list_state("l")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     let mut all = self.l.get()?;
+    ///     all.push(input);
+    ///     all.sort();
+    ///     all.truncate(2); // keep the two smallest
+    ///     self.l.update(all.clone())?;
+    ///     ctx.emit(all[0]);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", &5, None).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &3, None).unwrap(), [3]);
+    /// ```
     pub fn update(&self, values: Vec<T>) -> crate::Result<()> {
         let items = values.iter().map(codec::encode).collect();
         self.with_slot(|slot| {
@@ -455,6 +604,29 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     }
 
     /// Remove the current key's list.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { l: ListState<i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { l: ctx.list_state("l")? }) }
+    /// fn process(&mut self, input: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     self.l.add(input)?;
+    ///     if self.l.get()?.len() == 3 {
+    ///         ctx.emit(self.l.get()?.iter().sum::<i64>());
+    ///         self.l.clear()?;
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # for n in [1, 2] { assert!(h.process::<_, _, i64>("k", &n, None).unwrap().is_empty()); }
+    /// # assert_eq!(h.process::<_, _, i64>("k", &3, None).unwrap(), [6]);
+    /// ```
     pub fn clear(&self) -> crate::Result<()> {
         self.update(Vec::new())
     }
@@ -513,6 +685,27 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     }
 
     /// The value under `map_key` for the current key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     let n = self.m.get(&input)?.unwrap_or(0) + 1;
+    ///     self.m.put(&input, &n)?;
+    ///     ctx.emit(n);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", "a", None).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", "a", None).unwrap(), [2]);
+    /// ```
     pub fn get(&self, map_key: &K) -> crate::Result<Option<V>> {
         let mk = codec::encode(map_key);
         let bytes = self.with_slot(|state, key, slot| {
@@ -537,11 +730,53 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     }
 
     /// Whether `map_key` is present for the current key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // Emit each distinct value once per key.
+    ///     if !self.m.contains(&input)? {
+    ///         self.m.put(&input, &1)?;
+    ///         ctx.emit(1);
+    ///     }
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", "a", None).unwrap(), [1]);
+    /// # assert!(h.process::<_, _, i64>("k", "a", None).unwrap().is_empty());
+    /// ```
     pub fn contains(&self, map_key: &K) -> crate::Result<bool> {
         Ok(self.get(map_key)?.is_some())
     }
 
     /// Set `map_key` to `value` for the current key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     self.m.put(&input, &(input.len() as i64))?;
+    ///     ctx.emit(self.m.get(&input)?.unwrap());
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", "abc", None).unwrap(), [3]);
+    /// ```
     pub fn put(&self, map_key: &K, value: &V) -> crate::Result<()> {
         let (mk, v) = (codec::encode(map_key), codec::encode(value));
         self.with_slot(|_, _, slot| {
@@ -551,6 +786,27 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     }
 
     /// Remove `map_key` for the current key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     // A value seen twice is removed.
+    ///     if self.m.contains(&input)? { self.m.remove(&input)? } else { self.m.put(&input, &1)? }
+    ///     ctx.emit(self.m.entries()?.len() as i64);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", "a", None).unwrap(), [1]);
+    /// # assert_eq!(h.process::<_, _, i64>("k", "a", None).unwrap(), [0]);
+    /// ```
     pub fn remove(&self, map_key: &K) -> crate::Result<()> {
         let mk = codec::encode(map_key);
         self.with_slot(|_, _, slot| {
@@ -560,6 +816,27 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     }
 
     /// All entries of the current key's map, in encoded-key byte order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = String;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<String>) -> weir::Result<()> {
+    ///     self.m.put(&input, &1)?;
+    ///     let keys: Vec<String> = self.m.entries()?.into_iter().map(|(k, _)| k).collect();
+    ///     ctx.emit(keys.join(","));
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, String>("k", "b", None).unwrap();
+    /// # assert_eq!(h.process::<_, _, String>("k", "a", None).unwrap(), ["a,b"]);
+    /// ```
     pub fn entries(&self) -> crate::Result<Vec<(K, V)>> {
         let merged = self.with_slot(|state, key, slot| {
             let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = if slot.cleared {
@@ -586,11 +863,55 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     }
 
     /// Whether the current key's map is empty.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = bool;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<bool>) -> weir::Result<()> {
+    ///     ctx.emit(self.m.is_empty()?);
+    ///     self.m.put(&input, &1)?;
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, bool>("k", "a", None).unwrap(), [true]);
+    /// # assert_eq!(h.process::<_, _, bool>("k", "b", None).unwrap(), [false]);
+    /// ```
     pub fn is_empty(&self) -> crate::Result<bool> {
         Ok(self.entries()?.is_empty())
     }
 
     /// Remove the current key's whole map.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { m: MapState<String, i64> }
+    /// # impl KeyedProcess for Op {
+    /// #     type In = String;
+    /// #     type Out = i64;
+    /// #     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Op { m: ctx.map_state("m")? }) }
+    /// fn process(&mut self, input: String, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///     if input == "reset" {
+    ///         self.m.clear()?;
+    ///     } else {
+    ///         self.m.put(&input, &1)?;
+    ///     }
+    ///     ctx.emit(self.m.entries()?.len() as i64);
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, i64>("k", "a", None).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", "reset", None).unwrap(), [0]);
+    /// ```
     pub fn clear(&self) -> crate::Result<()> {
         self.with_slot(|_, _, slot| {
             slot.cleared = true;

@@ -147,11 +147,27 @@ impl Harness {
     }
 
     /// A harness for a `map` function.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// fn len(s: String) -> usize { s.len() }
+    /// let mut h = weir::testing::Harness::map(len);
+    /// assert_eq!(h.process::<_, _, usize>(&(), "abc", None).unwrap(), [3]);
+    /// ```
     pub fn map<I: DeserializeOwned + 'static, O: Serialize + 'static>(f: fn(I) -> O) -> Harness {
         Self::new(OperatorEntry::map("map", f), &[]).expect("a function always opens")
     }
 
     /// A harness for a `flat_map` function.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// fn twice(n: i32, out: &mut weir::Collector<i32>) { out.emit(n); out.emit(n); }
+    /// let mut h = weir::testing::Harness::flat_map(twice);
+    /// assert_eq!(h.process::<_, _, i32>(&(), &7, None).unwrap(), [7, 7]);
+    /// ```
     pub fn flat_map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
         f: fn(I, &mut Collector<O>),
     ) -> Harness {
@@ -159,16 +175,63 @@ impl Harness {
     }
 
     /// A harness for a `filter` predicate.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// fn short(s: &String) -> bool { s.len() < 3 }
+    /// let mut h = weir::testing::Harness::filter(short);
+    /// assert_eq!(h.process::<_, _, String>(&(), "ab", None).unwrap(), ["ab"]);
+    /// assert!(h.process::<_, _, String>(&(), "abc", None).unwrap().is_empty());
+    /// ```
     pub fn filter<I: DeserializeOwned + 'static>(f: fn(&I) -> bool) -> Harness {
         Self::new(OperatorEntry::filter("filter", f), &[]).expect("a function always opens")
     }
 
     /// A harness for a [`Process`] type, opened with `params`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Scale { by: i64 }
+    /// impl Process for Scale {
+    ///     type In = i64;
+    ///     type Out = i64;
+    ///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Scale { by: ctx.param_or("by", 1)? }) }
+    ///     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { ctx.emit(n * self.by); Ok(()) }
+    /// }
+    /// let mut h = weir::testing::Harness::process_operator::<Scale>(&[("by", "3")]).unwrap();
+    /// assert_eq!(h.process::<_, _, i64>(&(), &2, None).unwrap(), [6]);
+    /// ```
     pub fn process_operator<P: Process>(params: &[(&str, &str)]) -> crate::Result<Harness> {
         Self::new(OperatorEntry::process::<P>("process"), params)
     }
 
     /// A harness for a [`KeyedProcess`] type, opened with `params`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Count { n: ValueState<u64> }
+    /// impl KeyedProcess for Count {
+    ///     type In = serde_json::Value;
+    ///     type Out = u64;
+    ///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Count { n: ctx.value_state("n")? }) }
+    ///     fn process(&mut self, _: serde_json::Value, ctx: &mut Context<u64>) -> weir::Result<()> {
+    ///         let n = self.n.get()?.unwrap_or(0) + 1;
+    ///         self.n.set(n);
+    ///         ctx.emit(n);
+    ///         ctx.register_timer(TimeDomain::ProcessingTime, 1_000);
+    ///         Ok(())
+    ///     }
+    ///     fn on_timer(&mut self, t: i64, _: TimeDomain, ctx: &mut Context<u64>) -> weir::Result<()> { ctx.emit(t as u64); Ok(()) }
+    /// }
+    /// let mut h = weir::testing::Harness::keyed_process::<Count>(&[]).unwrap();
+    /// h.process::<_, _, u64>("a", &serde_json::json!({}), None).unwrap();
+    /// assert_eq!(h.process::<_, _, u64>("a", &serde_json::json!({}), None).unwrap(), [2]);
+    /// ```
     pub fn keyed_process<P: KeyedProcess>(params: &[(&str, &str)]) -> crate::Result<Harness> {
         Self::new(OperatorEntry::keyed_process::<P>("keyed-process"), params)
     }
@@ -241,6 +304,30 @@ impl Harness {
 
     /// Process one record (with `key` on a keyed operator; ignored otherwise)
     /// and return its main outputs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Count { n: ValueState<u64> }
+    /// impl KeyedProcess for Count {
+    ///     type In = serde_json::Value;
+    ///     type Out = u64;
+    ///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Count { n: ctx.value_state("n")? }) }
+    ///     fn process(&mut self, _: serde_json::Value, ctx: &mut Context<u64>) -> weir::Result<()> {
+    ///         let n = self.n.get()?.unwrap_or(0) + 1;
+    ///         self.n.set(n);
+    ///         ctx.emit(n);
+    ///         ctx.register_timer(TimeDomain::ProcessingTime, 1_000);
+    ///         Ok(())
+    ///     }
+    ///     fn on_timer(&mut self, t: i64, _: TimeDomain, ctx: &mut Context<u64>) -> weir::Result<()> { ctx.emit(t as u64); Ok(()) }
+    /// }
+    /// let mut h = weir::testing::Harness::keyed_process::<Count>(&[]).unwrap();
+    /// // key, value, timestamp; the main outputs come back decoded.
+    /// let out: Vec<u64> = h.process("b", &serde_json::json!({"x": 1}), Some(10)).unwrap();
+    /// assert_eq!(out, [1]);
+    /// ```
     pub fn process<K: Serialize + ?Sized, I: Serialize + ?Sized, O: DeserializeOwned>(
         &mut self,
         key: &K,
@@ -305,6 +392,21 @@ impl Harness {
 
     /// Advance the watermark to `watermark`, fire the event-time timers that
     /// are due, in time order, and return their outputs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op;
+    /// # impl KeyedProcess for Op { type In = i64; type Out = i64;
+    /// #   fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Op) }
+    /// #   fn process(&mut self, _: i64, ctx: &mut Context<i64>) -> weir::Result<()> { ctx.register_timer(TimeDomain::EventTime, 100); Ok(()) }
+    /// #   fn on_timer(&mut self, t: i64, _: TimeDomain, ctx: &mut Context<i64>) -> weir::Result<()> { ctx.emit(t); Ok(()) } }
+    /// let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// h.process::<_, _, i64>("k", &0, None).unwrap();
+    /// assert!(h.advance_watermark::<i64>(50).unwrap().is_empty());
+    /// assert_eq!(h.advance_watermark::<i64>(100).unwrap(), [100]);
+    /// ```
     pub fn advance_watermark<O: DeserializeOwned>(
         &mut self,
         watermark: i64,
@@ -315,6 +417,29 @@ impl Harness {
 
     /// Advance processing time to `now` (ms), fire the processing-time
     /// timers that are due, and return their outputs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Count { n: ValueState<u64> }
+    /// impl KeyedProcess for Count {
+    ///     type In = serde_json::Value;
+    ///     type Out = u64;
+    ///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Count { n: ctx.value_state("n")? }) }
+    ///     fn process(&mut self, _: serde_json::Value, ctx: &mut Context<u64>) -> weir::Result<()> {
+    ///         let n = self.n.get()?.unwrap_or(0) + 1;
+    ///         self.n.set(n);
+    ///         ctx.emit(n);
+    ///         ctx.register_timer(TimeDomain::ProcessingTime, 1_000);
+    ///         Ok(())
+    ///     }
+    ///     fn on_timer(&mut self, t: i64, _: TimeDomain, ctx: &mut Context<u64>) -> weir::Result<()> { ctx.emit(t as u64); Ok(()) }
+    /// }
+    /// let mut h = weir::testing::Harness::keyed_process::<Count>(&[]).unwrap();
+    /// h.process::<_, _, u64>("a", &serde_json::json!({}), None).unwrap();
+    /// assert_eq!(h.advance_processing_time::<u64>(1_000).unwrap(), [1_000]);
+    /// ```
     pub fn advance_processing_time<O: DeserializeOwned>(
         &mut self,
         now: i64,
@@ -324,6 +449,26 @@ impl Harness {
     }
 
     /// Take what was sent to the side output `name` so far.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Odd;
+    /// impl Process for Odd {
+    ///     type In = i64;
+    ///     type Out = i64;
+    ///     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Odd) }
+    ///     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> {
+    ///         if n % 2 == 1 { ctx.emit_side("odd", &n) } else { ctx.emit(n) }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut h = weir::testing::Harness::process_operator::<Odd>(&[]).unwrap();
+    /// h.process::<_, _, i64>(&(), &3, None).unwrap();
+    /// assert_eq!(h.side_output::<i64>("odd").unwrap(), [3]);
+    /// assert!(h.side_output::<i64>("odd").unwrap().is_empty(), "taken");
+    /// ```
     pub fn side_output<T: DeserializeOwned>(&mut self, name: &str) -> crate::Result<Vec<T>> {
         let values = match self.side.iter().position(|(n, _)| n == name) {
             Some(i) => self.side.remove(i).1,
@@ -333,6 +478,29 @@ impl Harness {
     }
 
     /// The timers that are registered, as (domain, time) pairs, in time order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Count { n: ValueState<u64> }
+    /// impl KeyedProcess for Count {
+    ///     type In = serde_json::Value;
+    ///     type Out = u64;
+    ///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Count { n: ctx.value_state("n")? }) }
+    ///     fn process(&mut self, _: serde_json::Value, ctx: &mut Context<u64>) -> weir::Result<()> {
+    ///         let n = self.n.get()?.unwrap_or(0) + 1;
+    ///         self.n.set(n);
+    ///         ctx.emit(n);
+    ///         ctx.register_timer(TimeDomain::ProcessingTime, 1_000);
+    ///         Ok(())
+    ///     }
+    ///     fn on_timer(&mut self, t: i64, _: TimeDomain, ctx: &mut Context<u64>) -> weir::Result<()> { ctx.emit(t as u64); Ok(()) }
+    /// }
+    /// let mut h = weir::testing::Harness::keyed_process::<Count>(&[]).unwrap();
+    /// h.process::<_, _, u64>("a", &serde_json::json!({}), None).unwrap();
+    /// assert_eq!(h.timers(), [(weir::TimeDomain::ProcessingTime, 1_000)]);
+    /// ```
     pub fn timers(&self) -> Vec<(TimeDomain, i64)> {
         let s = self.store.borrow();
         s.timers
