@@ -210,3 +210,93 @@ fn submit_list_status_cancel_and_restart() {
     let (out, _) = text(&weir(&["list", "--coordinator", &again.url]));
     assert!(out.contains(&id) && out.contains(&endless), "{out}");
 }
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn counts(out: &str, vertex: &str) -> (u64, u64) {
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with(vertex))
+        .unwrap_or_else(|| panic!("{vertex} in {out}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[5].parse().unwrap(), words[7].parse().unwrap())
+}
+
+#[test]
+fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = start_local(&dir.path().join("data"));
+    let c = local.url.clone();
+    // A generator as fast as it can go, feeding (over a channel: another
+    // parallelism) a stage that takes 0.5 ms per record.
+    let build = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "-p",
+            "test-guests",
+        ])
+        .status()
+        .unwrap();
+    assert!(build.success());
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let bundle = dir.path().join("slow");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(
+        target.join("wasm32-wasip2/release/test_guests.wasm"),
+        bundle.join("c.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\n\
+         [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 2\n[[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &c]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let job = text(&o).0.lines().last().unwrap().trim().to_owned();
+
+    let pid = local.child.id();
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(250));
+        let (out, _) = text(&weir(&["status", &job, "--coordinator", &c]));
+        let (_, source_out) = counts(&out, "gen");
+        let (slow_in, _) = counts(&out, "slow");
+        samples.push((rss_kib(pid), source_out, slow_in));
+    }
+    weir(&["cancel", &job, "--coordinator", &c]);
+    eprintln!("(RSS KiB, source out, slow in) every 250 ms: {samples:?}");
+    let (rss, source_out, slow_in) = *samples.last().unwrap();
+    // The source is held to what the slow stage takes, plus what the
+    // channels hold: 2 receivers × 16 batches × 1,024 records, the output
+    // buffers and the batches in hand.
+    assert!(slow_in > 0, "{samples:?}");
+    let in_flight = source_out - slow_in;
+    assert!(
+        in_flight <= 2 * 16 * 1024 + 6 * 1024,
+        "{in_flight} records in flight: {samples:?}"
+    );
+    // Unchecked, a generator makes millions of records per second.
+    assert!(source_out < 2_000_000, "{samples:?}");
+    // Memory: flat once the channels are full.
+    let half = samples.len() / 2;
+    let early = samples[..half].iter().map(|s| s.0).max().unwrap();
+    assert!(
+        rss < early + 50 * 1024,
+        "RSS grew from {early} KiB to {rss} KiB: {samples:?}"
+    );
+}
