@@ -2,48 +2,13 @@
 //! slots, a killed worker is removed within the heartbeat timeout, and the
 //! coordinator keeps serving.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{start, urls};
+
 use weir_coordinator::slot_manager::ClusterInfo;
-
-/// A child process, killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `weir args…` and return it with the first line it prints.
-fn start(args: &[&str]) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env(
-            "WEIR_CACHE_DIR",
-            std::env::temp_dir().join("weir-cli-tests-cache"),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the process announces itself");
-    (Proc(child), line)
-}
 
 async fn cluster(rest: &str) -> ClusterInfo {
     reqwest::get(format!("{rest}/v1/cluster"))
@@ -83,12 +48,8 @@ async fn workers_register_and_a_killed_one_is_removed() {
         "--data-dir",
         data.to_str().unwrap(),
     ]);
-    let urls: Vec<&str> = line
-        .split_whitespace()
-        .filter(|w| w.starts_with("http://"))
-        .map(|w| w.trim_end_matches(','))
-        .collect();
-    let (rest, rpc) = (urls[0].to_owned(), urls[1].to_owned());
+    let urls = urls(&line);
+    let (rest, rpc) = (urls[0].clone(), urls[1].clone());
 
     let w1_dir = dir.path().join("w1");
     let w2_dir = dir.path().join("w2");

@@ -2,10 +2,10 @@
 //! and wait, list, status, cancel, a restart that keeps the jobs, and clear
 //! errors when the coordinator is not there.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn root() -> PathBuf {
@@ -15,56 +15,28 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A `weir local` process, killed when dropped.
+/// A `weir local` process (killed when dropped) and its REST API.
 struct Local {
-    child: Child,
+    process: common::Proc,
     url: String,
 }
 
-impl Drop for Local {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_local(data: &Path) -> Local {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args([
-            "local",
-            "--listen",
-            "127.0.0.1:0",
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data)
-        .env(
-            "WEIR_CACHE_DIR",
-            std::env::temp_dir().join("weir-cli-tests-cache"),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
+    let data = data.to_str().unwrap();
+    let (process, line) = common::start(&[
+        "local",
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data,
+    ]);
+    let url = common::urls(&line)
+        .into_iter()
+        .next()
         .expect("weir local announces its address");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("a URL")
-        .trim_end_matches(',')
-        .to_owned();
-    Local { child, url }
+    Local { process, url }
 }
 
 /// Run `weir` with `args`, killed after two minutes.
@@ -268,7 +240,7 @@ fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
     assert!(o.status.success(), "{}", text(&o).1);
     let job = text(&o).0.lines().last().unwrap().trim().to_owned();
 
-    let pid = local.child.id();
+    let pid = local.process.0.id();
     let mut samples = Vec::new();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(4) {

@@ -1,0 +1,51 @@
+//! Helpers shared by the CLI's process tests.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A child process, killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `weir args…` and return it with the first line it prints (servers
+/// announce their addresses there).
+pub fn start(args: &[&str]) -> (Proc, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env(
+            "WEIR_CACHE_DIR",
+            std::env::temp_dir().join("weir-cli-tests-cache"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the process announces itself");
+    (Proc(child), line)
+}
+
+/// The `http://` addresses in a line, in order.
+pub fn urls(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .filter(|w| w.starts_with("http://"))
+        .map(|w| w.trim_end_matches(',').to_owned())
+        .collect()
+}
