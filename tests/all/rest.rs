@@ -493,7 +493,15 @@ async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
     )
     .await;
 
-    // A restarted coordinator lists both jobs, as they ended.
+    // A third job is still running when the coordinator "restarts" (a new
+    // one opens the same data directory).
+    let request = serde_json::json!({"bundle": generator.id, "params": {"output": "/dev/null"}});
+    let (_, body) = call(&api, json_post("/v1/jobs", request)).await;
+    let orphan: JobInfo = serde_json::from_slice(&body).unwrap();
+    assert_eq!(orphan.state, JobState::Running);
+
+    // The restarted coordinator lists every job: those that ended as they
+    // ended, the running one as failed, saying why.
     let restarted = router(dir.path(), 64 << 20);
     let (_, body) = call(
         &restarted,
@@ -502,7 +510,30 @@ async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
     .await;
     let jobs: Vec<JobInfo> = serde_json::from_slice(&body).unwrap();
     let states: Vec<JobState> = jobs.iter().map(|j| j.state).collect();
-    assert_eq!(states, [JobState::Finished, JobState::Canceled]);
+    assert_eq!(
+        states,
+        [JobState::Finished, JobState::Canceled, JobState::Failed]
+    );
+    assert_eq!(jobs[2].id, orphan.id);
+    assert!(
+        jobs[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("coordinator stopped"),
+        "{:?}",
+        jobs[2].error
+    );
+    // Stop the first coordinator's copy of it.
+    call(
+        &api,
+        json_post(
+            &format!("/v1/jobs/{}/cancel", orphan.id),
+            serde_json::json!({}),
+        ),
+    )
+    .await;
+    wait_for(&api, &orphan.id, |j| j.state.is_terminal()).await;
 }
 
 fn wordcount_archive_with(edit: impl Fn(&str) -> String) -> Vec<u8> {
