@@ -196,3 +196,99 @@ fn the_plan_refuses_what_the_component_cannot_run() {
     .unwrap();
     assert!(err.to_string().contains("parallelism"), "{err}");
 }
+
+/// The word count split over two "processes" (two data servers and two
+/// partial runs in this test): every record between the two tasks crosses a
+/// TCP channel with credit-based flow control, and the counts are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_split_over_two_places_exchanges_data_over_tcp() {
+    use std::collections::{BTreeMap, HashMap};
+    use weir_worker::network::DataServer;
+    use weir_worker::{Placement, run_placed};
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let mut text = String::new();
+    for i in 0..3000 {
+        text.push_str(&format!("w{} w{} Same\n", i % 17, i % 5));
+    }
+    std::fs::write(&input, &text).unwrap();
+    let output = dir.path().join("out.jsonl");
+
+    let rt = runtime();
+    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let manifest = Manifest::parse(
+        &std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let submission = Submission {
+        params: vec![
+            ("input".into(), input.display().to_string()),
+            ("output".into(), output.display().to_string()),
+        ],
+        parallelism: Some(2),
+        builtin_params: vec![("bundle_dir".into(), ".".into())],
+    };
+    let graph = plan(&manifest, &submission, &component.exported()).unwrap();
+    assert_eq!(graph.tasks().len(), 2, "lines+split, then count+counts");
+
+    let (a, b) = (
+        Arc::new(DataServer::bind("127.0.0.1:0").await.unwrap()),
+        Arc::new(DataServer::bind("127.0.0.1:0").await.unwrap()),
+    );
+    // Reading: subtask 0 at B, 1 at A. Counting: both at A.
+    let at: HashMap<(usize, u32), std::net::SocketAddr> = HashMap::from([
+        ((0, 0), b.addr()),
+        ((0, 1), a.addr()),
+        ((1, 0), a.addr()),
+        ((1, 1), a.addr()),
+    ]);
+    let half = |server: &Arc<DataServer>| {
+        let params = graph.params.clone().into_iter().collect();
+        let factory = Arc::new(WasmOperatorFactory {
+            runtime: rt.clone(),
+            component: component.clone(),
+            params,
+        });
+        let job = LocalJob::new(graph.clone(), factory);
+        let placement = Placement {
+            job_id: "split-job".into(),
+            server: server.clone(),
+            at: at.clone(),
+        };
+        run_placed(job, Some(placement))
+    };
+    let (ra, rb) = tokio::join!(half(&a), half(&b));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    let records = |r: &weir_worker::JobReport, name: &str| {
+        r.vertices
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap()
+            .records_in
+    };
+    assert_eq!(records(&ra, "count") + records(&rb, "count"), 9000);
+    assert_eq!(records(&rb, "count"), 0, "B counts nothing");
+    assert!(
+        records(&rb, "split") > 0 && records(&ra, "split") > 0,
+        "both read"
+    );
+
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for w in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *expected.entry(w.to_lowercase()).or_default() += 1;
+    }
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let e = got
+            .entry(v["word"].as_str().unwrap().to_owned())
+            .or_default();
+        *e = (*e).max(v["count"].as_u64().unwrap());
+    }
+    assert_eq!(got, expected);
+}

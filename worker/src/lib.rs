@@ -27,5 +27,5 @@ pub mod sources;
 pub mod task;
 pub mod watermark;
 
-pub use local::{JobCounters, JobReport, LocalJob, VertexReport, run_job};
+pub use local::{JobCounters, JobReport, LocalJob, Placement, VertexReport, run_job, run_placed};
 pub use operators::{OperatorFactory, StreamOperator, WasmOperatorFactory};

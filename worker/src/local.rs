@@ -9,6 +9,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use weir_model::{JobGraph, VertexKind};
 
+use std::net::SocketAddr;
+
+use weir_model::frame::ChannelKey;
+
+use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
 use crate::sinks::SharedSink;
@@ -120,17 +125,48 @@ pub struct VertexReport {
     pub records_out: u64,
 }
 
-/// Run `job` to its end. Fails with the first subtask error (which names the
-/// job, operator and subtask); the other subtasks are stopped.
+/// Where the subtasks of a job run, when they are split over processes.
+#[derive(Clone)]
+pub struct Placement {
+    /// The job's id on the wire (in channel keys).
+    pub job_id: String,
+    /// This process's data server: remote senders reach its subtasks there.
+    pub server: Arc<DataServer>,
+    /// The data address of the process that runs each (task, subtask).
+    pub at: HashMap<(usize, u32), SocketAddr>,
+}
+
+impl Placement {
+    fn is_local(&self, task: usize, subtask: u32) -> bool {
+        self.at.get(&(task, subtask)) == Some(&self.server.addr())
+    }
+}
+
+/// Run `job` to its end, every subtask in this process. Fails with the first
+/// subtask error (which names the job, operator and subtask); the other
+/// subtasks are stopped.
 pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
+    run_placed(job, None).await
+}
+
+/// Run this process's share of `job`: with a placement, only the subtasks
+/// placed here run, and channels to subtasks elsewhere go over TCP with
+/// credit-based flow control ([`crate::network`]).
+pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::Result<JobReport> {
     let started = Instant::now();
     let graph = &job.graph;
     let tasks = graph.tasks();
     let runtime = tokio::runtime::Handle::current();
+    let here =
+        |task: usize, subtask: u32| placement.as_ref().is_none_or(|p| p.is_local(task, subtask));
 
     // Sinks open before anything runs, so a bad path fails at once.
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
+        let task = graph.task_of(&tasks, v.id);
+        if !(0..v.parallelism).any(|s| here(task, s)) {
+            continue;
+        }
         if let VertexKind::Sink(config) = &v.kind {
             let sink = SharedSink::open(config)
                 .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?;
@@ -138,9 +174,10 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
         }
     }
 
-    // One receiver per subtask of each task whose head has inputs; channel
-    // indices per input edge, in edge order.
-    let mut senders: HashMap<usize, Vec<mpsc::Sender<Envelope>>> = HashMap::new();
+    // One receiver per (local) subtask of each task whose head has inputs;
+    // channel indices per input edge, in edge order.
+    let mut senders: HashMap<(usize, u32), mpsc::Sender<Envelope>> = HashMap::new();
+    let mut registered = Vec::new();
     let mut receivers: HashMap<(usize, u32), (mpsc::Receiver<Envelope>, usize)> = HashMap::new();
     let mut channel_base: HashMap<usize, u32> = HashMap::new(); // edge index -> first channel
     for t in &tasks {
@@ -155,20 +192,22 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
         if channels == 0 {
             continue;
         }
-        let mut txs = Vec::new();
-        for s in 0..t.parallelism {
+        for s in (0..t.parallelism).filter(|&s| here(t.id, s)) {
             let (tx, rx) = mpsc::channel(job.channel_capacity);
-            txs.push(tx);
+            if let Some(p) = &placement {
+                p.server.register(&p.job_id, head as u32, s, tx.clone());
+                registered.push((head as u32, s));
+            }
+            senders.insert((head, s), tx);
             receivers.insert((t.id, s), (rx, channels as usize));
         }
-        senders.insert(head, txs);
     }
 
     let counters = job.counters.clone();
 
     let mut handles = Vec::new();
     for t in &tasks {
-        for s in 0..t.parallelism {
+        for s in (0..t.parallelism).filter(|&s| here(t.id, s)) {
             let mut outputs = Vec::new();
             let mut nodes_routes: Vec<Routes> = Vec::new();
             for &v in &t.vertices {
@@ -178,8 +217,38 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
                     let route = match t.vertices.iter().position(|&x| x == e.to) {
                         Some(pos) => Route::Node(pos),
                         None => {
+                            let to_task = graph.task_of(&tasks, e.to);
+                            let mut txs = Vec::new();
+                            for j in 0..graph.vertices[e.to].parallelism {
+                                txs.push(match (senders.get(&(e.to, j)), &placement) {
+                                    (Some(tx), _) => tx.clone(),
+                                    (None, Some(p)) => {
+                                        let addr =
+                                            p.at.get(&(to_task, j)).copied().ok_or_else(|| {
+                                                anyhow::anyhow!(
+                                                    "subtask {j} of `{}` has no place",
+                                                    graph.vertices[e.to].name
+                                                )
+                                            })?;
+                                        let key = ChannelKey {
+                                            job: p.job_id.clone(),
+                                            vertex: e.to as u32,
+                                            subtask: j,
+                                            channel: channel_base[&i] + s,
+                                        };
+                                        crate::network::connect(addr, key).await.map_err(|err| {
+                                            anyhow::anyhow!(
+                                                "cannot open a channel to {addr}: {err:#}"
+                                            )
+                                        })?
+                                    }
+                                    (None, None) => {
+                                        unreachable!("without a placement every subtask is local")
+                                    }
+                                });
+                            }
                             outputs.push(NetworkOutput::new(
-                                senders[&e.to].clone(),
+                                txs,
                                 channel_base[&i] + s,
                                 s as usize,
                                 e.partitioning.clone(),
@@ -270,6 +339,13 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
     drop(senders);
 
     let mut first_error: Option<anyhow::Error> = None;
+    let unregister = || {
+        if let Some(p) = &placement {
+            for (vertex, s) in &registered {
+                p.server.unregister(&p.job_id, *vertex, *s);
+            }
+        }
+    };
     for h in handles {
         let result = h
             .await
@@ -281,6 +357,7 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
             }
         }
     }
+    unregister();
     if let Some(e) = first_error {
         return Err(e);
     }

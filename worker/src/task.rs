@@ -29,6 +29,9 @@ use crate::sinks::Sink;
 use crate::sources::Source;
 use crate::watermark::WatermarkTracker;
 
+/// How often a subtask waiting for input checks whether the job was canceled.
+const CANCEL_CHECK: Duration = Duration::from_millis(200);
+
 /// The job was canceled (or another task failed): not an error of this task.
 #[derive(Debug, thiserror::Error)]
 #[error("canceled")]
@@ -153,11 +156,18 @@ impl Subtask {
             Head::Input { mut rx, channels } => {
                 let mut tracker = WatermarkTracker::new(channels);
                 loop {
-                    let next_timer = self.next_processing_timer();
-                    let received = match next_timer {
-                        None => rx.blocking_recv().map(Some),
-                        Some(t) => {
-                            let wait = Duration::from_millis((t - now_ms()).clamp(0, 1000) as u64);
+                    // Wait for input at most until the next timer is due, and
+                    // never longer than CANCEL_CHECK (senders in other
+                    // processes may stop without closing this channel).
+                    let wait = match self.next_processing_timer() {
+                        None => CANCEL_CHECK,
+                        Some(t) => Duration::from_millis((t - now_ms()).clamp(0, 1000) as u64)
+                            .min(CANCEL_CHECK),
+                    };
+                    let received = match rx.try_recv() {
+                        Ok(m) => Some(Some(m)),
+                        Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
+                        Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
                             match self.runtime.block_on(tokio::time::timeout(wait, rx.recv())) {
                                 Ok(m) => m.map(Some),
                                 Err(_) => Some(None),
