@@ -1,7 +1,6 @@
-//! The coordinator process (`weir coordinator`, and `weir local` with its
-//! defaults): the REST API, the resource manager's gRPC service for workers,
-//! and, until jobs are deployed to workers' slots, an embedded scheduler that
-//! runs jobs in this process.
+//! The coordinator process: the REST API and the gRPC services for workers
+//! (registration and heartbeats, job reports). `weir coordinator` deploys
+//! jobs to the workers' slots; `weir local` runs them in its own process.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::BundleStore;
-use weir_coordinator::jobs::{EmbeddedScheduler, Jobs};
+use weir_coordinator::jobs::{EmbeddedScheduler, Jobs, Scheduler};
 use weir_coordinator::rest::{AppState, app};
+use weir_coordinator::scheduler::WorkerScheduler;
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{HostConfig, WasmRuntime};
 
@@ -37,6 +37,8 @@ pub struct ServeOptions {
     pub cache_dir: PathBuf,
     /// Heartbeat interval and timeout.
     pub heartbeats: HeartbeatConfig,
+    /// Run jobs in this process (`weir local`) instead of on workers.
+    pub embedded: bool,
 }
 
 /// Serve until interrupted.
@@ -54,12 +56,21 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         runtime.clone(),
         512 << 20,
     )?);
-    let scheduler = Box::new(EmbeddedScheduler {
-        runtime: runtime.clone(),
-    });
-    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime, scheduler)?;
     let slots = SlotManager::new(o.heartbeats);
-    slots.watch(|_| {});
+    let on_workers = WorkerScheduler::new(slots.clone());
+    let scheduler: Box<dyn Scheduler> = if o.embedded {
+        Box::new(EmbeddedScheduler {
+            runtime: runtime.clone(),
+        })
+    } else {
+        Box::new(on_workers.clone())
+    };
+    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime, scheduler)?;
+    let lost = on_workers.clone();
+    slots.watch(move |worker| {
+        let (lost, worker) = (lost.clone(), worker.to_owned());
+        tokio::spawn(async move { lost.worker_lost(&worker).await });
+    });
 
     let listener = tokio::net::TcpListener::bind(&o.listen)
         .await
@@ -71,6 +82,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     let rpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .add_service(slots.service())
+        .add_service(on_workers.reports())
         .serve_with_incoming(tokio_stream_of(rpc_listener));
     tokio::spawn(async move {
         if let Err(e) = rpc.await {

@@ -70,11 +70,18 @@ enum Command {
         #[arg(long, env = "WEIR_DATA_DIR")]
         data_dir: PathBuf,
     },
-    /// Start a worker: it offers its slots to the coordinator.
+    /// Start a worker: it offers its slots to the coordinator and runs the
+    /// subtasks deployed to them.
     Worker {
         /// The coordinator's address for workers (its --rpc-listen).
         #[arg(long, default_value = "http://127.0.0.1:6123")]
         coordinator: String,
+        /// Address of this worker's task executor (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        rpc_listen: String,
+        /// Address other workers send data to.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        data_listen: String,
         /// Task slots to offer.
         #[arg(long, default_value_t = 2)]
         slots: u32,
@@ -140,13 +147,14 @@ struct ServerArgs {
 }
 
 impl ServerArgs {
-    fn options(self, data_dir: PathBuf) -> local::ServeOptions {
+    fn options(self, data_dir: PathBuf, embedded: bool) -> local::ServeOptions {
         local::ServeOptions {
             listen: self.listen,
             rpc_listen: self.rpc_listen,
             data_dir,
             max_upload: self.max_upload_mib << 20,
             cache_dir: cache_dir(),
+            embedded,
             heartbeats: weir_coordinator::slot_manager::HeartbeatConfig {
                 interval: std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1)),
                 timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
@@ -327,7 +335,13 @@ async fn list(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn worker(coordinator: &str, slots: u32, data_dir: &Path) -> anyhow::Result<()> {
+async fn worker(
+    coordinator: &str,
+    rpc_listen: &str,
+    data_listen: &str,
+    slots: u32,
+    data_dir: &Path,
+) -> anyhow::Result<()> {
     if slots == 0 {
         anyhow::bail!("--slots must be at least 1");
     }
@@ -345,14 +359,46 @@ async fn worker(coordinator: &str, slots: u32, data_dir: &Path) -> anyhow::Resul
         },
         std::process::id()
     );
-    println!("weir worker {id}: {slots} slots, coordinator {coordinator}");
+    let runtime = WasmRuntime::new(HostConfig {
+        cache_dir: Some(cache_dir()),
+        ..HostConfig::default()
+    })?;
+    let server = std::sync::Arc::new(weir_worker::network::DataServer::bind(data_listen).await?);
+    let executor = weir_worker::executor::Executor::new(
+        id.clone(),
+        runtime,
+        server.clone(),
+        coordinator.to_owned(),
+    );
+    let rpc = tokio::net::TcpListener::bind(rpc_listen)
+        .await
+        .with_context(|| format!("cannot listen on {rpc_listen}"))?;
+    let rpc_addr = rpc.local_addr()?;
+    let incoming = futures::stream::unfold(rpc, |l| async move {
+        Some((l.accept().await.map(|(s, _)| s), l))
+    });
+    let service = executor.service();
+    tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!("the task executor stopped: {e}");
+        }
+    });
+    println!(
+        "weir worker {id}: {slots} slots, tasks at http://{rpc_addr}, data at {}, coordinator {coordinator}",
+        server.addr()
+    );
     use std::io::Write;
     std::io::stdout().flush()?;
     let me = weir_worker::agent::WorkerIdentity {
         id,
         slots,
-        data_address: String::new(),
+        data_address: server.addr().to_string(),
         hostname,
+        rpc_address: format!("http://{rpc_addr}"),
     };
     tokio::select! {
         r = weir_worker::agent::run(coordinator, me) => r,
@@ -389,21 +435,31 @@ fn main() {
             }),
         Command::Build { bundle } => build(&bundle),
         Command::Local { server, data_dir } => {
-            let options = server.options(data_dir.unwrap_or_else(local::default_data_dir));
+            let options = server.options(data_dir.unwrap_or_else(local::default_data_dir), true);
             tokio::runtime::Runtime::new()
                 .context("cannot start the runtime")
                 .and_then(|rt| rt.block_on(local::serve(options)))
         }
         Command::Coordinator { server, data_dir } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
-            .and_then(|rt| rt.block_on(local::serve(server.options(data_dir)))),
+            .and_then(|rt| rt.block_on(local::serve(server.options(data_dir, false)))),
         Command::Worker {
             coordinator,
+            rpc_listen,
+            data_listen,
             slots,
             data_dir,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
-            .and_then(|rt| rt.block_on(worker(&coordinator, slots, &data_dir))),
+            .and_then(|rt| {
+                rt.block_on(worker(
+                    &coordinator,
+                    &rpc_listen,
+                    &data_listen,
+                    slots,
+                    &data_dir,
+                ))
+            }),
         Command::Submit {
             bundle,
             parallelism,

@@ -103,3 +103,164 @@ async fn workers_register_and_a_killed_one_is_removed() {
     let jobs = reqwest::get(format!("{rest}/v1/jobs")).await.unwrap();
     assert!(jobs.status().is_success());
 }
+
+fn weir(args: &[&str]) -> std::process::Output {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_word_count_runs_over_two_worker_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("coordinator");
+    let (_coordinator, line) = start(&[
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--heartbeat-interval-ms",
+        "100",
+        "--heartbeat-timeout-ms",
+        "1500",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    let urls = urls(&line);
+    let (rest, rpc) = (urls[0].clone(), urls[1].clone());
+    let w1_dir = dir.path().join("w1");
+    let w2_dir = dir.path().join("w2");
+    let (_w1, _) = start(&[
+        "worker",
+        "--coordinator",
+        &rpc,
+        "--slots",
+        "2",
+        "--data-dir",
+        w1_dir.to_str().unwrap(),
+    ]);
+    let (mut w2, _) = start(&[
+        "worker",
+        "--coordinator",
+        &rpc,
+        "--slots",
+        "2",
+        "--data-dir",
+        w2_dir.to_str().unwrap(),
+    ]);
+    wait_until(&rest, "two workers register", |c| c.workers.len() == 2).await;
+
+    let input = dir.path().join("in.txt");
+    let mut text = String::new();
+    for i in 0..5000 {
+        text.push_str(&format!("Alpha w{} w{}, beta!\n", i % 31, i % 7));
+    }
+    std::fs::write(&input, &text).unwrap();
+    let output = dir.path().join("out.jsonl");
+    let o = weir(&[
+        "submit",
+        "examples/wordcount",
+        "--parallelism",
+        "4",
+        "--wait",
+        "--coordinator",
+        &rest,
+        "--param",
+        &format!("input={}", input.display()),
+        "--param",
+        &format!("output={}", output.display()),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Both workers ran subtasks: the job used all four slots, which are free again.
+    let c = cluster(&rest).await;
+    assert_eq!(c.slots_free, 4, "{c:?}");
+
+    let mut expected = std::collections::BTreeMap::<String, u64>::new();
+    for w in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *expected.entry(w.to_lowercase()).or_default() += 1;
+    }
+    let mut got = std::collections::BTreeMap::<String, u64>::new();
+    for l in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let e = got
+            .entry(v["word"].as_str().unwrap().to_owned())
+            .or_default();
+        *e = (*e).max(v["count"].as_u64().unwrap());
+    }
+    assert_eq!(got, expected);
+
+    // More parallelism than free slots: refused.
+    let o = weir(&[
+        "submit",
+        "examples/wordcount",
+        "--parallelism",
+        "5",
+        "--coordinator",
+        &rest,
+        "--param",
+        &format!("input={}", input.display()),
+        "--param",
+        "output=/dev/null",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("needs 5 slots"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // An unbounded job fails, naming the worker, when a worker is killed.
+    let bundle = dir.path().join("endless");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        "[job]\nname = 'endless'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\n\
+         [[operator]]\nname = 'split'\nfunction = 'split-words'\n[[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    let o = weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--parallelism",
+        "4",
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let job = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let killed = w2.0.id();
+    w2.0.kill().unwrap();
+    w2.0.wait().unwrap();
+    let started = Instant::now();
+    loop {
+        let status =
+            String::from_utf8_lossy(&weir(&["status", &job, "--coordinator", &rest]).stdout)
+                .into_owned();
+        if status.contains("is failed") {
+            assert!(status.contains(&format!("-{killed}` was lost")), "{status}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

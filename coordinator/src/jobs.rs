@@ -124,15 +124,22 @@ pub struct Running {
     pub counters: Arc<JobCounters>,
 }
 
+/// How a scheduler tells the end of a job.
+pub type Done = Box<dyn FnOnce(anyhow::Result<()>) + Send>;
+
 /// Runs jobs. It reports the end of a job through `done`.
+#[tonic::async_trait]
 pub trait Scheduler: Send + Sync {
-    /// Start `graph` with `component`; call `done` with the outcome.
-    fn start(
+    /// Start job `id` (`graph`, with `component` and its bytes); call `done`
+    /// with the outcome. Fails (and never calls `done`) if it cannot start.
+    async fn start(
         &self,
+        id: &str,
         graph: JobGraph,
         component: Arc<weir_host::LoadedComponent>,
-        done: Box<dyn FnOnce(anyhow::Result<()>) + Send>,
-    ) -> Running;
+        component_bytes: Vec<u8>,
+        done: Done,
+    ) -> Result<Running, ApiError>;
 }
 
 /// Runs every task of a job in this process.
@@ -141,13 +148,16 @@ pub struct EmbeddedScheduler {
     pub runtime: Arc<WasmRuntime>,
 }
 
+#[tonic::async_trait]
 impl Scheduler for EmbeddedScheduler {
-    fn start(
+    async fn start(
         &self,
+        _id: &str,
         graph: JobGraph,
         component: Arc<weir_host::LoadedComponent>,
-        done: Box<dyn FnOnce(anyhow::Result<()>) + Send>,
-    ) -> Running {
+        _component_bytes: Vec<u8>,
+        done: Done,
+    ) -> Result<Running, ApiError> {
         let params = graph.params.clone().into_iter().collect();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.runtime.clone(),
@@ -160,7 +170,7 @@ impl Scheduler for EmbeddedScheduler {
             counters: job.counters.clone(),
         };
         tokio::spawn(async move { done(run_job(job).await.map(|_| ())) });
-        running
+        Ok(running)
     }
 }
 
@@ -250,10 +260,12 @@ impl Jobs {
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
         let runtime = self.runtime.clone();
-        let component = tokio::task::spawn_blocking(move || runtime.load(&files.component))
+        let bytes = files.component;
+        let (component, bytes) = tokio::task::spawn_blocking(move || (runtime.load(&bytes), bytes))
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let component =
+            component.map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
         let submission = Submission {
             params: request.params.clone().into_iter().collect(),
             parallelism: request.parallelism,
@@ -277,14 +289,19 @@ impl Jobs {
             submitted_at_ms: weir_host::now_ms(),
             ended_at_ms: None,
         };
-        self.persist(&info).await?;
         let mut entries = self.entries.write().await;
         let jobs = self.clone();
         let done_id = id.clone();
         let done = Box::new(move |outcome: anyhow::Result<()>| {
             tokio::spawn(async move { jobs.finish(&done_id, outcome).await });
         });
-        let running = self.scheduler.start(graph, component, done);
+        // The entries stay locked until the job is recorded, so that `done`
+        // (which waits for them) always finds it.
+        let running = self
+            .scheduler
+            .start(&id, graph, component, bytes, done)
+            .await?;
+        self.persist(&info).await?;
         entries.insert(
             id,
             Entry {
@@ -319,7 +336,8 @@ impl Jobs {
         }
         entry.info.ended_at_ms = Some(weir_host::now_ms());
         let info = entry.info.clone();
-        drop(entries);
+        // Records are written under the lock: a job's records on disk keep
+        // the order of its state changes.
         if let Err(e) = self.persist(&info).await {
             tracing::error!("cannot record the end of job {id}: {}", e.message);
         }
@@ -373,8 +391,8 @@ impl Jobs {
             }
         }
         let info = Self::live(entry);
-        drop(entries);
         self.persist(&info).await?;
+        drop(entries);
         Ok(info)
     }
 }

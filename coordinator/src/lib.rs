@@ -19,6 +19,7 @@ pub mod bundles;
 pub mod error;
 pub mod jobs;
 pub mod rest;
+pub mod scheduler;
 pub mod slot_manager;
 
 use std::collections::BTreeMap;

@@ -36,6 +36,7 @@ struct Worker {
     slots: u32,
     used: u32,
     data_address: String,
+    rpc_address: String,
     hostname: String,
     registered: Instant,
     last_heartbeat: Instant,
@@ -140,6 +141,56 @@ impl SlotManager {
     }
 }
 
+/// A slot given to a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotGrant {
+    /// The worker.
+    pub worker_id: String,
+    /// Its task executor.
+    pub rpc_address: String,
+    /// Its data server.
+    pub data_address: String,
+}
+
+impl SlotManager {
+    /// Take `n` free slots, spread over the workers (round robin), or say
+    /// how many are free.
+    pub async fn allocate(&self, n: u32) -> Result<Vec<SlotGrant>, String> {
+        let mut workers = self.workers.write().await;
+        let free: u32 = workers.values().map(|w| w.slots - w.used).sum();
+        if n > free {
+            return Err(format!(
+                "the job needs {n} slots and the cluster has {free} free ({} workers)",
+                workers.len()
+            ));
+        }
+        let mut grants = Vec::new();
+        while grants.len() < n as usize {
+            for (id, w) in workers.iter_mut() {
+                if grants.len() < n as usize && w.used < w.slots {
+                    w.used += 1;
+                    grants.push(SlotGrant {
+                        worker_id: id.clone(),
+                        rpc_address: w.rpc_address.clone(),
+                        data_address: w.data_address.clone(),
+                    });
+                }
+            }
+        }
+        Ok(grants)
+    }
+
+    /// Give slots back.
+    pub async fn release(&self, grants: &[SlotGrant]) {
+        let mut workers = self.workers.write().await;
+        for g in grants {
+            if let Some(w) = workers.get_mut(&g.worker_id) {
+                w.used = w.used.saturating_sub(1);
+            }
+        }
+    }
+}
+
 /// The gRPC face of the [`SlotManager`].
 pub struct RmService(Arc<SlotManager>);
 
@@ -164,6 +215,7 @@ impl ResourceManager for RmService {
                 slots: r.slots,
                 used: 0,
                 data_address: r.data_address,
+                rpc_address: r.rpc_address,
                 hostname: r.hostname,
                 registered: now,
                 last_heartbeat: now,

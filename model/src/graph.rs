@@ -12,7 +12,7 @@ use crate::keygroup::DEFAULT_MAX_PARALLELISM;
 use crate::manifest::{KeyBy, Manifest, ManifestError, SinkKind, SourceKind, substitute};
 
 /// A job ready to run: every parameter applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobGraph {
     /// The job's name.
     pub name: String,
@@ -28,7 +28,7 @@ pub struct JobGraph {
 }
 
 /// One vertex of the graph, run as `parallelism` subtasks.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Vertex {
     /// Index in [`JobGraph::vertices`].
     pub id: usize,
@@ -41,7 +41,7 @@ pub struct Vertex {
 }
 
 /// What a vertex does.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum VertexKind {
     /// Reads records from outside.
     Source(SourceConfig),
@@ -57,7 +57,7 @@ pub enum VertexKind {
 }
 
 /// A source with its parameters applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SourceConfig {
     /// Lines of a text file, as JSON strings.
     TextFile {
@@ -81,7 +81,7 @@ pub enum SourceConfig {
 }
 
 /// What a generator source emits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum GeneratorPattern {
     /// `{"seq": n}` for n = 0, 1, 2, …
     Sequence,
@@ -90,7 +90,7 @@ pub enum GeneratorPattern {
 }
 
 /// A sink with its parameters applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SinkConfig {
     /// Standard output.
     Stdout,
@@ -102,7 +102,7 @@ pub enum SinkConfig {
 }
 
 /// How records move along an edge.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Partitioning {
     /// Subtask i to subtask i (equal parallelism). Keeps order per channel.
     Forward,
@@ -114,7 +114,7 @@ pub enum Partitioning {
 }
 
 /// An edge between two vertices.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Edge {
     /// The producing vertex.
     pub from: usize,

@@ -225,7 +225,7 @@ pub enum SinkKind {
 }
 
 /// How a keyed operator's input is keyed.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum KeyBy {
     /// The record's value bytes.
     Value,

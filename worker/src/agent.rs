@@ -19,6 +19,8 @@ pub struct WorkerIdentity {
     pub data_address: String,
     /// The machine's name.
     pub hostname: String,
+    /// Where the coordinator reaches this worker's task executor.
+    pub rpc_address: String,
 }
 
 async fn connect(url: &str) -> anyhow::Result<ResourceManagerClient<Channel>> {
@@ -62,6 +64,7 @@ pub async fn run(coordinator: &str, me: WorkerIdentity) -> anyhow::Result<()> {
                 slots: me.slots,
                 data_address: me.data_address.clone(),
                 hostname: me.hostname.clone(),
+                rpc_address: me.rpc_address.clone(),
             };
             c.register_worker(request).await.map(|r| {
                 let r = r.into_inner();

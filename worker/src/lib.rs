@@ -18,6 +18,7 @@
 //! - [`agent`]: the worker process's registration and heartbeats.
 
 pub mod agent;
+pub mod executor;
 pub mod local;
 pub mod network;
 pub mod operators;

@@ -168,7 +168,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             continue;
         }
         if let VertexKind::Sink(config) = &v.kind {
-            let sink = SharedSink::open(config)
+            let sink = SharedSink::open(config, placement.is_some())
                 .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?;
             sinks.insert(v.id, sink);
         }
@@ -362,7 +362,9 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
         return Err(e);
     }
     if job.cancel.load(Ordering::Relaxed) {
-        return Err(anyhow::anyhow!("job `{}` was canceled", graph.name));
+        return Err(
+            anyhow::Error::new(Canceled).context(format!("job `{}` was canceled", graph.name))
+        );
     }
     Ok(JobReport {
         duration: started.elapsed(),

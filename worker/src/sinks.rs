@@ -24,8 +24,11 @@ pub struct SharedSink {
 }
 
 impl SharedSink {
-    /// Open a sink vertex's destination (a file is created or truncated).
-    pub fn open(config: &SinkConfig) -> anyhow::Result<SharedSink> {
+    /// Open a sink vertex's destination: a file is created or truncated, or,
+    /// with `append` (a job split over processes, each writing its share),
+    /// created or appended to; every write holds whole lines, so the
+    /// processes' lines never interleave.
+    pub fn open(config: &SinkConfig, append: bool) -> anyhow::Result<SharedSink> {
         let (writer, what): (Box<dyn Write + Send>, String) = match config {
             SinkConfig::Stdout => (Box::new(std::io::stdout()), "standard output".into()),
             SinkConfig::JsonLinesFile { path } => {
@@ -36,8 +39,15 @@ impl SharedSink {
                     std::fs::create_dir_all(dir)
                         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
                 }
-                let file =
-                    File::create(path).map_err(|e| anyhow::anyhow!("cannot create {path}: {e}"))?;
+                let file = if append {
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                } else {
+                    File::create(path)
+                }
+                .map_err(|e| anyhow::anyhow!("cannot create {path}: {e}"))?;
                 (
                     Box::new(BufWriter::with_capacity(1 << 20, file)),
                     path.clone(),

@@ -1,0 +1,262 @@
+//! Scheduling jobs onto workers' slots.
+//!
+//! Slot sharing, as in Flink: a slot holds one subtask of every task of a
+//! job, so a job needs as many slots as its largest parallelism; subtask `i`
+//! of every task goes to slot `i`. Slots are spread over the workers. Each
+//! worker involved gets the whole graph, the component and every subtask's
+//! place, runs its share and reports when it ends. The job ends when every
+//! worker reported; it fails when one fails (the others are canceled) or
+//! when a worker is lost.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tonic::{Request, Response, Status};
+use weir_model::JobGraph;
+use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
+use weir_model::proto::task_executor_client::TaskExecutorClient;
+use weir_model::proto::{
+    CancelJobRequest, DeployJobRequest, JobEndedRequest, JobEndedResponse, SubtaskPlace,
+};
+use weir_worker::JobCounters;
+
+use crate::error::ApiError;
+use crate::jobs::{Done, Running, Scheduler};
+use crate::slot_manager::{SlotGrant, SlotManager};
+
+struct Pending {
+    grants: Vec<SlotGrant>,
+    /// Workers (by id, with their executor) that have not reported.
+    waiting: BTreeSet<(String, String)>,
+    failure: Option<String>,
+    /// The failure is a consequence (a lost connection), not the cause.
+    secondary: bool,
+    counters: Arc<JobCounters>,
+    done: Option<Done>,
+}
+
+/// Deploys jobs to workers.
+pub struct WorkerScheduler {
+    slots: Arc<SlotManager>,
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+async fn cancel_on(rpc: &str, job: &str) {
+    let result = async {
+        let mut c = TaskExecutorClient::connect(rpc.to_owned()).await?;
+        c.cancel_job(CancelJobRequest {
+            job_id: job.to_owned(),
+        })
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!("cannot cancel job {job} on {rpc}: {e:#}");
+    }
+}
+
+impl WorkerScheduler {
+    /// A scheduler over the workers of `slots`.
+    pub fn new(slots: Arc<SlotManager>) -> Arc<WorkerScheduler> {
+        Arc::new(WorkerScheduler {
+            slots,
+            pending: Mutex::default(),
+        })
+    }
+
+    /// The gRPC service workers report to.
+    pub fn reports(self: &Arc<Self>) -> JobReportsServer<ReportsService> {
+        JobReportsServer::new(ReportsService(self.clone()))
+    }
+
+    /// A worker is gone: its jobs fail, naming it.
+    pub async fn worker_lost(&self, worker: &str) {
+        let mut pending = self.pending.lock().await;
+        let ids: Vec<String> = pending
+            .iter()
+            .filter(|(_, p)| p.waiting.iter().any(|(w, _)| w == worker))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let p = pending.get_mut(&id).expect("listed above");
+            p.waiting.retain(|(w, _)| w != worker);
+            if p.failure.is_none() || p.secondary {
+                p.failure = Some(format!(
+                    "worker `{worker}` was lost: it missed its heartbeats"
+                ));
+                p.secondary = false;
+            }
+            for (_, rpc) in &p.waiting {
+                cancel_on(rpc, &id).await;
+            }
+            self.maybe_end(&mut pending, &id).await;
+        }
+    }
+
+    async fn maybe_end(&self, pending: &mut HashMap<String, Pending>, id: &str) {
+        if pending.get(id).is_some_and(|p| p.waiting.is_empty()) {
+            let mut p = pending.remove(id).expect("checked");
+            self.slots.release(&p.grants).await;
+            if let Some(done) = p.done.take() {
+                done(match p.failure {
+                    None => Ok(()),
+                    Some(f) => Err(anyhow::anyhow!(f)),
+                });
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Scheduler for Arc<WorkerScheduler> {
+    async fn start(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        _component: Arc<weir_host::LoadedComponent>,
+        component_bytes: Vec<u8>,
+        done: Done,
+    ) -> Result<Running, ApiError> {
+        let tasks = graph.tasks();
+        let needed = tasks.iter().map(|t| t.parallelism).max().unwrap_or(1);
+        let grants = self
+            .slots
+            .allocate(needed)
+            .await
+            .map_err(|e| ApiError::unprocessable("not_enough_slots", e))?;
+        let mut places = Vec::new();
+        for t in &tasks {
+            for s in 0..t.parallelism {
+                let g = &grants[s as usize];
+                places.push(SubtaskPlace {
+                    task: t.id as u32,
+                    subtask: s,
+                    data_address: g.data_address.clone(),
+                });
+            }
+        }
+        let graph_json =
+            serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+        let workers: BTreeSet<(String, String)> = grants
+            .iter()
+            .map(|g| (g.worker_id.clone(), g.rpc_address.clone()))
+            .collect();
+        let counters = Arc::new(JobCounters::new(&graph));
+        let running = Running {
+            cancel: Arc::default(),
+            counters: counters.clone(),
+        };
+        // Recorded before deploying: a fast worker may report at once.
+        self.pending.lock().await.insert(
+            id.to_owned(),
+            Pending {
+                grants: grants.clone(),
+                waiting: workers.clone(),
+                failure: None,
+                secondary: false,
+                counters,
+                done: Some(done),
+            },
+        );
+        for (worker, rpc) in &workers {
+            let request = DeployJobRequest {
+                job_id: id.to_owned(),
+                graph_json: graph_json.clone(),
+                component: component_bytes.clone(),
+                places: places.clone(),
+            };
+            let deployed = async {
+                let mut c = TaskExecutorClient::connect(rpc.clone())
+                    .await?
+                    .max_encoding_message_size(512 << 20);
+                c.deploy_job(request).await?;
+                anyhow::Ok(())
+            }
+            .await;
+            if let Err(e) = deployed {
+                let mut pending = self.pending.lock().await;
+                if let Some(mut p) = pending.remove(id) {
+                    for (_, other) in &p.waiting {
+                        cancel_on(other, id).await;
+                    }
+                    self.slots.release(&p.grants).await;
+                    p.done.take();
+                }
+                return Err(ApiError::internal(format!(
+                    "deploying to worker `{worker}` at {rpc}: {e:#}"
+                )));
+            }
+        }
+        // Cancel: when the flag is set, tell every worker.
+        let (cancel, me, job) = (running.cancel.clone(), self.clone(), id.to_owned());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let waiting: Vec<String> = match me.pending.lock().await.get(&job) {
+                    None => return,
+                    Some(p) => p.waiting.iter().map(|(_, rpc)| rpc.clone()).collect(),
+                };
+                if cancel.load(Ordering::Relaxed) {
+                    for rpc in waiting {
+                        cancel_on(&rpc, &job).await;
+                    }
+                    return;
+                }
+            }
+        });
+        Ok(running)
+    }
+}
+
+/// The gRPC service workers report job ends to.
+pub struct ReportsService(Arc<WorkerScheduler>);
+
+#[tonic::async_trait]
+impl JobReports for ReportsService {
+    async fn job_ended(
+        &self,
+        request: Request<JobEndedRequest>,
+    ) -> Result<Response<JobEndedResponse>, Status> {
+        let r = request.into_inner();
+        let mut pending = self.0.pending.lock().await;
+        let Some(p) = pending.get_mut(&r.job_id) else {
+            return Ok(Response::new(JobEndedResponse {}));
+        };
+        for c in &r.counts {
+            if let Some((_, subtasks)) = p.counters.vertices.get(c.vertex as usize)
+                && let Some(first) = subtasks.first()
+            {
+                first.records_in.fetch_add(c.records_in, Ordering::Relaxed);
+                first
+                    .records_out
+                    .fetch_add(c.records_out, Ordering::Relaxed);
+            }
+        }
+        p.waiting.retain(|(w, _)| *w != r.worker_id);
+        match r.outcome.as_str() {
+            "finished" => {}
+            "canceled" => {
+                p.failure.get_or_insert_with(|| "canceled".into());
+            }
+            "disconnected" => {
+                if p.failure.is_none() {
+                    p.failure = Some(format!("on worker `{}`: {}", r.worker_id, r.error));
+                    p.secondary = true;
+                }
+            }
+            _ => {
+                p.failure
+                    .get_or_insert_with(|| format!("on worker `{}`: {}", r.worker_id, r.error));
+                for (_, rpc) in &p.waiting {
+                    cancel_on(rpc, &r.job_id).await;
+                }
+            }
+        }
+        self.0.maybe_end(&mut pending, &r.job_id).await;
+        Ok(Response::new(JobEndedResponse {}))
+    }
+}
