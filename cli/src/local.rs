@@ -1,6 +1,7 @@
 //! The coordinator process: the REST API and the gRPC services for workers
-//! (registration and heartbeats, job reports). `weir coordinator` deploys
-//! jobs to the workers' slots; `weir local` runs them in its own process.
+//! (registration and heartbeats, job reports); jobs run in the workers'
+//! slots. `weir local` is the same, with its workers started in the same
+//! process: the same code paths, over loopback.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::BundleStore;
-use weir_coordinator::jobs::{EmbeddedScheduler, Jobs, Scheduler};
+use weir_coordinator::jobs::{Jobs, Scheduler};
 use weir_coordinator::rest::{AppState, app};
 use weir_coordinator::scheduler::WorkerScheduler;
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
@@ -37,8 +38,9 @@ pub struct ServeOptions {
     pub cache_dir: PathBuf,
     /// Heartbeat interval and timeout.
     pub heartbeats: HeartbeatConfig,
-    /// Run jobs in this process (`weir local`) instead of on workers.
-    pub embedded: bool,
+    /// Workers to start in this process (`weir local`): how many, and
+    /// their slots each.
+    pub local_workers: Option<(u32, u32)>,
 }
 
 /// Serve until interrupted.
@@ -58,14 +60,8 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     )?);
     let slots = SlotManager::new(o.heartbeats);
     let on_workers = WorkerScheduler::new(slots.clone());
-    let scheduler: Box<dyn Scheduler> = if o.embedded {
-        Box::new(EmbeddedScheduler {
-            runtime: runtime.clone(),
-        })
-    } else {
-        Box::new(on_workers.clone())
-    };
-    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime, scheduler)?;
+    let scheduler: Box<dyn Scheduler> = Box::new(on_workers.clone());
+    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime.clone(), scheduler)?;
     let lost = on_workers.clone();
     slots.watch(move |worker| {
         let (lost, worker) = (lost.clone(), worker.to_owned());
@@ -89,6 +85,19 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
             tracing::error!("the workers' gRPC service stopped: {e}");
         }
     });
+    if let Some((count, slots)) = o.local_workers {
+        let rpc_url = format!("http://{rpc_addr}");
+        for _ in 0..count {
+            start_worker(
+                &rpc_url,
+                "127.0.0.1:0",
+                "127.0.0.1:0",
+                slots,
+                runtime.clone(),
+            )
+            .await?;
+        }
+    }
     // Scripts and tests read this line to find the services.
     println!(
         "weir coordinator: REST API on http://{addr}, workers connect to http://{rpc_addr} (data in {})",
@@ -116,5 +125,85 @@ fn tokio_stream_of(
     futures::stream::unfold(listener, |l| async move {
         let next = l.accept().await.map(|(s, _)| s);
         Some((next, l))
+    })
+}
+
+/// A worker started in this process.
+pub struct StartedWorker {
+    /// Its id.
+    pub id: String,
+    /// Its task executor.
+    pub rpc_address: String,
+    /// Its data server.
+    pub data_address: String,
+    /// Registration and heartbeats; ends only on error.
+    pub agent: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+static WORKERS_STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Start a worker (its data server, its task executor, and its link to the
+/// coordinator at `coordinator`) in this process.
+pub async fn start_worker(
+    coordinator: &str,
+    rpc_listen: &str,
+    data_listen: &str,
+    slots: u32,
+    runtime: Arc<WasmRuntime>,
+) -> anyhow::Result<StartedWorker> {
+    if slots == 0 {
+        anyhow::bail!("a worker needs at least one slot");
+    }
+    let hostname = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let n = WORKERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let host = if hostname.is_empty() {
+        "worker"
+    } else {
+        hostname.as_str()
+    };
+    let id = if n == 0 {
+        format!("{host}-{}", std::process::id())
+    } else {
+        format!("{host}-{}-{n}", std::process::id())
+    };
+    let server = Arc::new(weir_worker::network::DataServer::bind(data_listen).await?);
+    let executor = weir_worker::executor::Executor::new(
+        id.clone(),
+        runtime,
+        server.clone(),
+        coordinator.to_owned(),
+    );
+    let rpc = tokio::net::TcpListener::bind(rpc_listen)
+        .await
+        .with_context(|| format!("cannot listen on {rpc_listen}"))?;
+    let rpc_address = format!("http://{}", rpc.local_addr()?);
+    let service = executor.service();
+    tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream_of(rpc))
+            .await
+        {
+            tracing::error!("the task executor stopped: {e}");
+        }
+    });
+    let me = weir_worker::agent::WorkerIdentity {
+        id: id.clone(),
+        slots,
+        data_address: server.addr().to_string(),
+        hostname,
+        rpc_address: rpc_address.clone(),
+    };
+    let coordinator = coordinator.to_owned();
+    let agent = tokio::spawn(async move {
+        weir_worker::agent::run(&coordinator, me, move || executor.progress()).await
+    });
+    Ok(StartedWorker {
+        id,
+        rpc_address,
+        data_address: server.addr().to_string(),
+        agent,
     })
 }

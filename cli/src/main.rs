@@ -54,10 +54,16 @@ enum Command {
         /// The bundle directory.
         bundle: PathBuf,
     },
-    /// Start a local cluster on this machine (a coordinator with local defaults).
+    /// Start a local cluster: a coordinator and workers, in this process.
     Local {
         #[command(flatten)]
         server: ServerArgs,
+        /// Workers to start.
+        #[arg(long, default_value_t = 2)]
+        workers: u32,
+        /// Slots of each worker.
+        #[arg(long, default_value_t = 2)]
+        slots: u32,
         /// Where bundles and job records are kept (default ~/.local/share/weir/local).
         #[arg(long, env = "WEIR_DATA_DIR")]
         data_dir: Option<PathBuf>,
@@ -147,14 +153,14 @@ struct ServerArgs {
 }
 
 impl ServerArgs {
-    fn options(self, data_dir: PathBuf, embedded: bool) -> local::ServeOptions {
+    fn options(self, data_dir: PathBuf, local_workers: Option<(u32, u32)>) -> local::ServeOptions {
         local::ServeOptions {
             listen: self.listen,
             rpc_listen: self.rpc_listen,
             data_dir,
             max_upload: self.max_upload_mib << 20,
             cache_dir: cache_dir(),
-            embedded,
+            local_workers,
             heartbeats: weir_coordinator::slot_manager::HeartbeatConfig {
                 interval: std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1)),
                 timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
@@ -342,66 +348,21 @@ async fn worker(
     slots: u32,
     data_dir: &Path,
 ) -> anyhow::Result<()> {
-    if slots == 0 {
-        anyhow::bail!("--slots must be at least 1");
-    }
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let hostname = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default();
-    let id = format!(
-        "{}-{}",
-        if hostname.is_empty() {
-            "worker"
-        } else {
-            &hostname
-        },
-        std::process::id()
-    );
     let runtime = WasmRuntime::new(HostConfig {
         cache_dir: Some(cache_dir()),
         ..HostConfig::default()
     })?;
-    let server = std::sync::Arc::new(weir_worker::network::DataServer::bind(data_listen).await?);
-    let executor = weir_worker::executor::Executor::new(
-        id.clone(),
-        runtime,
-        server.clone(),
-        coordinator.to_owned(),
-    );
-    let rpc = tokio::net::TcpListener::bind(rpc_listen)
-        .await
-        .with_context(|| format!("cannot listen on {rpc_listen}"))?;
-    let rpc_addr = rpc.local_addr()?;
-    let incoming = futures::stream::unfold(rpc, |l| async move {
-        Some((l.accept().await.map(|(s, _)| s), l))
-    });
-    let service = executor.service();
-    tokio::spawn(async move {
-        if let Err(e) = tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(incoming)
-            .await
-        {
-            tracing::error!("the task executor stopped: {e}");
-        }
-    });
+    let started = local::start_worker(coordinator, rpc_listen, data_listen, slots, runtime).await?;
     println!(
-        "weir worker {id}: {slots} slots, tasks at http://{rpc_addr}, data at {}, coordinator {coordinator}",
-        server.addr()
+        "weir worker {}: {slots} slots, tasks at {}, data at {}, coordinator {coordinator}",
+        started.id, started.rpc_address, started.data_address
     );
     use std::io::Write;
     std::io::stdout().flush()?;
-    let me = weir_worker::agent::WorkerIdentity {
-        id,
-        slots,
-        data_address: server.addr().to_string(),
-        hostname,
-        rpc_address: format!("http://{rpc_addr}"),
-    };
     tokio::select! {
-        r = weir_worker::agent::run(coordinator, me) => r,
+        r = started.agent => r.map_err(|e| anyhow::anyhow!("the worker stopped: {e}"))?,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
@@ -434,15 +395,23 @@ fn main() {
                 ))
             }),
         Command::Build { bundle } => build(&bundle),
-        Command::Local { server, data_dir } => {
-            let options = server.options(data_dir.unwrap_or_else(local::default_data_dir), true);
+        Command::Local {
+            server,
+            workers,
+            slots,
+            data_dir,
+        } => {
+            let options = server.options(
+                data_dir.unwrap_or_else(local::default_data_dir),
+                Some((workers, slots)),
+            );
             tokio::runtime::Runtime::new()
                 .context("cannot start the runtime")
                 .and_then(|rt| rt.block_on(local::serve(options)))
         }
         Command::Coordinator { server, data_dir } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
-            .and_then(|rt| rt.block_on(local::serve(server.options(data_dir, false)))),
+            .and_then(|rt| rt.block_on(local::serve(server.options(data_dir, None)))),
         Command::Worker {
             coordinator,
             rpc_listen,

@@ -20,6 +20,7 @@ use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
 use weir_model::proto::{
     CancelJobRequest, DeployJobRequest, JobEndedRequest, JobEndedResponse, SubtaskPlace,
+    VertexCounts,
 };
 use weir_worker::JobCounters;
 
@@ -35,6 +36,8 @@ struct Pending {
     /// The failure is a consequence (a lost connection), not the cause.
     secondary: bool,
     counters: Arc<JobCounters>,
+    /// The latest counts each worker reported, per vertex.
+    per_worker: HashMap<String, Vec<VertexCounts>>,
     done: Option<Done>,
 }
 
@@ -59,13 +62,53 @@ async fn cancel_on(rpc: &str, job: &str) {
     }
 }
 
+impl Pending {
+    /// Record what `worker` counted so far; the job's counts are the sums.
+    fn counted(&mut self, worker: &str, counts: Vec<VertexCounts>) {
+        self.per_worker.insert(worker.to_owned(), counts);
+        for (v, (_, subtasks)) in self.counters.vertices.iter().enumerate() {
+            let sum = |f: fn(&VertexCounts) -> u64| -> u64 {
+                self.per_worker
+                    .values()
+                    .flatten()
+                    .filter(|c| c.vertex as usize == v)
+                    .map(f)
+                    .sum()
+            };
+            if let Some(first) = subtasks.first() {
+                first
+                    .records_in
+                    .store(sum(|c| c.records_in), Ordering::Relaxed);
+                first
+                    .records_out
+                    .store(sum(|c| c.records_out), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 impl WorkerScheduler {
-    /// A scheduler over the workers of `slots`.
+    /// A scheduler over the workers of `slots`; it follows the progress
+    /// their heartbeats carry.
     pub fn new(slots: Arc<SlotManager>) -> Arc<WorkerScheduler> {
-        Arc::new(WorkerScheduler {
-            slots,
+        let scheduler = Arc::new(WorkerScheduler {
+            slots: slots.clone(),
             pending: Mutex::default(),
-        })
+        });
+        let weak = Arc::downgrade(&scheduler);
+        slots.on_progress(Box::new(move |worker, jobs| {
+            if let Some(me) = weak.upgrade() {
+                tokio::spawn(async move {
+                    let mut pending = me.pending.lock().await;
+                    for j in jobs {
+                        if let Some(p) = pending.get_mut(&j.job_id) {
+                            p.counted(&worker, j.counts);
+                        }
+                    }
+                });
+            }
+        }));
+        scheduler
     }
 
     /// The gRPC service workers report to.
@@ -159,6 +202,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 failure: None,
                 secondary: false,
                 counters,
+                per_worker: HashMap::new(),
                 done: Some(done),
             },
         );
@@ -226,16 +270,7 @@ impl JobReports for ReportsService {
         let Some(p) = pending.get_mut(&r.job_id) else {
             return Ok(Response::new(JobEndedResponse {}));
         };
-        for c in &r.counts {
-            if let Some((_, subtasks)) = p.counters.vertices.get(c.vertex as usize)
-                && let Some(first) = subtasks.first()
-            {
-                first.records_in.fetch_add(c.records_in, Ordering::Relaxed);
-                first
-                    .records_out
-                    .fetch_add(c.records_out, Ordering::Relaxed);
-            }
-        }
+        p.counted(&r.worker_id, r.counts);
         p.waiting.retain(|(w, _)| *w != r.worker_id);
         match r.outcome.as_str() {
             "finished" => {}

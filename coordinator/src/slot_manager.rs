@@ -11,7 +11,7 @@ use tokio::sync::RwLock;
 use tonic::{Request, Response, Status};
 use weir_model::proto::resource_manager_server::{ResourceManager, ResourceManagerServer};
 use weir_model::proto::{
-    HeartbeatRequest, HeartbeatResponse, RegisterWorkerRequest, RegisterWorkerResponse,
+    HeartbeatRequest, HeartbeatResponse, JobProgress, RegisterWorkerRequest, RegisterWorkerResponse,
 };
 
 /// Heartbeat timing, given to every worker when it registers.
@@ -72,10 +72,14 @@ pub struct ClusterInfo {
     pub slots_free: u32,
 }
 
+/// Hears the job progress that heartbeats carry.
+pub type ProgressSink = Box<dyn Fn(String, Vec<JobProgress>) + Send + Sync>;
+
 /// The registry of workers.
 pub struct SlotManager {
     config: HeartbeatConfig,
     workers: RwLock<BTreeMap<String, Worker>>,
+    progress: std::sync::OnceLock<ProgressSink>,
 }
 
 impl SlotManager {
@@ -84,7 +88,13 @@ impl SlotManager {
         Arc::new(SlotManager {
             config,
             workers: RwLock::new(BTreeMap::new()),
+            progress: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Where the job progress in heartbeats goes (set once).
+    pub fn on_progress(&self, sink: ProgressSink) {
+        let _ = self.progress.set(sink);
     }
 
     /// The gRPC service workers talk to.
@@ -231,7 +241,8 @@ impl ResourceManager for RmService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
-        let id = request.into_inner().worker_id;
+        let request = request.into_inner();
+        let id = request.worker_id;
         let mut workers = self.0.workers.write().await;
         let known = match workers.get_mut(&id) {
             Some(w) => {
@@ -240,6 +251,13 @@ impl ResourceManager for RmService {
             }
             None => false,
         };
+        drop(workers);
+        if known
+            && !request.jobs.is_empty()
+            && let Some(sink) = self.0.progress.get()
+        {
+            sink(id, request.jobs);
+        }
         Ok(Response::new(HeartbeatResponse { known }))
     }
 }

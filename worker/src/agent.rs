@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 use weir_model::proto::resource_manager_client::ResourceManagerClient;
-use weir_model::proto::{HeartbeatRequest, RegisterWorkerRequest};
+use weir_model::proto::{HeartbeatRequest, JobProgress, RegisterWorkerRequest};
 
 /// Who this worker is and what it offers.
 #[derive(Debug, Clone)]
@@ -31,10 +31,15 @@ async fn connect(url: &str) -> anyhow::Result<ResourceManagerClient<Channel>> {
     Ok(ResourceManagerClient::new(endpoint.connect().await?))
 }
 
-/// Register and keep sending heartbeats until the process ends. Connection
+/// Register and keep sending heartbeats, with the progress of the worker's
+/// jobs, until the process ends. Connection
 /// failures are retried every second (and logged), so workers may start
 /// before the coordinator.
-pub async fn run(coordinator: &str, me: WorkerIdentity) -> anyhow::Result<()> {
+pub async fn run(
+    coordinator: &str,
+    me: WorkerIdentity,
+    progress: impl Fn() -> Vec<JobProgress>,
+) -> anyhow::Result<()> {
     let mut client: Option<ResourceManagerClient<Channel>> = None;
     let mut interval = Duration::from_secs(1);
     let mut registered = false;
@@ -55,6 +60,7 @@ pub async fn run(coordinator: &str, me: WorkerIdentity) -> anyhow::Result<()> {
         let result = if registered {
             c.heartbeat(HeartbeatRequest {
                 worker_id: me.id.clone(),
+                jobs: progress(),
             })
             .await
             .map(|r| r.into_inner().known)

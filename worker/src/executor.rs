@@ -13,13 +13,13 @@ use weir_model::proto::job_reports_client::JobReportsClient;
 use weir_model::proto::task_executor_server::{TaskExecutor, TaskExecutorServer};
 use weir_model::proto::{
     CancelJobRequest, CancelJobResponse, DeployJobRequest, DeployJobResponse, JobEndedRequest,
-    VertexCounts,
+    JobProgress, VertexCounts,
 };
 
 use crate::network::DataServer;
 use crate::operators::WasmOperatorFactory;
 use crate::task::Canceled;
-use crate::{LocalJob, Placement, run_placed};
+use crate::{JobCounters, LocalJob, Placement, run_placed};
 
 /// Runs what the coordinator deploys to this worker.
 pub struct Executor {
@@ -35,6 +35,8 @@ pub struct Executor {
     running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Per running job: the flag that stops its subtasks.
     cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Per running job: its records so far.
+    counters: Mutex<HashMap<String, Arc<JobCounters>>>,
 }
 
 impl Executor {
@@ -52,12 +54,25 @@ impl Executor {
             coordinator,
             running: Mutex::default(),
             cancels: Mutex::default(),
+            counters: Mutex::default(),
         })
     }
 
     /// The gRPC service.
     pub fn service(self: &Arc<Self>) -> TaskExecutorServer<ExecutorService> {
         TaskExecutorServer::new(ExecutorService(self.clone())).max_decoding_message_size(512 << 20)
+    }
+
+    /// Records so far of every running job, per vertex (sent with heartbeats).
+    pub fn progress(&self) -> Vec<JobProgress> {
+        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        counters
+            .iter()
+            .map(|(job_id, c)| JobProgress {
+                job_id: job_id.clone(),
+                counts: counts(c),
+            })
+            .collect()
     }
 
     async fn report(&self, request: JobEndedRequest) {
@@ -74,6 +89,18 @@ impl Executor {
             );
         }
     }
+}
+
+fn counts(c: &JobCounters) -> Vec<VertexCounts> {
+    c.report()
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| VertexCounts {
+            vertex: i as u32,
+            records_in: v.records_in,
+            records_out: v.records_out,
+        })
+        .collect()
 }
 
 /// The gRPC face of the [`Executor`].
@@ -119,6 +146,11 @@ impl TaskExecutor for ExecutorService {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(r.job_id.clone(), cancel);
+        self.0
+            .counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(r.job_id.clone(), job.counters.clone());
         let placement = Placement {
             job_id: r.job_id.clone(),
             server: self.0.server.clone(),
@@ -140,6 +172,11 @@ impl TaskExecutor for ExecutorService {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&job_id);
+            executor
+                .counters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&job_id);
             let (outcome, error) = match result {
                 Ok(_) => ("finished", String::new()),
                 Err(_) if asked.load(Ordering::Relaxed) => ("canceled", String::new()),
@@ -150,16 +187,7 @@ impl TaskExecutor for ExecutorService {
                 ),
                 Err(e) => ("failed", format!("{e:#}")),
             };
-            let counts = counters
-                .report()
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| VertexCounts {
-                    vertex: i as u32,
-                    records_in: v.records_in,
-                    records_out: v.records_out,
-                })
-                .collect();
+            let counts = counts(&counters);
             let request = JobEndedRequest {
                 job_id,
                 worker_id: executor.worker_id.clone(),
