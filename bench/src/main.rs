@@ -41,6 +41,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Records/s and MB/s through a local channel and a TCP channel with
+    /// credit-based flow control (loopback), batches of 1,024 records.
+    Shuffle {
+        /// Records to send.
+        #[arg(long, default_value_t = 20_000_000)]
+        records: u64,
+        /// Bytes per record value.
+        #[arg(long, default_value_t = 32)]
+        value_bytes: usize,
+    },
     /// Word count: Wasm operators vs native operators vs a hand-written loop.
     Wordcount {
         /// Words in the generated text.
@@ -232,10 +242,93 @@ async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Send `records` records through `tx` from a thread (as a task does) and
+/// receive them from `rx`; returns the elapsed time.
+async fn pump(
+    tx: tokio::sync::mpsc::Sender<weir_worker::partition::Envelope>,
+    mut rx: tokio::sync::mpsc::Receiver<weir_worker::partition::Envelope>,
+    records: u64,
+    value_bytes: usize,
+) -> anyhow::Result<Duration> {
+    use weir_model::{Record, StreamMessage};
+    let started = Instant::now();
+    let sender = std::thread::spawn(move || {
+        let batch: Vec<Record> = (0..1024)
+            .map(|_| Record::value(vec![b'x'; value_bytes]))
+            .collect();
+        let mut sent = 0;
+        while sent < records {
+            let n = (records - sent).min(1024) as usize;
+            tx.blocking_send((0, StreamMessage::Data(batch[..n].to_vec())))
+                .expect("the receiver runs");
+            sent += n as u64;
+        }
+        tx.blocking_send((0, StreamMessage::EndOfStream))
+            .expect("the receiver runs");
+    });
+    let mut received = 0u64;
+    while let Some((_, m)) = rx.recv().await {
+        match m {
+            StreamMessage::Data(b) => received += b.len() as u64,
+            StreamMessage::EndOfStream => break,
+            StreamMessage::Watermark(_) => {}
+        }
+    }
+    sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("the sender panicked"))?;
+    anyhow::ensure!(received == records, "received {received} of {records}");
+    Ok(started.elapsed())
+}
+
+async fn shuffle(records: u64, value_bytes: usize) -> anyhow::Result<()> {
+    use weir_worker::local::DEFAULT_CHANNEL_CAPACITY;
+    use weir_worker::network::{DataServer, connect};
+    let (tx, rx) = tokio::sync::mpsc::channel(DEFAULT_CHANNEL_CAPACITY);
+    let local = pump(tx, rx, records, value_bytes).await?;
+
+    let server = DataServer::bind("127.0.0.1:0").await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(DEFAULT_CHANNEL_CAPACITY);
+    server.register("bench", 1, 0, tx);
+    let key = weir_model::frame::ChannelKey {
+        job: "bench".into(),
+        vertex: 1,
+        subtask: 0,
+        channel: 0,
+    };
+    let remote_tx = connect(server.addr(), key).await?;
+    let remote = pump(remote_tx, rx, records, value_bytes).await?;
+
+    let mb = (records as f64) * (value_bytes as f64 + 1.0) / 1e6;
+    println!("| channel | time (s) | records/s | MB/s |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (name, d) in [
+        ("local (bounded tokio mpsc)", local),
+        ("remote (TCP loopback, credit-based)", remote),
+    ] {
+        let s = d.as_secs_f64();
+        println!(
+            "| {name} | {s:.2} | {:.0} | {:.0} |",
+            records as f64 / s,
+            mb / s
+        );
+    }
+    println!();
+    println!(
+        "remote/local = {:.2}",
+        local.as_secs_f64() / remote.as_secs_f64()
+    );
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Bench::Wordcount { words, runs } => rt.block_on(wordcount(words, runs)),
+        Bench::Shuffle {
+            records,
+            value_bytes,
+        } => rt.block_on(shuffle(records, value_bytes)),
     }
 }
