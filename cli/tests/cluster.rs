@@ -31,11 +31,17 @@ async fn wait_until(rest: &str, what: &str, ok: impl Fn(&ClusterInfo) -> bool) -
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn workers_register_and_a_killed_one_is_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("coordinator");
-    let (_coordinator, line) = start(&[
+/// A coordinator and two workers (2 slots each), registered.
+struct Cluster {
+    _coordinator: common::Proc,
+    _w1: common::Proc,
+    w2: common::Proc,
+    rest: String,
+}
+
+async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Cluster {
+    let data = dir.join("coordinator");
+    let (coordinator, line) = start(&[
         "coordinator",
         "--listen",
         "127.0.0.1:0",
@@ -44,35 +50,46 @@ async fn workers_register_and_a_killed_one_is_removed() {
         "--heartbeat-interval-ms",
         "100",
         "--heartbeat-timeout-ms",
-        "1000",
+        heartbeat_timeout_ms,
         "--data-dir",
         data.to_str().unwrap(),
     ]);
     let urls = urls(&line);
     let (rest, rpc) = (urls[0].clone(), urls[1].clone());
-
-    let w1_dir = dir.path().join("w1");
-    let w2_dir = dir.path().join("w2");
-    let (_w1, _) = start(&[
-        "worker",
-        "--coordinator",
-        &rpc,
-        "--slots",
-        "2",
-        "--data-dir",
-        w1_dir.to_str().unwrap(),
-    ]);
-    let (mut w2, _) = start(&[
-        "worker",
-        "--coordinator",
-        &rpc,
-        "--slots",
-        "2",
-        "--data-dir",
-        w2_dir.to_str().unwrap(),
-    ]);
+    let worker = |name: &str| {
+        let d = dir.join(name);
+        start(&[
+            "worker",
+            "--coordinator",
+            &rpc,
+            "--slots",
+            "2",
+            "--data-dir",
+            d.to_str().unwrap(),
+        ])
+        .0
+    };
+    let (w1, w2) = (worker("w1"), worker("w2"));
     let c = wait_until(&rest, "two workers register", |c| c.workers.len() == 2).await;
     assert_eq!((c.slots_total, c.slots_free), (4, 4));
+    Cluster {
+        _coordinator: coordinator,
+        _w1: w1,
+        w2,
+        rest,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_register_and_a_killed_one_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        _coordinator,
+        _w1,
+        mut w2,
+        rest,
+    } = start_cluster(dir.path(), "1000").await;
+    let c = cluster(&rest).await;
     assert!(
         c.workers
             .iter()
@@ -120,43 +137,12 @@ fn weir(args: &[&str]) -> std::process::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_word_count_runs_over_two_worker_processes() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("coordinator");
-    let (_coordinator, line) = start(&[
-        "coordinator",
-        "--listen",
-        "127.0.0.1:0",
-        "--rpc-listen",
-        "127.0.0.1:0",
-        "--heartbeat-interval-ms",
-        "100",
-        "--heartbeat-timeout-ms",
-        "1500",
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]);
-    let urls = urls(&line);
-    let (rest, rpc) = (urls[0].clone(), urls[1].clone());
-    let w1_dir = dir.path().join("w1");
-    let w2_dir = dir.path().join("w2");
-    let (_w1, _) = start(&[
-        "worker",
-        "--coordinator",
-        &rpc,
-        "--slots",
-        "2",
-        "--data-dir",
-        w1_dir.to_str().unwrap(),
-    ]);
-    let (mut w2, _) = start(&[
-        "worker",
-        "--coordinator",
-        &rpc,
-        "--slots",
-        "2",
-        "--data-dir",
-        w2_dir.to_str().unwrap(),
-    ]);
-    wait_until(&rest, "two workers register", |c| c.workers.len() == 2).await;
+    let Cluster {
+        _coordinator,
+        _w1,
+        mut w2,
+        rest,
+    } = start_cluster(dir.path(), "1500").await;
 
     let input = dir.path().join("in.txt");
     let mut text = String::new();

@@ -206,30 +206,9 @@ fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
     let c = local.url.clone();
     // A generator as fast as it can go, feeding (over a channel: another
     // parallelism) a stage that takes 0.5 ms per record.
-    let build = Command::new(env!("CARGO"))
-        .current_dir(root())
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "-p",
-            "test-guests",
-        ])
-        .status()
-        .unwrap();
-    assert!(build.success());
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
     let bundle = dir.path().join("slow");
     std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::copy(
-        target.join("wasm32-wasip2/release/test_guests.wasm"),
-        bundle.join("c.wasm"),
-    )
-    .unwrap();
+    std::fs::copy(weir_tests::guest("test-guests"), bundle.join("c.wasm")).unwrap();
     std::fs::write(
         bundle.join("weir.toml"),
         "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\n\
