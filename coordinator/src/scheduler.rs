@@ -47,9 +47,27 @@ pub struct WorkerScheduler {
     pending: Mutex<HashMap<String, Pending>>,
 }
 
-async fn cancel_on(rpc: &str, job: &str) {
+/// A client of a worker's task executor, with bounded waits: a worker that
+/// does not answer must not hold the coordinator up.
+async fn executor(rpc: &str) -> anyhow::Result<TaskExecutorClient<tonic::transport::Channel>> {
+    let channel = tonic::transport::Endpoint::from_shared(rpc.to_owned())?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(60))
+        .connect()
+        .await?;
+    Ok(TaskExecutorClient::new(channel).max_encoding_message_size(512 << 20))
+}
+
+/// Cancel `job` on the worker at `rpc`, in the background (callers hold the
+/// scheduler's lock).
+fn cancel_on(rpc: &str, job: &str) {
+    let (rpc, job) = (rpc.to_owned(), job.to_owned());
+    tokio::spawn(async move { cancel_now(&rpc, &job).await });
+}
+
+async fn cancel_now(rpc: &str, job: &str) {
     let result = async {
-        let mut c = TaskExecutorClient::connect(rpc.to_owned()).await?;
+        let mut c = executor(rpc).await?;
         c.cancel_job(CancelJobRequest {
             job_id: job.to_owned(),
         })
@@ -134,7 +152,7 @@ impl WorkerScheduler {
                 p.secondary = false;
             }
             for (_, rpc) in &p.waiting {
-                cancel_on(rpc, &id).await;
+                cancel_on(rpc, &id);
             }
             self.maybe_end(&mut pending, &id).await;
         }
@@ -214,9 +232,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 places: places.clone(),
             };
             let deployed = async {
-                let mut c = TaskExecutorClient::connect(rpc.clone())
-                    .await?
-                    .max_encoding_message_size(512 << 20);
+                let mut c = executor(rpc).await?;
                 c.deploy_job(request).await?;
                 anyhow::Ok(())
             }
@@ -225,7 +241,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 let mut pending = self.pending.lock().await;
                 if let Some(mut p) = pending.remove(id) {
                     for (_, other) in &p.waiting {
-                        cancel_on(other, id).await;
+                        cancel_on(other, id);
                     }
                     self.slots.release(&p.grants).await;
                     p.done.take();
@@ -246,7 +262,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 };
                 if cancel.load(Ordering::Relaxed) {
                     for rpc in waiting {
-                        cancel_on(&rpc, &job).await;
+                        cancel_now(&rpc, &job).await;
                     }
                     return;
                 }
@@ -287,7 +303,7 @@ impl JobReports for ReportsService {
                 p.failure
                     .get_or_insert_with(|| format!("on worker `{}`: {}", r.worker_id, r.error));
                 for (_, rpc) in &p.waiting {
-                    cancel_on(rpc, &r.job_id).await;
+                    cancel_on(rpc, &r.job_id);
                 }
             }
         }
