@@ -145,5 +145,20 @@ pub fn describe(job: &JobInfo) -> String {
             v.name, v.parallelism, v.records_in, v.records_out
         ));
     }
+    if !job.subtasks.is_empty() {
+        out.push_str("subtasks:\n");
+    }
+    for t in &job.subtasks {
+        let place = match (&t.worker, t.slot) {
+            (Some(w), Some(s)) => format!("worker {w}, slot {s}"),
+            _ => "in the coordinator".to_owned(),
+        };
+        out.push_str(&format!(
+            "  {}[{}]  {}  {place}\n",
+            t.vertex,
+            t.subtask,
+            format!("{:?}", t.state).to_lowercase()
+        ));
+    }
     out
 }

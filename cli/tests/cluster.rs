@@ -166,7 +166,35 @@ async fn the_word_count_runs_over_two_worker_processes() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    // Both workers ran subtasks: the job used all four slots, which are free again.
+    // Both workers ran subtasks, one slot per subtask index, all finished;
+    // the slots are free again.
+    let id = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let job: weir_coordinator::jobs::JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job.subtasks.len(), 16, "4 vertices × 4");
+    assert!(
+        job.subtasks
+            .iter()
+            .all(|t| t.state == weir_coordinator::jobs::TaskState::Finished),
+        "{:?}",
+        job.subtasks
+    );
+    assert!(job.subtasks.iter().all(|t| t.slot == Some(t.subtask)));
+    let workers: std::collections::BTreeSet<_> = job
+        .subtasks
+        .iter()
+        .map(|t| t.worker.clone().unwrap())
+        .collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
     let c = cluster(&rest).await;
     assert_eq!(c.slots_free, 4, "{c:?}");
 

@@ -55,6 +55,70 @@ impl JobState {
     }
 }
 
+/// Where one subtask is in its life.
+///
+/// ```text
+/// created ──► deploying ──► running ──► finished | failed | canceled
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Planned, not placed yet.
+    Created,
+    /// Sent to its worker.
+    Deploying,
+    /// Running.
+    Running,
+    /// Ended with its input.
+    Finished,
+    /// Failed, or its worker was lost.
+    Failed,
+    /// Canceled.
+    Canceled,
+}
+
+impl TaskState {
+    /// Whether the subtask has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Finished | TaskState::Failed | TaskState::Canceled
+        )
+    }
+}
+
+/// One subtask of a job: where it runs and in which state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SubtaskStatus {
+    /// The vertex's name.
+    pub vertex: String,
+    /// The subtask's index.
+    pub subtask: u32,
+    /// The worker it runs on (none when the coordinator runs it).
+    pub worker: Option<String>,
+    /// The job's slot it shares with the same index of other vertices.
+    pub slot: Option<u32>,
+    /// Its state.
+    pub state: TaskState,
+}
+
+/// Every subtask of `graph`, in `state`, not placed.
+pub fn subtasks_of(graph: &JobGraph, state: TaskState) -> Vec<SubtaskStatus> {
+    graph
+        .vertices
+        .iter()
+        .flat_map(|v| {
+            (0..v.parallelism).map(move |s| SubtaskStatus {
+                vertex: v.name.clone(),
+                subtask: s,
+                worker: None,
+                slot: None,
+                state,
+            })
+        })
+        .collect()
+}
+
 /// Records through one vertex.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct VertexStatus {
@@ -96,6 +160,9 @@ pub struct JobInfo {
     pub params: BTreeMap<String, String>,
     /// Its vertices, with their parallelism and counts.
     pub vertices: Vec<VertexStatus>,
+    /// Every subtask: its worker, slot and state.
+    #[serde(default)]
+    pub subtasks: Vec<SubtaskStatus>,
     /// When it was submitted, ms since the epoch.
     pub submitted_at_ms: i64,
     /// When it ended.
@@ -122,6 +189,8 @@ pub struct Running {
     pub cancel: Arc<AtomicBool>,
     /// Its live counts.
     pub counters: Arc<JobCounters>,
+    /// Its subtasks, live.
+    pub subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
 }
 
 /// How a scheduler tells the end of a job.
@@ -168,6 +237,10 @@ impl Scheduler for EmbeddedScheduler {
         let running = Running {
             cancel: job.cancel.clone(),
             counters: job.counters.clone(),
+            subtasks: Arc::new(std::sync::Mutex::new(subtasks_of(
+                &job.graph,
+                TaskState::Running,
+            ))),
         };
         tokio::spawn(async move { done(run_job(job).await.map(|_| ())) });
         Ok(running)
@@ -286,6 +359,7 @@ impl Jobs {
                 .into_iter()
                 .map(VertexStatus::from)
                 .collect(),
+            subtasks: subtasks_of(&graph, TaskState::Created),
             submitted_at_ms: weir_host::now_ms(),
             ended_at_ms: None,
         };
@@ -317,6 +391,12 @@ impl Jobs {
         let Some(entry) = entries.get_mut(id) else {
             return;
         };
+        let canceling = entry.info.state == JobState::Canceling;
+        let end = match (&outcome, canceling) {
+            (Ok(()), _) => TaskState::Finished,
+            (Err(_), true) => TaskState::Canceled,
+            (Err(_), false) => TaskState::Failed,
+        };
         if let Some(running) = entry.running.take() {
             entry.info.vertices = running
                 .counters
@@ -324,8 +404,16 @@ impl Jobs {
                 .into_iter()
                 .map(VertexStatus::from)
                 .collect();
+            let mut subtasks = running
+                .subtasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            for t in subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
+                t.state = end;
+            }
+            entry.info.subtasks = subtasks;
         }
-        let canceling = entry.info.state == JobState::Canceling;
         match outcome {
             Ok(()) => entry.info.state = JobState::Finished,
             Err(_) if canceling => entry.info.state = JobState::Canceled,
@@ -346,6 +434,11 @@ impl Jobs {
     fn live(entry: &Entry) -> JobInfo {
         let mut info = entry.info.clone();
         if let Some(running) = &entry.running {
+            info.subtasks = running
+                .subtasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
             info.vertices = running
                 .counters
                 .report()

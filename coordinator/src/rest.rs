@@ -230,6 +230,11 @@ pub fn openapi_document() -> serde_json::Value {
                     "name": {"type": "string"}, "parallelism": {"type": "integer"},
                     "records_in": {"type": "integer"}, "records_out": {"type": "integer"}
                 }}},
+                "subtasks": {"type": "array", "items": {"type": "object", "properties": {
+                    "vertex": {"type": "string"}, "subtask": {"type": "integer"},
+                    "worker": {"type": ["string", "null"]}, "slot": {"type": ["integer", "null"]},
+                    "state": {"type": "string", "enum": ["created", "deploying", "running", "finished", "failed", "canceled"]}
+                }}},
                 "submitted_at_ms": {"type": "integer"},
                 "ended_at_ms": {"type": ["integer", "null"]}
             }},

@@ -25,7 +25,7 @@ use weir_model::proto::{
 use weir_worker::JobCounters;
 
 use crate::error::ApiError;
-use crate::jobs::{Done, Running, Scheduler};
+use crate::jobs::{Done, Running, Scheduler, SubtaskStatus, TaskState, subtasks_of};
 use crate::slot_manager::{SlotGrant, SlotManager};
 
 struct Pending {
@@ -38,6 +38,8 @@ struct Pending {
     counters: Arc<JobCounters>,
     /// The latest counts each worker reported, per vertex.
     per_worker: HashMap<String, Vec<VertexCounts>>,
+    /// The job's subtasks, with their workers and states.
+    subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
     done: Option<Done>,
 }
 
@@ -81,6 +83,17 @@ async fn cancel_now(rpc: &str, job: &str) {
 }
 
 impl Pending {
+    /// Set the state of every subtask on `worker`.
+    fn set_state(&self, worker: &str, state: TaskState) {
+        let mut subtasks = self.subtasks.lock().unwrap_or_else(|p| p.into_inner());
+        for t in subtasks
+            .iter_mut()
+            .filter(|t| t.worker.as_deref() == Some(worker))
+        {
+            t.state = state;
+        }
+    }
+
     /// Record what `worker` counted so far; the job's counts are the sums.
     fn counted(&mut self, worker: &str, counts: Vec<VertexCounts>) {
         self.per_worker.insert(worker.to_owned(), counts);
@@ -145,6 +158,7 @@ impl WorkerScheduler {
         for id in ids {
             let p = pending.get_mut(&id).expect("listed above");
             p.waiting.retain(|(w, _)| w != worker);
+            p.set_state(worker, TaskState::Failed);
             if p.failure.is_none() || p.secondary {
                 p.failure = Some(format!(
                     "worker `{worker}` was lost: it missed its heartbeats"
@@ -207,9 +221,16 @@ impl Scheduler for Arc<WorkerScheduler> {
             .map(|g| (g.worker_id.clone(), g.rpc_address.clone()))
             .collect();
         let counters = Arc::new(JobCounters::new(&graph));
+        let mut subtasks = subtasks_of(&graph, TaskState::Deploying);
+        for t in &mut subtasks {
+            t.worker = Some(grants[t.subtask as usize].worker_id.clone());
+            t.slot = Some(t.subtask);
+        }
+        let subtasks = Arc::new(std::sync::Mutex::new(subtasks));
         let running = Running {
             cancel: Arc::default(),
             counters: counters.clone(),
+            subtasks: subtasks.clone(),
         };
         // Recorded before deploying: a fast worker may report at once.
         self.pending.lock().await.insert(
@@ -221,6 +242,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 secondary: false,
                 counters,
                 per_worker: HashMap::new(),
+                subtasks,
                 done: Some(done),
             },
         );
@@ -249,6 +271,17 @@ impl Scheduler for Arc<WorkerScheduler> {
                 return Err(ApiError::internal(format!(
                     "deploying to worker `{worker}` at {rpc}: {e:#}"
                 )));
+            }
+            if let Some(p) = self.pending.lock().await.get(id) {
+                // Unless it already reported its end.
+                let subtasks = p.subtasks.lock().unwrap_or_else(|p| p.into_inner());
+                let deploying = subtasks.iter().any(|t| {
+                    t.worker.as_deref() == Some(worker.as_str()) && t.state == TaskState::Deploying
+                });
+                drop(subtasks);
+                if deploying {
+                    p.set_state(worker, TaskState::Running);
+                }
             }
         }
         // Cancel: when the flag is set, tell every worker.
@@ -288,6 +321,14 @@ impl JobReports for ReportsService {
         };
         p.counted(&r.worker_id, r.counts);
         p.waiting.retain(|(w, _)| *w != r.worker_id);
+        p.set_state(
+            &r.worker_id,
+            match r.outcome.as_str() {
+                "finished" => TaskState::Finished,
+                "canceled" => TaskState::Canceled,
+                _ => TaskState::Failed,
+            },
+        );
         match r.outcome.as_str() {
             "finished" => {}
             "canceled" => {
