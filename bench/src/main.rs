@@ -41,6 +41,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Word count throughput at parallelism 1 and 2 on a coordinator and two
+    /// worker processes (one slot each), started from the `weir` binary.
+    Scaling {
+        /// Words in the generated text.
+        #[arg(long, default_value_t = 10_000_000)]
+        words: u64,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
+    },
     /// Records/s and MB/s through a local channel and a TCP channel with
     /// credit-based flow control (loopback), batches of 1,024 records.
     Shuffle {
@@ -321,6 +331,141 @@ async fn shuffle(records: u64, value_bytes: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A child process, killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `weir args…`; returns it and the first line it prints.
+fn spawn_weir(weir: &Path, args: &[&str]) -> anyhow::Result<(Child, String)> {
+    let mut child = std::process::Command::new(weir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    Ok((Child(child), line))
+}
+
+async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
+    use weir_coordinator::jobs::{JobInfo, JobState};
+    let dir = std::env::temp_dir().join("weir-bench");
+    std::fs::create_dir_all(&dir)?;
+    let input = dir.join(format!("text-{words}.txt"));
+    if !input.exists() {
+        generate_text(&input, words)?;
+    }
+    let data = dir.join(format!("cluster-{}", std::process::id()));
+    let (_coordinator, line) = spawn_weir(
+        weir,
+        &[
+            "coordinator",
+            "--listen",
+            "127.0.0.1:0",
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+    )?;
+    let urls: Vec<String> = line
+        .split_whitespace()
+        .filter(|w| w.starts_with("http://"))
+        .map(|w| w.trim_end_matches(',').to_owned())
+        .collect();
+    anyhow::ensure!(urls.len() == 2, "unexpected coordinator banner: {line}");
+    let (rest, rpc) = (urls[0].clone(), urls[1].clone());
+    let mut workers = Vec::new();
+    for i in 0..2 {
+        let d = data.join(format!("w{i}"));
+        workers.push(
+            spawn_weir(
+                weir,
+                &[
+                    "worker",
+                    "--coordinator",
+                    &rpc,
+                    "--slots",
+                    "1",
+                    "--data-dir",
+                    d.to_str().unwrap(),
+                ],
+            )?
+            .0,
+        );
+    }
+    let http = reqwest::Client::new();
+    loop {
+        let c: serde_json::Value = http
+            .get(format!("{rest}/v1/cluster"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if c["workers"].as_array().is_some_and(|w| w.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bundle = weir_tests::workspace_root().join("examples/wordcount");
+    let mut rates = Vec::new();
+    for p in ["1", "2"] {
+        let out = std::process::Command::new(weir)
+            .args([
+                "submit",
+                bundle.to_str().unwrap(),
+                "--wait",
+                "--coordinator",
+                &rest,
+                "--parallelism",
+                p,
+            ])
+            .arg("--param")
+            .arg(format!("input={}", input.display()))
+            .args(["--param", "output=/dev/null"])
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        let job: JobInfo = http
+            .get(format!("{rest}/v1/jobs/{id}"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        anyhow::ensure!(job.state == JobState::Finished, "{job:?}");
+        let secs =
+            (job.ended_at_ms.unwrap_or(job.submitted_at_ms) - job.submitted_at_ms) as f64 / 1000.0;
+        rates.push((p, secs, words as f64 / secs));
+    }
+    println!("| parallelism | time (s) | words/s |");
+    println!("| --- | ---: | ---: |");
+    for (p, secs, rate) in &rates {
+        println!("| {p} | {secs:.2} | {rate:.0} |");
+    }
+    println!();
+    println!("scaling p2/p1 = {:.2}", rates[1].2 / rates[0].2);
+    drop(workers);
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
@@ -330,5 +475,6 @@ fn main() -> anyhow::Result<()> {
             records,
             value_bytes,
         } => rt.block_on(shuffle(records, value_bytes)),
+        Bench::Scaling { words, weir } => rt.block_on(scaling(words, &weir)),
     }
 }
