@@ -236,16 +236,7 @@ async fn the_word_count_runs_over_two_worker_processes() {
     );
 
     // An unbounded job fails, naming the worker, when a worker is killed.
-    let bundle = dir.path().join("endless");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
-    std::fs::write(
-        bundle.join("weir.toml"),
-        "[job]\nname = 'endless'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\n\
-         [[operator]]\nname = 'split'\nfunction = 'split-words'\n[[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
-         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
-    )
-    .unwrap();
+    let bundle = common::endless_bundle(dir.path());
     let o = weir(&[
         "submit",
         bundle.to_str().unwrap(),

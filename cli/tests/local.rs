@@ -112,23 +112,7 @@ fn submit_list_status_cancel_and_restart() {
     );
 
     // An unbounded job runs until canceled.
-    let bundle = dir.path().join("endless");
-    std::fs::create_dir_all(&bundle).unwrap();
-    let component = weir(&["build", "examples/wordcount"]);
-    let built = text(&component).0;
-    let wasm = built
-        .lines()
-        .next()
-        .unwrap()
-        .trim_start_matches("component: ");
-    std::fs::copy(wasm, bundle.join("c.wasm")).unwrap();
-    std::fs::write(
-        bundle.join("weir.toml"),
-        "[job]\nname = 'endless'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\n\
-         [[operator]]\nname = 'split'\nfunction = 'split-words'\n[[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
-         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
-    )
-    .unwrap();
+    let bundle = common::endless_bundle(dir.path());
     let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", c]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");

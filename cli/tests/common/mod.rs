@@ -49,3 +49,19 @@ pub fn urls(line: &str) -> Vec<String> {
         .map(|w| w.trim_end_matches(',').to_owned())
         .collect()
 }
+
+/// A bundle directory under `dir` whose job never ends: words from a
+/// generator (1,000 lines/s per subtask) into the word count, to /dev/null.
+pub fn endless_bundle(dir: &std::path::Path) -> std::path::PathBuf {
+    let bundle = dir.join("endless");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        "[job]\nname = 'endless'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\n\
+         [[operator]]\nname = 'split'\nfunction = 'split-words'\n[[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    bundle
+}
