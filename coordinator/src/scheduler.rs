@@ -15,17 +15,17 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
-use weir_model::JobGraph;
 use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
 use weir_model::proto::{
     CancelJobRequest, DeployJobRequest, JobEndedRequest, JobEndedResponse, SubtaskPlace,
     VertexCounts,
 };
+use weir_model::{ExecutionGraph, JobGraph};
 use weir_worker::JobCounters;
 
 use crate::error::ApiError;
-use crate::jobs::{Done, Running, Scheduler, SubtaskStatus, TaskState, subtasks_of};
+use crate::jobs::{Done, Execution, Scheduler, SubtaskStatus, TaskState, subtasks_of};
 use crate::slot_manager::{SlotGrant, SlotManager};
 
 struct Pending {
@@ -195,25 +195,22 @@ impl Scheduler for Arc<WorkerScheduler> {
         _component: Arc<weir_host::LoadedComponent>,
         component_bytes: Vec<u8>,
         done: Done,
-    ) -> Result<Running, ApiError> {
-        let tasks = graph.tasks();
-        let needed = tasks.iter().map(|t| t.parallelism).max().unwrap_or(1);
+    ) -> Result<Execution, ApiError> {
+        let exec = ExecutionGraph::new(&graph);
         let grants = self
             .slots
-            .allocate(needed)
+            .allocate(exec.slots_needed())
             .await
             .map_err(|e| ApiError::unprocessable("not_enough_slots", e))?;
-        let mut places = Vec::new();
-        for t in &tasks {
-            for s in 0..t.parallelism {
-                let g = &grants[s as usize];
-                places.push(SubtaskPlace {
-                    task: t.id as u32,
-                    subtask: s,
-                    data_address: g.data_address.clone(),
-                });
-            }
-        }
+        let places: Vec<SubtaskPlace> = exec
+            .vertices
+            .iter()
+            .map(|v| SubtaskPlace {
+                task: v.task as u32,
+                subtask: v.subtask,
+                data_address: grants[v.slot as usize].data_address.clone(),
+            })
+            .collect();
         let graph_json =
             serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
         let workers: BTreeSet<(String, String)> = grants
@@ -221,13 +218,13 @@ impl Scheduler for Arc<WorkerScheduler> {
             .map(|g| (g.worker_id.clone(), g.rpc_address.clone()))
             .collect();
         let counters = Arc::new(JobCounters::new(&graph));
-        let mut subtasks = subtasks_of(&graph, TaskState::Deploying);
+        let mut subtasks = subtasks_of(&graph, TaskState::Scheduled);
         for t in &mut subtasks {
             t.worker = Some(grants[t.subtask as usize].worker_id.clone());
             t.slot = Some(t.subtask);
         }
         let subtasks = Arc::new(std::sync::Mutex::new(subtasks));
-        let running = Running {
+        let running = Execution {
             cancel: Arc::default(),
             counters: counters.clone(),
             subtasks: subtasks.clone(),
@@ -247,6 +244,9 @@ impl Scheduler for Arc<WorkerScheduler> {
             },
         );
         for (worker, rpc) in &workers {
+            if let Some(p) = self.pending.lock().await.get(id) {
+                p.set_state(worker, TaskState::Deploying);
+            }
             let request = DeployJobRequest {
                 job_id: id.to_owned(),
                 graph_json: graph_json.clone(),

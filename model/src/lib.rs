@@ -9,8 +9,11 @@
 //!   parameters.
 //! - [`graph`]: the [`JobGraph`] built from a manifest: vertices, edges with
 //!   their partitioning, and operator chaining into tasks.
+//! - [`execution`]: the [`ExecutionGraph`]: tasks expanded into subtasks, result
+//!   partitions and channels.
 
 pub mod bundle;
+pub mod execution;
 pub mod frame;
 pub mod graph;
 pub mod keygroup;
@@ -24,6 +27,7 @@ pub mod proto {
     tonic::include_proto!("weir.v1");
 }
 
+pub use execution::ExecutionGraph;
 pub use graph::{Edge, ExportedOperator, JobGraph, Partitioning, Task, Vertex, VertexKind};
 pub use manifest::{KeyBy, Manifest, ManifestError};
 pub use record::{Record, StreamMessage};

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use weir_model::{JobGraph, VertexKind};
+use weir_model::{ExecutionGraph, JobGraph, VertexKind};
 
 use std::net::SocketAddr;
 
@@ -155,7 +155,8 @@ pub async fn run_job(job: LocalJob) -> anyhow::Result<JobReport> {
 pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::Result<JobReport> {
     let started = Instant::now();
     let graph = &job.graph;
-    let tasks = graph.tasks();
+    let exec = ExecutionGraph::new(graph);
+    let tasks = &exec.tasks;
     let runtime = tokio::runtime::Handle::current();
     let here =
         |task: usize, subtask: u32| placement.as_ref().is_none_or(|p| p.is_local(task, subtask));
@@ -163,7 +164,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     // Sinks open before anything runs, so a bad path fails at once.
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
-        let task = graph.task_of(&tasks, v.id);
+        let task = exec.task_of(v.id);
         if !(0..v.parallelism).any(|s| here(task, s)) {
             continue;
         }
@@ -174,21 +175,13 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
         }
     }
 
-    // One receiver per (local) subtask of each task whose head has inputs;
-    // channel indices per input edge, in edge order.
+    // One receiver per (local) subtask of each task whose head has inputs.
     let mut senders: HashMap<(usize, u32), mpsc::Sender<Envelope>> = HashMap::new();
     let mut registered = Vec::new();
     let mut receivers: HashMap<(usize, u32), (mpsc::Receiver<Envelope>, usize)> = HashMap::new();
-    let mut channel_base: HashMap<usize, u32> = HashMap::new(); // edge index -> first channel
-    for t in &tasks {
+    for t in tasks {
         let head = t.vertices[0];
-        let mut channels = 0u32;
-        for (i, e) in graph.edges.iter().enumerate() {
-            if e.to == head {
-                channel_base.insert(i, channels);
-                channels += graph.vertices[e.from].parallelism;
-            }
-        }
+        let channels = exec.input_channels(t.id);
         if channels == 0 {
             continue;
         }
@@ -206,7 +199,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     let counters = job.counters.clone();
 
     let mut handles = Vec::new();
-    for t in &tasks {
+    for t in tasks {
         for s in (0..t.parallelism).filter(|&s| here(t.id, s)) {
             let mut outputs = Vec::new();
             let mut nodes_routes: Vec<Routes> = Vec::new();
@@ -217,7 +210,10 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     let route = match t.vertices.iter().position(|&x| x == e.to) {
                         Some(pos) => Route::Node(pos),
                         None => {
-                            let to_task = graph.task_of(&tasks, e.to);
+                            let to_task = exec.task_of(e.to);
+                            let channel = exec
+                                .channel_index(i, s)
+                                .expect("an edge between tasks has channels");
                             let mut txs = Vec::new();
                             for j in 0..graph.vertices[e.to].parallelism {
                                 txs.push(match (senders.get(&(e.to, j)), &placement) {
@@ -234,7 +230,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                             job: p.job_id.clone(),
                                             vertex: e.to as u32,
                                             subtask: j,
-                                            channel: channel_base[&i] + s,
+                                            channel,
                                         };
                                         crate::network::connect(addr, key).await.map_err(|err| {
                                             anyhow::anyhow!(
@@ -249,7 +245,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             }
                             outputs.push(NetworkOutput::new(
                                 txs,
-                                channel_base[&i] + s,
+                                channel,
                                 s as usize,
                                 e.partitioning.clone(),
                                 graph.max_parallelism,
