@@ -120,6 +120,7 @@ impl Client {
 /// A job's state as a word.
 pub fn state_name(state: JobState) -> &'static str {
     match state {
+        JobState::Created => "created",
         JobState::Running => "running",
         JobState::Finished => "finished",
         JobState::Failed => "failed",

@@ -21,18 +21,16 @@ use weir_worker::{JobCounters, LocalJob, VertexReport, WasmOperatorFactory, run_
 
 use crate::bundles::BundleStore;
 use crate::error::ApiError;
+use crate::job_state::{Canceled, Canceling, Created, Failed, Finished, Job, Lifecycle, Running};
 use crate::{Submission, plan};
 
-/// Where a job is in its life.
-///
-/// ```text
-/// running ──► finished
-///    │  └───► failed
-///    └─► canceling ──► canceled
-/// ```
+/// Where a job is in its life, as the API names it; the legal moves are
+/// declared in [`crate::job_state`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Planned; its tasks are being scheduled and deployed.
+    Created,
     /// Its tasks run.
     Running,
     /// Its bounded input was consumed, every task finished.
@@ -58,13 +56,15 @@ impl JobState {
 /// Where one subtask is in its life.
 ///
 /// ```text
-/// created ──► deploying ──► running ──► finished | failed | canceled
+/// created ──► scheduled ──► deploying ──► running ──► finished | failed | canceled
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     /// Planned, not placed yet.
     Created,
+    /// Given a slot on a worker.
+    Scheduled,
     /// Sent to its worker.
     Deploying,
     /// Running.
@@ -183,8 +183,8 @@ pub struct JobRequest {
     pub params: BTreeMap<String, String>,
 }
 
-/// A running job, as the scheduler controls it.
-pub struct Running {
+/// A job's tasks as the scheduler runs them: how to stop them and watch them.
+pub struct Execution {
     /// Set to stop it.
     pub cancel: Arc<AtomicBool>,
     /// Its live counts.
@@ -208,7 +208,7 @@ pub trait Scheduler: Send + Sync {
         component: Arc<weir_host::LoadedComponent>,
         component_bytes: Vec<u8>,
         done: Done,
-    ) -> Result<Running, ApiError>;
+    ) -> Result<Execution, ApiError>;
 }
 
 /// Runs every task of a job in this process.
@@ -226,7 +226,7 @@ impl Scheduler for EmbeddedScheduler {
         component: Arc<weir_host::LoadedComponent>,
         _component_bytes: Vec<u8>,
         done: Done,
-    ) -> Result<Running, ApiError> {
+    ) -> Result<Execution, ApiError> {
         let params = graph.params.clone().into_iter().collect();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.runtime.clone(),
@@ -234,7 +234,7 @@ impl Scheduler for EmbeddedScheduler {
             params,
         });
         let job = LocalJob::new(graph, factory);
-        let running = Running {
+        let running = Execution {
             cancel: job.cancel.clone(),
             counters: job.counters.clone(),
             subtasks: Arc::new(std::sync::Mutex::new(subtasks_of(
@@ -247,23 +247,38 @@ impl Scheduler for EmbeddedScheduler {
     }
 }
 
-struct Entry {
-    info: JobInfo,
-    running: Option<Running>,
-}
-
-/// The jobs of a coordinator.
+/// The jobs of a coordinator: the dispatcher. Each job moves through the
+/// states of [`crate::job_state`].
 pub struct Jobs {
     dir: PathBuf,
     bundles: Arc<BundleStore>,
     runtime: Arc<WasmRuntime>,
     scheduler: Box<dyn Scheduler>,
-    entries: RwLock<BTreeMap<String, Entry>>,
+    entries: RwLock<BTreeMap<String, Lifecycle>>,
     next: AtomicU64,
 }
 
 fn unknown(id: &str) -> ApiError {
     ApiError::not_found("job_not_found", format!("no job with id `{id}`"))
+}
+
+/// Set a job's final counts and subtask states from its execution.
+fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
+    info.vertices = execution
+        .counters
+        .report()
+        .into_iter()
+        .map(VertexStatus::from)
+        .collect();
+    let mut subtasks = execution
+        .subtasks
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    for t in subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
+        t.state = end;
+    }
+    info.subtasks = subtasks;
 }
 
 impl Jobs {
@@ -282,21 +297,14 @@ impl Jobs {
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
-            let mut info: JobInfo = serde_json::from_slice(&std::fs::read(&path)?)
+            let info: JobInfo = serde_json::from_slice(&std::fs::read(&path)?)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            if !info.state.is_terminal() {
-                info.state = JobState::Failed;
-                info.error = Some("the coordinator stopped while the job ran".into());
-                info.ended_at_ms = Some(weir_host::now_ms());
-                std::fs::write(&path, serde_json::to_vec_pretty(&info)?)?;
+            let was = info.state;
+            let job = Lifecycle::recovered(info);
+            if job.info().state != was {
+                std::fs::write(&path, serde_json::to_vec_pretty(job.info())?)?;
             }
-            entries.insert(
-                info.id.clone(),
-                Entry {
-                    info,
-                    running: None,
-                },
-            );
+            entries.insert(job.info().id.clone(), job);
         }
         Ok(Arc::new(Jobs {
             dir,
@@ -308,8 +316,12 @@ impl Jobs {
         }))
     }
 
+    fn record_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
     async fn persist(&self, info: &JobInfo) -> Result<(), ApiError> {
-        let path = self.dir.join(format!("{}.json", info.id));
+        let path = self.record_path(&info.id);
         let tmp = self.dir.join(format!(".{}.tmp", info.id));
         let bytes =
             serde_json::to_vec_pretty(info).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -351,7 +363,7 @@ impl Jobs {
             id: id.clone(),
             name: graph.name.clone(),
             bundle: request.bundle,
-            state: JobState::Running,
+            state: JobState::Created,
             error: None,
             params: request.params,
             vertices: JobCounters::new(&graph)
@@ -363,83 +375,115 @@ impl Jobs {
             submitted_at_ms: weir_host::now_ms(),
             ended_at_ms: None,
         };
-        let mut entries = self.entries.write().await;
+        self.persist(&info).await?;
+        self.entries.write().await.insert(
+            id.clone(),
+            Lifecycle::Created(Job {
+                info,
+                state: Created {
+                    cancel_requested: false,
+                },
+            }),
+        );
+
+        // The job's end is handled once it is recorded as running.
+        let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
         let jobs = self.clone();
         let done_id = id.clone();
         let done = Box::new(move |outcome: anyhow::Result<()>| {
-            tokio::spawn(async move { jobs.finish(&done_id, outcome).await });
+            tokio::spawn(async move {
+                if started_rx.await.is_ok() {
+                    jobs.finish(&done_id, outcome).await;
+                }
+            });
         });
-        // The entries stay locked until the job is recorded, so that `done`
-        // (which waits for them) always finds it.
-        let running = self
+        let execution = self
             .scheduler
             .start(&id, graph, component, bytes, done)
-            .await?;
-        self.persist(&info).await?;
-        entries.insert(
-            id,
-            Entry {
-                info: info.clone(),
-                running: Some(running),
-            },
-        );
-        Ok(info)
+            .await;
+
+        let mut entries = self.entries.write().await;
+        let Some(Lifecycle::Created(job)) = entries.remove(&id) else {
+            return Err(ApiError::internal(format!(
+                "job `{id}` left its created state"
+            )));
+        };
+        let execution = match execution {
+            Ok(execution) => execution,
+            Err(e) => {
+                // Nothing half-stored: the job was never accepted.
+                drop(entries);
+                let _ = tokio::fs::remove_file(self.record_path(&id)).await;
+                return Err(e);
+            }
+        };
+        let cancel_requested = job.state.cancel_requested;
+        let running = job.to(Running { execution });
+        let job = if cancel_requested {
+            running
+                .state
+                .execution
+                .cancel
+                .store(true, Ordering::Relaxed);
+            Lifecycle::Canceling(running.then(|r| Canceling {
+                execution: r.execution,
+            }))
+        } else {
+            Lifecycle::Running(running)
+        };
+        let info = Self::live(&job);
+        let persisted = self.persist(job.info()).await;
+        entries.insert(id, job);
+        drop(entries);
+        let _ = started.send(());
+        persisted.map(|()| info)
     }
 
     async fn finish(&self, id: &str, outcome: anyhow::Result<()>) {
         let mut entries = self.entries.write().await;
-        let Some(entry) = entries.get_mut(id) else {
+        let Some(job) = entries.remove(id) else {
             return;
         };
-        let canceling = entry.info.state == JobState::Canceling;
-        let end = match (&outcome, canceling) {
-            (Ok(()), _) => TaskState::Finished,
-            (Err(_), true) => TaskState::Canceled,
-            (Err(_), false) => TaskState::Failed,
+        let next = match (job, outcome) {
+            (Lifecycle::Running(mut job), Ok(())) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Finished);
+                Lifecycle::Finished(job.to(Finished))
+            }
+            (Lifecycle::Running(mut job), Err(e)) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Failed);
+                job.info.error = Some(format!("{e:#}"));
+                Lifecycle::Failed(job.to(Failed))
+            }
+            (Lifecycle::Canceling(mut job), Ok(())) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Finished);
+                Lifecycle::Finished(job.to(Finished))
+            }
+            (Lifecycle::Canceling(mut job), Err(_)) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Canceled);
+                Lifecycle::Canceled(job.to(Canceled))
+            }
+            (other, _) => {
+                tracing::warn!("job {id} reported an end in state {:?}", other.info().state);
+                other
+            }
         };
-        if let Some(running) = entry.running.take() {
-            entry.info.vertices = running
-                .counters
-                .report()
-                .into_iter()
-                .map(VertexStatus::from)
-                .collect();
-            let mut subtasks = running
-                .subtasks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            for t in subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
-                t.state = end;
-            }
-            entry.info.subtasks = subtasks;
-        }
-        match outcome {
-            Ok(()) => entry.info.state = JobState::Finished,
-            Err(_) if canceling => entry.info.state = JobState::Canceled,
-            Err(e) => {
-                entry.info.state = JobState::Failed;
-                entry.info.error = Some(format!("{e:#}"));
-            }
-        }
-        entry.info.ended_at_ms = Some(weir_host::now_ms());
-        let info = entry.info.clone();
         // Records are written under the lock: a job's records on disk keep
         // the order of its state changes.
-        if let Err(e) = self.persist(&info).await {
+        if let Err(e) = self.persist(next.info()).await {
             tracing::error!("cannot record the end of job {id}: {}", e.message);
         }
+        entries.insert(id.to_owned(), next);
     }
 
-    fn live(entry: &Entry) -> JobInfo {
-        let mut info = entry.info.clone();
-        if let Some(running) = &entry.running {
-            info.subtasks = running
+    fn live(job: &Lifecycle) -> JobInfo {
+        let mut info = job.info().clone();
+        if let Some(execution) = job.execution() {
+            info.subtasks = execution
                 .subtasks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
-            info.vertices = running
+            info.vertices = execution
                 .counters
                 .report()
                 .into_iter()
@@ -466,26 +510,48 @@ impl Jobs {
             .ok_or_else(|| unknown(id))
     }
 
-    /// Ask a running job to stop.
+    /// Ask a job to stop. A job still being deployed is canceled as soon as
+    /// its tasks run.
     pub async fn cancel(&self, id: &str) -> Result<JobInfo, ApiError> {
         let mut entries = self.entries.write().await;
-        let entry = entries.get_mut(id).ok_or_else(|| unknown(id))?;
-        match (&entry.running, entry.info.state) {
-            (Some(running), JobState::Running | JobState::Canceling) => {
-                running.cancel.store(true, Ordering::Relaxed);
-                entry.info.state = JobState::Canceling;
+        let job = entries.remove(id).ok_or_else(|| unknown(id))?;
+        let (next, refused) = match job {
+            Lifecycle::Created(mut job) => {
+                job.state.cancel_requested = true;
+                (Lifecycle::Created(job), None)
             }
-            (_, state) => {
-                return Err(ApiError::new(
-                    axum::http::StatusCode::CONFLICT,
-                    "job_not_running",
-                    format!("job `{id}` is {state:?}, not running"),
-                ));
+            Lifecycle::Running(job) => {
+                job.state.execution.cancel.store(true, Ordering::Relaxed);
+                (
+                    Lifecycle::Canceling(job.then(|r| Canceling {
+                        execution: r.execution,
+                    })),
+                    None,
+                )
             }
-        }
-        let info = Self::live(entry);
-        self.persist(&info).await?;
+            Lifecycle::Canceling(job) => {
+                job.state.execution.cancel.store(true, Ordering::Relaxed);
+                (Lifecycle::Canceling(job), None)
+            }
+            ended => {
+                let state = ended.info().state;
+                (ended, Some(state))
+            }
+        };
+        let info = Self::live(&next);
+        let persisted = match refused {
+            None => self.persist(next.info()).await,
+            Some(_) => Ok(()),
+        };
+        entries.insert(id.to_owned(), next);
         drop(entries);
-        Ok(info)
+        if let Some(state) = refused {
+            return Err(ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                "job_not_running",
+                format!("job `{id}` is {state:?}, not running"),
+            ));
+        }
+        persisted.map(|()| info)
     }
 }

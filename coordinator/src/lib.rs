@@ -12,11 +12,14 @@
 //! - [`slot_manager`]: the resource manager: workers register their slots
 //!   over gRPC and send heartbeats; silent workers are removed.
 //!
-//! The dispatcher and job masters that deploy tasks to workers build on these.
+//! - [`jobs`]: the dispatcher: accepts jobs, plans them, runs them through a
+//!   [`jobs::Scheduler`] (in process, or [`scheduler::WorkerScheduler`] onto
+//!   workers' slots) and follows each through the states of [`job_state`].
 
 pub mod blob;
 pub mod bundles;
 pub mod error;
+pub mod job_state;
 pub mod jobs;
 pub mod rest;
 pub mod scheduler;

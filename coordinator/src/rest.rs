@@ -223,7 +223,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "id": {"type": "string"},
                 "name": {"type": "string"},
                 "bundle": {"type": "string"},
-                "state": {"type": "string", "enum": ["running", "finished", "failed", "canceling", "canceled"]},
+                "state": {"type": "string", "enum": ["created", "running", "finished", "failed", "canceling", "canceled"]},
                 "error": {"type": ["string", "null"]},
                 "params": {"type": "object", "additionalProperties": {"type": "string"}},
                 "vertices": {"type": "array", "items": {"type": "object", "properties": {
@@ -233,7 +233,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "subtasks": {"type": "array", "items": {"type": "object", "properties": {
                     "vertex": {"type": "string"}, "subtask": {"type": "integer"},
                     "worker": {"type": ["string", "null"]}, "slot": {"type": ["integer", "null"]},
-                    "state": {"type": "string", "enum": ["created", "deploying", "running", "finished", "failed", "canceled"]}
+                    "state": {"type": "string", "enum": ["created", "scheduled", "deploying", "running", "finished", "failed", "canceled"]}
                 }}},
                 "submitted_at_ms": {"type": "integer"},
                 "ended_at_ms": {"type": ["integer", "null"]}

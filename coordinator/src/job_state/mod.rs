@@ -1,0 +1,153 @@
+//! A job's lifecycle as a typed state machine: one type per state (one file
+//! each), and the legal moves declared as [`TransitionTo`] impls, so an
+//! illegal move does not compile.
+//!
+//! ```text
+//! created ──► running ──► finished
+//!                ├──────► failed
+//!                └─► canceling ──► canceled
+//!                        ├───────► finished   (it ended before the cancel reached it)
+//!                        └───────► failed     (a task failed on its own)
+//! ```
+//!
+//! A job that cannot be deployed (no free slots, a worker refusing it) is
+//! never accepted: its record is removed and the submission fails.
+//!
+//! A [`Job`] carries the record the API shows ([`JobInfo`]) and the state's
+//! own data; [`Job::to`] and [`Job::then`] move it, setting the record's
+//! [`JobState`].
+//!
+//! A finished job cannot run again:
+//!
+//! ```compile_fail
+//! use weir_coordinator::job_state::{Finished, Job, Running};
+//! fn restart(job: Job<Finished>, execution: weir_coordinator::jobs::Execution) -> Job<Running> {
+//!     job.to(Running { execution })
+//! }
+//! ```
+
+mod canceled;
+mod canceling;
+mod created;
+mod failed;
+mod finished;
+mod running;
+
+pub use canceled::Canceled;
+pub use canceling::Canceling;
+pub use created::Created;
+pub use failed::Failed;
+pub use finished::Finished;
+pub use running::Running;
+
+use crate::jobs::{JobInfo, JobState};
+
+/// A state of a job.
+pub trait State {
+    /// How the API names it.
+    const STATE: JobState;
+}
+
+/// `Self` may move to `S`.
+pub trait TransitionTo<S: State>: State {}
+
+/// A job in state `S`.
+pub struct Job<S: State> {
+    /// What the API shows.
+    pub info: JobInfo,
+    /// The state's own data.
+    pub state: S,
+}
+
+impl<S: State> Job<S> {
+    /// Enter state `next`: a legal move only.
+    pub fn to<T: State>(self, next: T) -> Job<T>
+    where
+        S: TransitionTo<T>,
+    {
+        self.then(|_| next)
+    }
+
+    /// Enter the state `next` makes of this one's data: a legal move only.
+    pub fn then<T: State>(self, next: impl FnOnce(S) -> T) -> Job<T>
+    where
+        S: TransitionTo<T>,
+    {
+        let mut info = self.info;
+        info.state = T::STATE;
+        if T::STATE.is_terminal() {
+            info.ended_at_ms = Some(weir_host::now_ms());
+        }
+        Job {
+            info,
+            state: next(self.state),
+        }
+    }
+}
+
+/// A job in any state.
+pub enum Lifecycle {
+    /// See [`Created`].
+    Created(Job<Created>),
+    /// See [`Running`].
+    Running(Job<Running>),
+    /// See [`Canceling`].
+    Canceling(Job<Canceling>),
+    /// See [`Finished`].
+    Finished(Job<Finished>),
+    /// See [`Failed`].
+    Failed(Job<Failed>),
+    /// See [`Canceled`].
+    Canceled(Job<Canceled>),
+}
+
+impl Lifecycle {
+    /// The job's record.
+    pub fn info(&self) -> &JobInfo {
+        match self {
+            Lifecycle::Created(j) => &j.info,
+            Lifecycle::Running(j) => &j.info,
+            Lifecycle::Canceling(j) => &j.info,
+            Lifecycle::Finished(j) => &j.info,
+            Lifecycle::Failed(j) => &j.info,
+            Lifecycle::Canceled(j) => &j.info,
+        }
+    }
+
+    /// Its live execution, while it has one.
+    pub fn execution(&self) -> Option<&crate::jobs::Execution> {
+        match self {
+            Lifecycle::Running(j) => Some(&j.state.execution),
+            Lifecycle::Canceling(j) => Some(&j.state.execution),
+            _ => None,
+        }
+    }
+
+    /// A job read back from its record: one that had not ended when the
+    /// coordinator stopped has failed.
+    pub fn recovered(mut info: JobInfo) -> Lifecycle {
+        match info.state {
+            JobState::Finished => Lifecycle::Finished(Job {
+                info,
+                state: Finished,
+            }),
+            JobState::Canceled => Lifecycle::Canceled(Job {
+                info,
+                state: Canceled,
+            }),
+            JobState::Failed => Lifecycle::Failed(Job {
+                info,
+                state: Failed,
+            }),
+            JobState::Created | JobState::Running | JobState::Canceling => {
+                info.state = JobState::Failed;
+                info.error = Some("the coordinator stopped while the job ran".into());
+                info.ended_at_ms = Some(weir_host::now_ms());
+                Lifecycle::Failed(Job {
+                    info,
+                    state: Failed,
+                })
+            }
+        }
+    }
+}

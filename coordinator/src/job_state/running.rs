@@ -1,0 +1,18 @@
+//! Running: every task was deployed.
+
+use super::{Canceling, Failed, Finished, State, TransitionTo};
+use crate::jobs::{Execution, JobState};
+
+/// Its tasks run.
+pub struct Running {
+    /// What controls and watches them.
+    pub execution: Execution,
+}
+
+impl State for Running {
+    const STATE: JobState = JobState::Running;
+}
+
+impl TransitionTo<Finished> for Running {}
+impl TransitionTo<Failed> for Running {}
+impl TransitionTo<Canceling> for Running {}
