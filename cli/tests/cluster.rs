@@ -33,8 +33,8 @@ async fn wait_until(rest: &str, what: &str, ok: impl Fn(&ClusterInfo) -> bool) -
 
 /// A coordinator and two workers (2 slots each), registered.
 struct Cluster {
-    _coordinator: common::Proc,
-    _w1: common::Proc,
+    coordinator: common::Proc,
+    w1: common::Proc,
     w2: common::Proc,
     rest: String,
 }
@@ -73,8 +73,8 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
     let c = wait_until(&rest, "two workers register", |c| c.workers.len() == 2).await;
     assert_eq!((c.slots_total, c.slots_free), (4, 4));
     Cluster {
-        _coordinator: coordinator,
-        _w1: w1,
+        coordinator,
+        w1,
         w2,
         rest,
     }
@@ -84,8 +84,8 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
 async fn workers_register_and_a_killed_one_is_removed() {
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
-        _coordinator,
-        _w1,
+        coordinator: _coordinator,
+        w1: _w1,
         mut w2,
         rest,
     } = start_cluster(dir.path(), "1000").await;
@@ -138,8 +138,8 @@ fn weir(args: &[&str]) -> std::process::Output {
 async fn the_word_count_runs_over_two_worker_processes() {
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
-        _coordinator,
-        _w1,
+        coordinator: _coordinator,
+        w1: _w1,
         mut w2,
         rest,
     } = start_cluster(dir.path(), "1500").await;
@@ -267,5 +267,95 @@ async fn the_word_count_runs_over_two_worker_processes() {
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{status}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A job whose slow stage takes 0.5 ms per record (2,000 records/s per
+/// subtask) behind a source that could make millions per second, with data
+/// over TCP between the two worker processes: credit-based flow control
+/// holds the source to the slow stage's pace, and no process's memory grows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_across_worker_processes_bounds_every_process_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator,
+        w1,
+        w2,
+        rest,
+    } = start_cluster(dir.path(), "5000").await;
+    let bundle = dir.path().join("slow");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(weir_tests::guest("test-guests"), bundle.join("c.wasm")).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n\
+         [[source]]\nname = 'gen'\ntype = 'generator'\nparallelism = 2\n\
+         [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 4\n\
+         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &rest]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+
+    let pids = [coordinator.0.id(), w1.0.id(), w2.0.id()];
+    // (RSS KiB of coordinator, worker 1, worker 2; source out; slow in)
+    let mut samples: Vec<([u64; 3], u64, u64)> = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let job: weir_coordinator::jobs::JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            job.state,
+            weir_coordinator::jobs::JobState::Running,
+            "{job:?}"
+        );
+        let vertex = |name: &str| job.vertices.iter().find(|v| v.name == name).unwrap();
+        samples.push((
+            pids.map(common::rss_kib),
+            vertex("gen").records_out,
+            vertex("slow").records_in,
+        ));
+    }
+    let o = weir(&["cancel", &id, "--coordinator", &rest]);
+    assert!(o.status.success());
+    eprintln!("(RSS KiB [coordinator, w1, w2], source out, slow in) every 250 ms: {samples:?}");
+
+    // Counts come with heartbeats (100 ms); look at the second half.
+    let half = samples.len() / 2;
+    let (_, source_mid, slow_mid) = samples[half];
+    let (last_rss, source_out, slow_in) = *samples.last().unwrap();
+    assert!(slow_in > slow_mid, "the slow stage progresses: {samples:?}");
+    // Unchecked, two generators make millions of records per second; held
+    // back, the source makes what the slow stage takes (4 × 2,000/s), plus
+    // what channels, credits and output buffers hold.
+    assert!(source_out < 1_000_000, "{samples:?}");
+    let in_flight = source_out.saturating_sub(slow_in);
+    assert!(
+        in_flight < 300_000,
+        "{in_flight} records in flight: {samples:?}"
+    );
+    assert!(
+        source_out - source_mid < 2 * (slow_in - slow_mid) + 100_000,
+        "the source's rate follows the slow stage's: {samples:?}"
+    );
+    // Memory: flat once the channels are full, in every process.
+    for (p, name) in ["coordinator", "worker 1", "worker 2"].iter().enumerate() {
+        let early = samples[..half].iter().map(|s| s.0[p]).max().unwrap();
+        assert!(
+            last_rss[p] < early + 50 * 1024,
+            "{name}'s RSS grew from {early} KiB to {} KiB: {samples:?}",
+            last_rss[p]
+        );
     }
 }

@@ -167,13 +167,6 @@ fn submit_list_status_cancel_and_restart() {
     assert!(out.contains(&id) && out.contains(&endless), "{out}");
 }
 
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 fn counts(out: &str, vertex: &str) -> (u64, u64) {
     let line = out
         .lines()
@@ -211,7 +204,7 @@ fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
         let (out, _) = text(&weir(&["status", &job, "--coordinator", &c]));
         let (_, source_out) = counts(&out, "gen");
         let (slow_in, _) = counts(&out, "slow");
-        samples.push((rss_kib(pid), source_out, slow_in));
+        samples.push((common::rss_kib(pid), source_out, slow_in));
     }
     weir(&["cancel", &job, "--coordinator", &c]);
     eprintln!("(RSS KiB, source out, slow in) every 250 ms: {samples:?}");

@@ -65,3 +65,10 @@ pub fn endless_bundle(dir: &std::path::Path) -> std::path::PathBuf {
     .unwrap();
     bundle
 }
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
