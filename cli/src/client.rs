@@ -155,10 +155,11 @@ pub fn describe(job: &JobInfo) -> String {
             _ => "in the coordinator".to_owned(),
         };
         out.push_str(&format!(
-            "  {}[{}]  {}  {place}\n",
-            t.vertex,
-            t.subtask,
-            format!("{:?}", t.state).to_lowercase()
+            "  {:<20} {:<9}  in {:>10}  out {:>10}  {place}\n",
+            format!("{}[{}]", t.vertex, t.subtask),
+            format!("{:?}", t.state).to_lowercase(),
+            t.records_in,
+            t.records_out
         ));
     }
     out

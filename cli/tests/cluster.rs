@@ -189,6 +189,20 @@ async fn the_word_count_runs_over_two_worker_processes() {
         job.subtasks
     );
     assert!(job.subtasks.iter().all(|t| t.slot == Some(t.subtask)));
+    // Every subtask's counts, summed, are its vertex's.
+    for v in &job.vertices {
+        let of_v = job.subtasks.iter().filter(|t| t.vertex == v.name);
+        let (i, o) = of_v.fold((0, 0), |(i, o), t| (i + t.records_in, o + t.records_out));
+        assert_eq!((i, o), (v.records_in, v.records_out), "{job:?}");
+        assert!(v.records_out > 0 || v.name == "counts", "{job:?}");
+    }
+    assert!(
+        job.subtasks
+            .iter()
+            .filter(|t| t.vertex == "count")
+            .all(|t| t.records_in > 0),
+        "{job:?}"
+    );
     let workers: std::collections::BTreeSet<_> = job
         .subtasks
         .iter()

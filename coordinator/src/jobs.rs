@@ -100,6 +100,12 @@ pub struct SubtaskStatus {
     pub slot: Option<u32>,
     /// Its state.
     pub state: TaskState,
+    /// Records it received.
+    #[serde(default)]
+    pub records_in: u64,
+    /// Records it emitted.
+    #[serde(default)]
+    pub records_out: u64,
 }
 
 /// Every subtask of `graph`, in `state`, not placed.
@@ -114,9 +120,25 @@ pub fn subtasks_of(graph: &JobGraph, state: TaskState) -> Vec<SubtaskStatus> {
                 worker: None,
                 slot: None,
                 state,
+                records_in: 0,
+                records_out: 0,
             })
         })
         .collect()
+}
+
+/// Set every subtask's counts from `counters`.
+fn count_subtasks(subtasks: &mut [SubtaskStatus], counters: &JobCounters) {
+    for t in subtasks {
+        if let Some(c) = counters
+            .vertices
+            .iter()
+            .find(|(name, _)| *name == t.vertex)
+            .and_then(|(_, subtasks)| subtasks.get(t.subtask as usize))
+        {
+            (t.records_in, t.records_out) = c.get();
+        }
+    }
 }
 
 /// Records through one vertex.
@@ -278,6 +300,7 @@ fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
     for t in subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
         t.state = end;
     }
+    count_subtasks(&mut subtasks, &execution.counters);
     info.subtasks = subtasks;
 }
 
@@ -483,6 +506,7 @@ impl Jobs {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
+            count_subtasks(&mut info.subtasks, &execution.counters);
             info.vertices = execution
                 .counters
                 .report()

@@ -233,7 +233,9 @@ pub fn openapi_document() -> serde_json::Value {
                 "subtasks": {"type": "array", "items": {"type": "object", "properties": {
                     "vertex": {"type": "string"}, "subtask": {"type": "integer"},
                     "worker": {"type": ["string", "null"]}, "slot": {"type": ["integer", "null"]},
-                    "state": {"type": "string", "enum": ["created", "scheduled", "deploying", "running", "finished", "failed", "canceled"]}
+                    "state": {"type": "string", "enum": ["created", "scheduled", "deploying", "running", "finished", "failed", "canceled"]},
+                    "records_in": {"type": "integer"},
+                    "records_out": {"type": "integer"}
                 }}},
                 "submitted_at_ms": {"type": "integer"},
                 "ended_at_ms": {"type": ["integer", "null"]}

@@ -36,8 +36,6 @@ struct Pending {
     /// The failure is a consequence (a lost connection), not the cause.
     secondary: bool,
     counters: Arc<JobCounters>,
-    /// The latest counts each worker reported, per vertex.
-    per_worker: HashMap<String, Vec<VertexCounts>>,
     /// The job's subtasks, with their workers and states.
     subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
     done: Option<Done>,
@@ -94,25 +92,17 @@ impl Pending {
         }
     }
 
-    /// Record what `worker` counted so far; the job's counts are the sums.
-    fn counted(&mut self, worker: &str, counts: Vec<VertexCounts>) {
-        self.per_worker.insert(worker.to_owned(), counts);
-        for (v, (_, subtasks)) in self.counters.vertices.iter().enumerate() {
-            let sum = |f: fn(&VertexCounts) -> u64| -> u64 {
-                self.per_worker
-                    .values()
-                    .flatten()
-                    .filter(|c| c.vertex as usize == v)
-                    .map(f)
-                    .sum()
-            };
-            if let Some(first) = subtasks.first() {
-                first
-                    .records_in
-                    .store(sum(|c| c.records_in), Ordering::Relaxed);
-                first
-                    .records_out
-                    .store(sum(|c| c.records_out), Ordering::Relaxed);
+    /// Record what a worker counted so far, per subtask: each subtask runs
+    /// on one worker, whose latest report is its count.
+    fn counted(&mut self, counts: Vec<VertexCounts>) {
+        for c in counts {
+            if let Some(counters) = self
+                .counters
+                .vertices
+                .get(c.vertex as usize)
+                .and_then(|(_, subtasks)| subtasks.get(c.subtask as usize))
+            {
+                counters.set(c.records_in, c.records_out);
             }
         }
     }
@@ -127,13 +117,13 @@ impl WorkerScheduler {
             pending: Mutex::default(),
         });
         let weak = Arc::downgrade(&scheduler);
-        slots.on_progress(Box::new(move |worker, jobs| {
+        slots.on_progress(Box::new(move |_worker, jobs| {
             if let Some(me) = weak.upgrade() {
                 tokio::spawn(async move {
                     let mut pending = me.pending.lock().await;
                     for j in jobs {
                         if let Some(p) = pending.get_mut(&j.job_id) {
-                            p.counted(&worker, j.counts);
+                            p.counted(j.counts);
                         }
                     }
                 });
@@ -238,7 +228,6 @@ impl Scheduler for Arc<WorkerScheduler> {
                 failure: None,
                 secondary: false,
                 counters,
-                per_worker: HashMap::new(),
                 subtasks,
                 done: Some(done),
             },
@@ -319,7 +308,7 @@ impl JobReports for ReportsService {
         let Some(p) = pending.get_mut(&r.job_id) else {
             return Ok(Response::new(JobEndedResponse {}));
         };
-        p.counted(&r.worker_id, r.counts);
+        p.counted(r.counts);
         p.waiting.retain(|(w, _)| *w != r.worker_id);
         p.set_state(
             &r.worker_id,

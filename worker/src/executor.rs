@@ -91,16 +91,23 @@ impl Executor {
     }
 }
 
+/// The counts of the subtasks that ran here (the others stay at zero).
 fn counts(c: &JobCounters) -> Vec<VertexCounts> {
-    c.report()
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| VertexCounts {
-            vertex: i as u32,
-            records_in: v.records_in,
-            records_out: v.records_out,
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (v, (_, subtasks)) in c.vertices.iter().enumerate() {
+        for (s, counters) in subtasks.iter().enumerate() {
+            let (records_in, records_out) = counters.get();
+            if records_in > 0 || records_out > 0 {
+                out.push(VertexCounts {
+                    vertex: v as u32,
+                    subtask: s as u32,
+                    records_in,
+                    records_out,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The gRPC face of the [`Executor`].

@@ -46,6 +46,23 @@ pub struct Counters {
     pub records_out: AtomicU64,
 }
 
+impl Counters {
+    /// Records in and out so far.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.records_in.load(std::sync::atomic::Ordering::Relaxed),
+            self.records_out.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Set both counts (from a report of the process that runs the subtask).
+    pub fn set(&self, records_in: u64, records_out: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.records_in.store(records_in, Relaxed);
+        self.records_out.store(records_out, Relaxed);
+    }
+}
+
 /// Where a node's outputs go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
