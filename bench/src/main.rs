@@ -281,7 +281,7 @@ async fn pump(
         match m {
             StreamMessage::Data(b) => received += b.len() as u64,
             StreamMessage::EndOfStream => break,
-            StreamMessage::Watermark(_) => {}
+            StreamMessage::Watermark(_) | StreamMessage::Idle => {}
         }
     }
     sender

@@ -73,6 +73,8 @@ fn kind_name(kind: OperatorKind) -> &'static str {
         OperatorKind::FlatMap => "flat-map",
         OperatorKind::Filter => "filter",
         OperatorKind::KeyedProcess => "keyed-process",
+        OperatorKind::TimestampAssigner => "timestamp-assigner",
+        OperatorKind::Window => "window",
     }
 }
 

@@ -82,16 +82,27 @@ impl Pending {
             .push_with(key, timestamp, |buf| codec::encode_into(buf, value));
     }
 
-    fn push_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
-        let timestamp = self.timestamp;
-        let out = match self.side.iter().position(|(n, _)| n == name) {
+    fn side_batch(&mut self, name: &str) -> &mut OutBatch {
+        match self.side.iter().position(|(n, _)| n == name) {
             Some(i) => &mut self.side[i].1,
             None => {
                 self.side.push((name.to_owned(), OutBatch::default()));
                 &mut self.side.last_mut().expect("pushed").1
             }
-        };
-        out.push_with(None, timestamp, |buf| codec::encode_into(buf, value));
+        }
+    }
+
+    fn push_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
+        let timestamp = self.timestamp;
+        self.side_batch(name)
+            .push_with(None, timestamp, |buf| codec::encode_into(buf, value));
+    }
+
+    /// Send an input record's bytes, unchanged, to side output `name`.
+    pub(crate) fn push_side_raw(&mut self, name: &str, value: &[u8]) {
+        let timestamp = self.timestamp;
+        self.side_batch(name)
+            .push_with(None, timestamp, |buf| buf.extend_from_slice(value));
     }
 }
 

@@ -92,6 +92,21 @@ impl<I: DeserializeOwned> DynOperator for FilterOp<I> {
     }
 }
 
+struct TimestampOp<I>(fn(&I) -> i64);
+
+impl<I: DeserializeOwned> DynOperator for TimestampOp<I> {
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
+        let t = (self.0)(&codec::decode(value)?);
+        batch
+            .outputs
+            .push_with(None, Some(t), |buf| buf.extend_from_slice(value));
+        Ok(())
+    }
+    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
 impl<P: Process> DynOperator for ProcessOp<P> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
@@ -172,6 +187,34 @@ impl OperatorEntry {
         }
     }
 
+    /// A timestamp assigner from a function: each record goes on unchanged,
+    /// with the event timestamp (ms) the function returns.
+    pub fn timestamps<I: DeserializeOwned + 'static>(name: &'static str, f: fn(&I) -> i64) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::TimestampAssigner,
+            create: Box::new(move |_| Ok(Box::new(TimestampOp(f)))),
+        }
+    }
+
+    /// A window operator from an [`crate::Aggregate`] type.
+    pub fn window_aggregate<A: crate::Aggregate>(name: &'static str) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::Window,
+            create: Box::new(crate::window::open_aggregate::<A>),
+        }
+    }
+
+    /// A window operator from a [`crate::ProcessWindow`] type.
+    pub fn window_process<P: crate::ProcessWindow>(name: &'static str) -> Self {
+        OperatorEntry {
+            name,
+            kind: OperatorKind::Window,
+            create: Box::new(crate::window::open_process::<P>),
+        }
+    }
+
     /// A keyed operator from a [`KeyedProcess`] type.
     pub fn keyed_process<P: KeyedProcess>(name: &'static str) -> Self {
         OperatorEntry {
@@ -210,7 +253,10 @@ impl Instance {
                 known.join(", ")
             ));
         };
-        let keyed = matches!(entry.kind, OperatorKind::KeyedProcess);
+        let keyed = matches!(
+            entry.kind,
+            OperatorKind::KeyedProcess | OperatorKind::Window
+        );
         let mut ctx = OpenContext { config, keyed };
         let mut cache = StateCache::default();
         swap_cache(&mut cache);

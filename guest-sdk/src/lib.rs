@@ -13,6 +13,10 @@
 //!   state and timers; a type implementing [`Process`] is a configurable
 //!   stateless one. [`export_operators!`] registers them by name, the name a
 //!   job's manifest uses.
+//! - **Time and windows.** A `timestamps` function assigns event time;
+//!   [`Aggregate`] and [`ProcessWindow`] types are window functions over the
+//!   tumbling, sliding or session windows the manifest declares, with allowed
+//!   lateness and a `late` side output ([`window`]).
 //! - **Context.** [`Context`] emits outputs (main and side outputs), reads the
 //!   current key, timestamp, watermark and processing time, and registers
 //!   timers. [`OpenContext`] reads the job's parameters and declares state.
@@ -80,10 +84,12 @@ mod host;
 mod operator;
 mod state;
 pub mod testing;
+pub mod window;
 
 pub use context::{Collector, Context, OpenContext, TimeDomain};
 pub use operator::{KeyedProcess, Process};
 pub use state::{ListState, MapState, ValueState};
+pub use window::{Aggregate, ProcessWindow, Window};
 
 /// The error type of operator code: any error converts into it with `?`, and
 /// a string makes one with `.into()`.
@@ -149,6 +155,9 @@ pub enum LogLevel {
 /// | `filter` | `fn(&In) -> bool` | keeps the records for which it is true |
 /// | `process` | a type implementing [`Process`] | stateless, configurable |
 /// | `keyed_process` | a type implementing [`KeyedProcess`] | on a keyed stream, with state and timers |
+/// | `window_aggregate` | a type implementing [`Aggregate`] | per window of the manifest's `window`, incrementally |
+/// | `window_process` | a type implementing [`ProcessWindow`] | per window, with all its records |
+/// | `timestamps` | `fn(&In) -> i64` | a source's `timestamp-assigner`: the record's event time in ms |
 ///
 /// `In` and `Out` are any serde types; records are read and written with the
 /// JSON [`codec`]. Use the macro once, at the root of the crate.
@@ -211,11 +220,20 @@ macro_rules! __weir_entry {
     (keyed_process $name:literal => $item:path) => {
         $crate::__private::OperatorEntry::keyed_process::<$item>($name)
     };
+    (window_aggregate $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::window_aggregate::<$item>($name)
+    };
+    (window_process $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::window_process::<$item>($name)
+    };
+    (timestamps $name:literal => $item:path) => {
+        $crate::__private::OperatorEntry::timestamps($name, $item)
+    };
     ($other:ident $name:literal => $item:path) => {
         ::std::compile_error!(::std::concat!(
             "unknown operator kind `",
             ::std::stringify!($other),
-            "`: expected map, flat_map, filter, process or keyed_process"
+            "`: expected map, flat_map, filter, process, keyed_process, window_aggregate, window_process or timestamps"
         ))
     };
 }

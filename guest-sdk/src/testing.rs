@@ -120,15 +120,17 @@ pub struct Harness {
     watermark: Option<i64>,
     processing_time: i64,
     side: Vec<(String, Vec<Vec<u8>>)>,
+    timestamps: Vec<Option<i64>>,
 }
 
 impl Harness {
     fn new(entry: OperatorEntry, params: &[(&str, &str)]) -> crate::Result<Harness> {
         let store = Rc::new(RefCell::new(Store::default()));
         host::install(Box::new(MemoryHost(store.clone())));
+        use crate::__private::bindings::weir::operator::types::OperatorKind;
         let keyed = matches!(
             entry.kind,
-            crate::__private::bindings::weir::operator::types::OperatorKind::KeyedProcess
+            OperatorKind::KeyedProcess | OperatorKind::Window
         );
         let name = entry.name;
         let config = params
@@ -143,6 +145,7 @@ impl Harness {
             watermark: None,
             processing_time: 0,
             side: Vec::new(),
+            timestamps: Vec::new(),
         })
     }
 
@@ -236,6 +239,81 @@ impl Harness {
         Self::new(OperatorEntry::keyed_process::<P>("keyed-process"), params)
     }
 
+    /// A harness for an [`crate::Aggregate`] window function, opened with
+    /// `params`, which give the window as the manifest would
+    /// (`weir.window.kind` = `tumbling` | `sliding` | `session`,
+    /// `weir.window.size-ms`, `weir.window.slide-ms`, `weir.window.gap-ms`,
+    /// `weir.window.time`, `weir.window.allowed-lateness-ms`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Sum;
+    /// impl Aggregate for Sum {
+    ///     type In = i64; type Acc = i64; type Out = i64;
+    ///     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Sum) }
+    ///     fn create(&self) -> i64 { 0 }
+    ///     fn add(&self, acc: &mut i64, n: i64) { *acc += n }
+    ///     fn merge(&self, acc: &mut i64, other: i64) { *acc += other }
+    ///     fn result(&self, _: &Window, acc: i64) -> weir::Result<i64> { Ok(acc) }
+    /// }
+    /// let mut h = weir::testing::Harness::window_aggregate::<Sum>(&[
+    ///     ("weir.window.kind", "session"), ("weir.window.gap-ms", "10"),
+    /// ]).unwrap();
+    /// h.process::<_, _, i64>("k", &1, Some(0)).unwrap(); // [0, 10)
+    /// h.process::<_, _, i64>("k", &2, Some(12)).unwrap(); // [12, 22)
+    /// h.process::<_, _, i64>("k", &4, Some(6)).unwrap(); // [6, 16): joins both
+    /// assert_eq!(h.advance_watermark::<i64>(100).unwrap(), [7]);
+    /// ```
+    pub fn window_aggregate<A: crate::Aggregate>(
+        params: &[(&str, &str)],
+    ) -> crate::Result<Harness> {
+        Self::new(OperatorEntry::window_aggregate::<A>("window"), params)
+    }
+
+    /// A harness for a [`crate::ProcessWindow`] window function, opened with
+    /// `params` (see [`Harness::window_aggregate`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct All;
+    /// impl ProcessWindow for All {
+    ///     type In = i64; type Out = Vec<i64>;
+    ///     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(All) }
+    ///     fn process(&mut self, _: &Window, v: Vec<i64>, out: &mut Collector<Vec<i64>>) -> weir::Result<()> { out.emit(v); Ok(()) }
+    /// }
+    /// let mut h = weir::testing::Harness::window_process::<All>(&[
+    ///     ("weir.window.kind", "tumbling"), ("weir.window.size-ms", "10"),
+    /// ]).unwrap();
+    /// h.process::<_, _, Vec<i64>>("k", &1, Some(3)).unwrap();
+    /// h.process::<_, _, Vec<i64>>("k", &2, Some(4)).unwrap();
+    /// assert_eq!(h.advance_watermark::<Vec<i64>>(9).unwrap(), [vec![1, 2]]);
+    /// ```
+    pub fn window_process<P: crate::ProcessWindow>(
+        params: &[(&str, &str)],
+    ) -> crate::Result<Harness> {
+        Self::new(OperatorEntry::window_process::<P>("window"), params)
+    }
+
+    /// A harness for a timestamp assigner: its outputs are the inputs, with
+    /// [`Harness::timestamps`] telling their new timestamps.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// fn ts(r: &serde_json::Value) -> i64 { r["at"].as_i64().unwrap_or(0) }
+    /// let mut h = weir::testing::Harness::timestamps(ts);
+    /// let out: Vec<serde_json::Value> = h.process(&(), &serde_json::json!({"at": 42}), None).unwrap();
+    /// assert_eq!(out.len(), 1);
+    /// assert_eq!(h.last_timestamps(), [Some(42)]);
+    /// ```
+    pub fn timestamps<I: DeserializeOwned + 'static>(f: fn(&I) -> i64) -> Harness {
+        Self::new(OperatorEntry::timestamps("timestamps", f), &[]).expect("a function always opens")
+    }
+
     fn context(&self) -> BatchContext {
         BatchContext {
             watermark: self.watermark,
@@ -296,10 +374,30 @@ impl Harness {
                 None => self.side.push((name, values)),
             }
         }
+        self.timestamps = effects
+            .outputs
+            .entries
+            .iter()
+            .map(|e| e.timestamp)
+            .collect();
         values_of(effects.outputs)
             .iter()
             .map(|v| codec::decode(v))
             .collect()
+    }
+
+    /// The timestamps of the main outputs of the last call, in order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// fn same(n: i64) -> i64 { n }
+    /// let mut h = weir::testing::Harness::map(same);
+    /// h.process::<_, _, i64>(&(), &1, Some(5)).unwrap();
+    /// assert_eq!(h.last_timestamps(), [Some(5)]);
+    /// ```
+    pub fn last_timestamps(&self) -> &[Option<i64>] {
+        &self.timestamps
     }
 
     /// Process one record (with `key` on a keyed operator; ignored otherwise)

@@ -34,9 +34,20 @@ impl LoadedComponent {
     pub fn exported(&self) -> Vec<weir_model::ExportedOperator> {
         self.operators
             .iter()
-            .map(|o| weir_model::ExportedOperator {
-                name: o.name.clone(),
-                keyed: matches!(o.kind, crate::types::OperatorKind::KeyedProcess),
+            .map(|o| {
+                use crate::types::OperatorKind as K;
+                use weir_model::OperatorRole as R;
+                let role = match o.kind {
+                    K::Map | K::FlatMap | K::Filter => R::Transform,
+                    K::KeyedProcess => R::KeyedProcess,
+                    K::TimestampAssigner => R::TimestampAssigner,
+                    K::Window => R::Window,
+                };
+                weir_model::ExportedOperator {
+                    name: o.name.clone(),
+                    keyed: matches!(role, R::KeyedProcess | R::Window),
+                    role,
+                }
             })
             .collect()
     }

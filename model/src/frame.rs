@@ -14,6 +14,7 @@
 //! | 4 | `Barrier` | checkpoint id (u64) — reserved for checkpoints |
 //! | 5 | `EndOfStream` | — |
 //! | 6 | `Credit` | buffers granted (u32) |
+//! | 7 | `Idle` | — |
 //!
 //! Credit-based flow control: the sender may send a `Data` frame only while
 //! it holds credit, one per frame; the receiver grants credit for the
@@ -108,6 +109,7 @@ pub fn encode(frame: &Frame) -> Bytes {
             buf.put_u64(*id);
         }
         Frame::Message(StreamMessage::EndOfStream) => buf.put_u8(5),
+        Frame::Message(StreamMessage::Idle) => buf.put_u8(7),
         Frame::Credit(n) => {
             buf.put_u8(6);
             buf.put_u32(*n);
@@ -192,6 +194,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
             need(&buf, 4, "credit")?;
             Frame::Credit(buf.get_u32())
         }
+        7 => Frame::Message(StreamMessage::Idle),
         t => return Err(FrameError(format!("unknown tag {t}"))),
     };
     if buf.has_remaining() {
@@ -229,6 +232,7 @@ mod tests {
                 },
             ])),
             Frame::Message(StreamMessage::Watermark(i64::MAX)),
+            Frame::Message(StreamMessage::Idle),
             Frame::Barrier(42),
             Frame::Message(StreamMessage::EndOfStream),
             Frame::Credit(16),

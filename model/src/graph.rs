@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::keygroup::DEFAULT_MAX_PARALLELISM;
-use crate::manifest::{KeyBy, Manifest, ManifestError, SinkKind, SourceKind, substitute};
+use crate::manifest::{KeyBy, Manifest, ManifestError, Setting, SinkKind, SourceKind, substitute};
 
 /// A job ready to run: every parameter applied.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -38,6 +38,108 @@ pub struct Vertex {
     pub kind: VertexKind,
     /// Number of parallel subtasks.
     pub parallelism: u32,
+    /// Where watermarks are made: on a source (or its timestamp assigner)
+    /// with an event-time strategy.
+    #[serde(default)]
+    pub event_time: Option<EventTime>,
+}
+
+/// A source's event time: where timestamps come from and how watermarks
+/// follow them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EventTime {
+    /// A JSON pointer to the timestamp field (ms); `None`: the timestamps
+    /// the records carry (set by a timestamp assigner).
+    pub timestamp: Option<String>,
+    /// Bounded out-of-orderness: the watermark is the largest timestamp
+    /// seen, minus this, minus 1. Monotonous timestamps: 0.
+    pub max_delay_ms: i64,
+    /// Processing time between watermarks; 0: after every record that
+    /// advances it.
+    pub interval_ms: u64,
+    /// Without records for this long, a source subtask is idle and no
+    /// longer holds back the watermark downstream.
+    pub idle_timeout_ms: Option<u64>,
+}
+
+/// Default processing time between two watermarks of a source.
+pub const DEFAULT_WATERMARK_INTERVAL_MS: u64 = 200;
+
+/// The windows of a window operator.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WindowSpec {
+    /// How records are assigned to windows.
+    pub assigner: WindowAssigner,
+    /// On which time.
+    pub time: TimeCharacteristic,
+    /// How long after a window's end late records still update it.
+    pub allowed_lateness_ms: i64,
+}
+
+/// How records are assigned to windows.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum WindowAssigner {
+    /// `[k * size, (k + 1) * size)`: one window per record.
+    Tumbling {
+        /// Window length.
+        size_ms: i64,
+    },
+    /// Windows of `size` starting every `slide`: `size / slide` windows per
+    /// record.
+    Sliding {
+        /// Window length.
+        size_ms: i64,
+        /// Distance between starts.
+        slide_ms: i64,
+    },
+    /// `[t, t + gap)` per record, merged while they overlap.
+    Session {
+        /// Inactivity that ends a session.
+        gap_ms: i64,
+    },
+}
+
+/// Which clock windows follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TimeCharacteristic {
+    /// Records' timestamps; windows fire on watermarks.
+    Event,
+    /// The machine's clock.
+    Processing,
+}
+
+impl WindowSpec {
+    /// The spec as the guest receives it in its configuration
+    /// (`weir.window.*` entries; see `docs/operator-contract.md`).
+    pub fn config(&self) -> Vec<(String, String)> {
+        let mut c = Vec::new();
+        let mut put = |k: &str, v: String| c.push((format!("weir.window.{k}"), v));
+        match self.assigner {
+            WindowAssigner::Tumbling { size_ms } => {
+                put("kind", "tumbling".into());
+                put("size-ms", size_ms.to_string());
+            }
+            WindowAssigner::Sliding { size_ms, slide_ms } => {
+                put("kind", "sliding".into());
+                put("size-ms", size_ms.to_string());
+                put("slide-ms", slide_ms.to_string());
+            }
+            WindowAssigner::Session { gap_ms } => {
+                put("kind", "session".into());
+                put("gap-ms", gap_ms.to_string());
+            }
+        }
+        put(
+            "time",
+            match self.time {
+                TimeCharacteristic::Event => "event",
+                TimeCharacteristic::Processing => "processing",
+            }
+            .into(),
+        );
+        put("allowed-lateness-ms", self.allowed_lateness_ms.to_string());
+        c
+    }
 }
 
 /// What a vertex does.
@@ -51,6 +153,9 @@ pub enum VertexKind {
         function: String,
         /// How its input is keyed, for keyed operators.
         key_by: Option<KeyBy>,
+        /// Its windows, for a window operator.
+        #[serde(default)]
+        window: Option<WindowSpec>,
     },
     /// Writes records outside.
     Sink(SinkConfig),
@@ -68,6 +173,9 @@ pub enum SourceConfig {
     JsonLinesFile {
         /// The file.
         path: String,
+        /// Keep reading what is appended (the last subtask does); never ends.
+        #[serde(default)]
+        follow: bool,
     },
     /// Generated records.
     Generator {
@@ -148,6 +256,188 @@ fn number(what: &str, raw: &str) -> Result<u64, ManifestError> {
         .map_err(|_| ManifestError::BadParam(format!("{what} = {raw:?} is not a whole number")))
 }
 
+/// A source's event-time settings, if it has any.
+fn event_time(
+    s: &crate::manifest::SourceSpec,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<EventTime>, ManifestError> {
+    let setting = |what: &str, v: &Option<Setting>| -> Result<Option<i64>, ManifestError> {
+        let Some(v) = v else { return Ok(None) };
+        match v.resolve(&format!("{what} of `{}`", s.name), params)? {
+            Some(n) if n < 0 => Err(ManifestError::BadParam(format!(
+                "{what} of `{}` is {n}; it cannot be negative",
+                s.name
+            ))),
+            n => Ok(n),
+        }
+    };
+    let max_delay = setting("max-delay-ms", &s.max_delay_ms)?;
+    let interval = setting("watermark-interval-ms", &s.watermark_interval_ms)?;
+    let idle = setting("idle-timeout-ms", &s.idle_timeout_ms)?;
+    let timestamp = s
+        .timestamp
+        .as_deref()
+        .map(|t| substitute(t, params))
+        .transpose()?;
+    if let Some(t) = &timestamp {
+        if !t.starts_with('/') {
+            return Err(invalid(format!(
+                "source `{}`: timestamp {t:?} is not a JSON pointer such as \"/ts\"",
+                s.name
+            )));
+        }
+        if s.timestamp_assigner.is_some() {
+            return Err(invalid(format!(
+                "source `{}` has both `timestamp` and `timestamp-assigner`",
+                s.name
+            )));
+        }
+    }
+    let has_timestamps = timestamp.is_some() || s.timestamp_assigner.is_some();
+    let max_delay_ms = match (s.watermark.as_deref(), max_delay) {
+        (None, None) if !has_timestamps => {
+            if interval.is_some() || idle.is_some() {
+                return Err(invalid(format!(
+                    "source `{}` sets watermark options but has no `timestamp` or `timestamp-assigner`",
+                    s.name
+                )));
+            }
+            return Ok(None);
+        }
+        (Some(_), _) | (None, Some(_)) if !has_timestamps => {
+            return Err(invalid(format!(
+                "source `{}` has a watermark strategy but no `timestamp` or `timestamp-assigner`",
+                s.name
+            )));
+        }
+        (None | Some("monotonous"), None) => 0,
+        (Some("monotonous"), Some(_)) => {
+            return Err(invalid(format!(
+                "source `{}`: a monotonous watermark takes no `max-delay-ms`",
+                s.name
+            )));
+        }
+        (None | Some("bounded"), Some(d)) => d,
+        (Some("bounded"), None) => {
+            return Err(invalid(format!(
+                "source `{}`: a bounded watermark needs `max-delay-ms`",
+                s.name
+            )));
+        }
+        (Some(other), _) => {
+            return Err(invalid(format!(
+                "source `{}`: watermark {other:?} is not \"bounded\" or \"monotonous\"",
+                s.name
+            )));
+        }
+    };
+    Ok(Some(EventTime {
+        timestamp,
+        max_delay_ms,
+        interval_ms: interval.map_or(DEFAULT_WATERMARK_INTERVAL_MS, |i| i as u64),
+        idle_timeout_ms: idle.map(|i| i as u64),
+    }))
+}
+
+/// An operator's windows, if it has any.
+fn window_spec(
+    o: &crate::manifest::OperatorSpec,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<WindowSpec>, ManifestError> {
+    let Some(w) = &o.window else {
+        if o.allowed_lateness_ms.is_some() {
+            return Err(invalid(format!(
+                "operator `{}` has `allowed-lateness-ms` but no `window`",
+                o.name
+            )));
+        }
+        return Ok(None);
+    };
+    let positive = |what: &str, v: &Option<Setting>| -> Result<Option<i64>, ManifestError> {
+        let Some(v) = v else { return Ok(None) };
+        match v.resolve(&format!("window {what} of `{}`", o.name), params)? {
+            Some(n) if n <= 0 => Err(ManifestError::BadParam(format!(
+                "window {what} of `{}` is {n}; it must be positive",
+                o.name
+            ))),
+            n => Ok(n),
+        }
+    };
+    let need = |what: &str, v: Option<i64>| {
+        v.ok_or_else(|| {
+            invalid(format!(
+                "operator `{}`: a {} window needs `{what}`",
+                o.name, w.kind
+            ))
+        })
+    };
+    let size = positive("size-ms", &w.size_ms)?;
+    let slide = positive("slide-ms", &w.slide_ms)?;
+    let gap = positive("gap-ms", &w.gap_ms)?;
+    let assigner = match w.kind.as_str() {
+        "tumbling" => WindowAssigner::Tumbling {
+            size_ms: need("size-ms", size)?,
+        },
+        "sliding" => {
+            let size_ms = need("size-ms", size)?;
+            match slide {
+                None => WindowAssigner::Tumbling { size_ms },
+                Some(s) if s == size_ms => WindowAssigner::Tumbling { size_ms },
+                Some(slide_ms) if slide_ms > size_ms || size_ms % slide_ms != 0 => {
+                    return Err(ManifestError::BadParam(format!(
+                        "operator `{}`: window slide-ms {slide_ms} must divide size-ms {size_ms}",
+                        o.name
+                    )));
+                }
+                Some(slide_ms) => WindowAssigner::Sliding { size_ms, slide_ms },
+            }
+        }
+        "session" => WindowAssigner::Session {
+            gap_ms: need("gap-ms", gap)?,
+        },
+        other => {
+            return Err(invalid(format!(
+                "operator `{}`: window type {other:?} is not \"tumbling\", \"sliding\" or \"session\"",
+                o.name
+            )));
+        }
+    };
+    let time = match w.time.as_deref() {
+        None | Some("event") => TimeCharacteristic::Event,
+        Some("processing") => TimeCharacteristic::Processing,
+        Some(other) => {
+            return Err(invalid(format!(
+                "operator `{}`: window time {other:?} is not \"event\" or \"processing\"",
+                o.name
+            )));
+        }
+    };
+    let allowed_lateness_ms = match &o.allowed_lateness_ms {
+        None => 0,
+        Some(v) => match v.resolve(&format!("allowed-lateness-ms of `{}`", o.name), params)? {
+            None => 0,
+            Some(n) if n < 0 => {
+                return Err(ManifestError::BadParam(format!(
+                    "allowed-lateness-ms of `{}` is {n}; it cannot be negative",
+                    o.name
+                )));
+            }
+            Some(n) => n,
+        },
+    };
+    if o.key_by.is_none() {
+        return Err(invalid(format!(
+            "operator `{}`: windows need a keyed input (`key-by`)",
+            o.name
+        )));
+    }
+    Ok(Some(WindowSpec {
+        assigner,
+        time,
+        allowed_lateness_ms,
+    }))
+}
+
 impl JobGraph {
     /// Build the graph of `manifest` with the given parameter values and an
     /// optional parallelism that overrides the manifest's default.
@@ -226,17 +516,21 @@ impl JobGraph {
                 name: name.to_owned(),
                 kind,
                 parallelism: p,
+                event_time: None,
             });
             Ok(id)
         };
+        // A source with a timestamp assigner is read through it.
+        let mut read_as: BTreeMap<String, usize> = BTreeMap::new();
 
         for s in &manifest.sources {
             let config = match &s.kind {
                 SourceKind::TextFile { path } => SourceConfig::TextFile {
                     path: substitute(path, &params)?,
                 },
-                SourceKind::JsonLinesFile { path } => SourceConfig::JsonLinesFile {
+                SourceKind::JsonLinesFile { path, follow } => SourceConfig::JsonLinesFile {
                     path: substitute(path, &params)?,
+                    follow: *follow,
                 },
                 SourceKind::Generator {
                     count,
@@ -274,10 +568,41 @@ impl JobGraph {
                 }
             };
             let p = check(&s.name, s.parallelism.unwrap_or(default_parallelism))?;
-            add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
+            let id = add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
+            let event_time = event_time(s, &params)?;
+            match &s.timestamp_assigner {
+                None => vertices[id].event_time = event_time,
+                Some(function) => {
+                    let name = format!("{}.timestamps", s.name);
+                    let a = add(
+                        &mut vertices,
+                        &name,
+                        VertexKind::Operator {
+                            function: function.clone(),
+                            key_by: None,
+                            window: None,
+                        },
+                        p,
+                    )?;
+                    vertices[a].event_time = event_time.or(Some(EventTime {
+                        timestamp: None,
+                        max_delay_ms: 0,
+                        interval_ms: DEFAULT_WATERMARK_INTERVAL_MS,
+                        idle_timeout_ms: None,
+                    }));
+                    edges.push(Edge {
+                        from: id,
+                        side_output: None,
+                        to: a,
+                        partitioning: Partitioning::Forward,
+                    });
+                    read_as.insert(s.name.clone(), a);
+                }
+            }
         }
 
-        let single_source = (manifest.sources.len() == 1).then_some(0);
+        let single_source = (manifest.sources.len() == 1)
+            .then(|| read_as.get(&manifest.sources[0].name).copied().unwrap_or(0));
         let mut previous: Option<usize> = single_source;
         let lookup = |vertices: &Vec<Vertex>,
                       input: &str,
@@ -292,6 +617,10 @@ impl JobGraph {
                     "`{who}` reads `{name}`, which is not a source or operator defined before it"
                 ))
             })?;
+            let v = match (read_as.get(name), &side) {
+                (Some(&a), None) => &vertices[a],
+                _ => v,
+            };
             match (&v.kind, &side) {
                 (VertexKind::Sink(_), _) => {
                     Err(invalid(format!("`{who}` reads the sink `{name}`")))
@@ -304,9 +633,22 @@ impl JobGraph {
         };
 
         for o in &manifest.operators {
-            let (from, side) = match &o.input {
-                Some(input) => lookup(&vertices, input, &o.name)?,
-                None => (
+            let inputs: Vec<(usize, Option<String>)> = match (&o.input, &o.inputs) {
+                (Some(_), Some(_)) => {
+                    return Err(invalid(format!(
+                        "operator `{}` has both `input` and `inputs`",
+                        o.name
+                    )));
+                }
+                (None, Some(list)) if list.is_empty() => {
+                    return Err(invalid(format!("operator `{}`: `inputs` is empty", o.name)));
+                }
+                (None, Some(list)) => list
+                    .iter()
+                    .map(|i| lookup(&vertices, i, &o.name))
+                    .collect::<Result<_, _>>()?,
+                (Some(input), None) => vec![lookup(&vertices, input, &o.name)?],
+                (None, None) => vec![(
                     previous.ok_or_else(|| {
                         invalid(format!(
                             "operator `{}` must name its `input`: the job has several sources",
@@ -314,30 +656,34 @@ impl JobGraph {
                         ))
                     })?,
                     None,
-                ),
+                )],
             };
             let key_by = o.key_by.as_deref().map(str::parse::<KeyBy>).transpose()?;
             let p = check(&o.name, o.parallelism.unwrap_or(default_parallelism))?;
-            let partitioning = match &key_by {
-                Some(k) => Partitioning::Hash(k.clone()),
-                None if vertices[from].parallelism == p => Partitioning::Forward,
-                None => Partitioning::Rebalance,
-            };
+            let window = window_spec(o, &params)?;
             let id = add(
                 &mut vertices,
                 &o.name,
                 VertexKind::Operator {
                     function: o.function.clone(),
-                    key_by,
+                    key_by: key_by.clone(),
+                    window,
                 },
                 p,
             )?;
-            edges.push(Edge {
-                from,
-                side_output: side,
-                to: id,
-                partitioning,
-            });
+            for (from, side) in inputs {
+                let partitioning = match &key_by {
+                    Some(k) => Partitioning::Hash(k.clone()),
+                    None if vertices[from].parallelism == p => Partitioning::Forward,
+                    None => Partitioning::Rebalance,
+                };
+                edges.push(Edge {
+                    from,
+                    side_output: side,
+                    to: id,
+                    partitioning,
+                });
+            }
             previous = Some(id);
         }
 
@@ -435,8 +781,23 @@ impl JobGraph {
 pub struct ExportedOperator {
     /// Its name.
     pub name: String,
-    /// Whether it needs a keyed input (a keyed process).
+    /// Whether it needs a keyed input (a keyed process, a window function).
     pub keyed: bool,
+    /// What it is.
+    pub role: OperatorRole,
+}
+
+/// What an exported operator is, as far as planning goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorRole {
+    /// Records in, records out (map, flat map, filter, process).
+    Transform,
+    /// A keyed process function.
+    KeyedProcess,
+    /// Assigns event timestamps (a source's `timestamp-assigner`).
+    TimestampAssigner,
+    /// A window function: needs a `window`.
+    Window,
 }
 
 impl JobGraph {
@@ -444,7 +805,12 @@ impl JobGraph {
     /// function exists, and keyed operators have a `key-by`.
     pub fn check_operators(&self, exported: &[ExportedOperator]) -> Result<(), ManifestError> {
         for v in &self.vertices {
-            let VertexKind::Operator { function, key_by } = &v.kind else {
+            let VertexKind::Operator {
+                function,
+                key_by,
+                window,
+            } = &v.kind
+            else {
                 continue;
             };
             let Some(op) = exported.iter().find(|o| &o.name == function) else {
@@ -459,6 +825,28 @@ impl JobGraph {
                     }
                 )));
             };
+            let assigner = v.event_time.is_some();
+            match (op.role, window.is_some(), assigner) {
+                (OperatorRole::Window, false, _) => {
+                    return Err(invalid(format!(
+                        "operator `{}`: `{function}` is a window function and needs a `window` (tumbling, sliding or session)",
+                        v.name
+                    )));
+                }
+                (role, true, _) if role != OperatorRole::Window => {
+                    return Err(invalid(format!(
+                        "operator `{}` has a `window`, but `{function}` is not a window function (window_aggregate or window_process)",
+                        v.name
+                    )));
+                }
+                (role, _, true) if role != OperatorRole::TimestampAssigner => {
+                    return Err(invalid(format!(
+                        "`{}`: the timestamp assigner `{function}` is not a timestamps function",
+                        v.name
+                    )));
+                }
+                _ => {}
+            }
             if op.keyed && key_by.is_none() {
                 return Err(invalid(format!(
                     "operator `{}`: `{function}` is a keyed process and needs `key-by` (\"value\", \"key\" or a JSON pointer)",
@@ -467,5 +855,116 @@ impl JobGraph {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    fn build(extra_source: &str, extra_op: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n{extra_source}\n\
+             [[operator]]\nname='w'\nfunction='f'\nkey-by='/k'\n{extra_op}\n[[sink]]\nname='o'\ntype='stdout'\n"
+        ))?;
+        JobGraph::build(&m, BTreeMap::new(), None)
+    }
+
+    fn err(extra_source: &str, extra_op: &str) -> String {
+        build(extra_source, extra_op).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn event_time_settings_become_the_source_strategy() {
+        let g = build(
+            "timestamp='/ts'\nwatermark='bounded'\nmax-delay-ms=250\nidle-timeout-ms='5000'",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            g.vertices[0].event_time,
+            Some(EventTime {
+                timestamp: Some("/ts".into()),
+                max_delay_ms: 250,
+                interval_ms: DEFAULT_WATERMARK_INTERVAL_MS,
+                idle_timeout_ms: Some(5000),
+            })
+        );
+        let g = build("timestamp='/ts'", "").unwrap();
+        assert_eq!(g.vertices[0].event_time.as_ref().unwrap().max_delay_ms, 0);
+        assert_eq!(build("", "").unwrap().vertices[0].event_time, None);
+    }
+
+    #[test]
+    fn a_timestamp_assigner_is_chained_after_its_source() {
+        let g = build("timestamp-assigner='ts'\nwatermark-interval-ms=0", "").unwrap();
+        assert_eq!(g.vertices[1].name, "s.timestamps");
+        assert_eq!(g.vertices[1].event_time.as_ref().unwrap().interval_ms, 0);
+        // The operator reads the assigner, and they chain.
+        assert!(g.edges.iter().any(|e| e.from == 1 && e.to == 2));
+        assert_eq!(g.tasks()[0].vertices, [0, 1]);
+    }
+
+    #[test]
+    fn bad_event_time_settings_are_named() {
+        assert!(err("watermark='bounded'\nmax-delay-ms=5", "").contains("no `timestamp`"));
+        assert!(err("timestamp='/ts'\nwatermark='bounded'", "").contains("needs `max-delay-ms`"));
+        assert!(err("timestamp='/ts'\nwatermark='late'", "").contains("\"late\""));
+        assert!(err("timestamp='ts'", "").contains("not a JSON pointer"));
+        assert!(err("timestamp='/ts'\nmax-delay-ms=-1", "").contains("cannot be negative"));
+        assert!(err("timestamp='/ts'\nmax-delay-ms='soon'", "").contains("not a whole number"));
+        assert!(err("timestamp='/ts'\ntimestamp-assigner='f'", "").contains("both `timestamp`"));
+    }
+
+    #[test]
+    fn windows_are_checked() {
+        let g = build(
+            "timestamp='/ts'",
+            "window={type='sliding', size-ms=60000, slide-ms=''}\nallowed-lateness-ms=5",
+        )
+        .unwrap();
+        let VertexKind::Operator { window, .. } = &g.vertices[1].kind else {
+            panic!()
+        };
+        assert_eq!(
+            window,
+            &Some(WindowSpec {
+                assigner: WindowAssigner::Tumbling { size_ms: 60000 },
+                time: TimeCharacteristic::Event,
+                allowed_lateness_ms: 5,
+            })
+        );
+        assert!(err("", "window={type='sliding', size-ms=100, slide-ms=30}").contains("divide"));
+        assert!(err("", "window={type='session'}").contains("needs `gap-ms`"));
+        assert!(err("", "window={type='hopping', size-ms=1}").contains("\"hopping\""));
+        assert!(err("", "window={type='tumbling', size-ms=0}").contains("must be positive"));
+        assert!(err("", "allowed-lateness-ms=5").contains("no `window`"));
+        assert!(err("", "window={type='tumbling', size-ms=10, time='wall'}").contains("\"wall\""));
+    }
+
+    #[test]
+    fn window_functions_and_windows_go_together() {
+        let exported = |role| {
+            vec![ExportedOperator {
+                name: "f".into(),
+                keyed: true,
+                role,
+            }]
+        };
+        let windowed = build("", "window={type='tumbling', size-ms=10}").unwrap();
+        let plain = build("", "").unwrap();
+        assert!(
+            windowed
+                .check_operators(&exported(OperatorRole::Window))
+                .is_ok()
+        );
+        let e = plain
+            .check_operators(&exported(OperatorRole::Window))
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a `window`"), "{e}");
+        let e = windowed
+            .check_operators(&exported(OperatorRole::KeyedProcess))
+            .unwrap_err();
+        assert!(e.to_string().contains("not a window function"), "{e}");
     }
 }

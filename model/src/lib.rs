@@ -28,6 +28,8 @@ pub mod proto {
 }
 
 pub use execution::ExecutionGraph;
-pub use graph::{Edge, ExportedOperator, JobGraph, Partitioning, Task, Vertex, VertexKind};
+pub use graph::{
+    Edge, ExportedOperator, JobGraph, OperatorRole, Partitioning, Task, Vertex, VertexKind,
+};
 pub use manifest::{KeyBy, Manifest, ManifestError};
 pub use record::{Record, StreamMessage};

@@ -146,6 +146,87 @@ pub struct SourceSpec {
     /// Parallelism, when not the job's.
     #[serde(default)]
     pub parallelism: Option<u32>,
+    /// Event time: a JSON pointer to an integer field of each record holding
+    /// its timestamp in ms (`"/ts"`).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// Event time: an exported `timestamps` operator that assigns each
+    /// record's timestamp (instead of `timestamp`).
+    #[serde(default)]
+    pub timestamp_assigner: Option<String>,
+    /// Watermark strategy: `bounded` (bounded out-of-orderness, with
+    /// `max-delay-ms`) or `monotonous` (timestamps never go back).
+    #[serde(default)]
+    pub watermark: Option<String>,
+    /// How far behind the largest timestamp seen a record may still come.
+    #[serde(default)]
+    pub max_delay_ms: Option<Setting>,
+    /// How often a watermark is emitted, in ms of processing time (default
+    /// 200); 0 emits one after every record that advances it.
+    #[serde(default)]
+    pub watermark_interval_ms: Option<Setting>,
+    /// A source subtask without records for this long is idle: it no longer
+    /// holds back the watermark downstream until it has records again.
+    #[serde(default)]
+    pub idle_timeout_ms: Option<Setting>,
+}
+
+/// A number in the manifest: written as a number or as a string that may
+/// use job parameters (`"${max_delay}"`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Setting {
+    /// `5000`
+    Number(i64),
+    /// `"${delay}"`
+    Text(String),
+}
+
+impl Setting {
+    /// The text with parameters applied, or `None` when it is empty.
+    pub fn resolve(
+        &self,
+        what: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Result<Option<i64>, ManifestError> {
+        match self {
+            Setting::Number(n) => Ok(Some(*n)),
+            Setting::Text(t) => {
+                let t = substitute(t, params)?;
+                let t = t.trim();
+                if t.is_empty() {
+                    return Ok(None);
+                }
+                t.parse().map(Some).map_err(|_| {
+                    ManifestError::BadParam(format!("{what} = {t:?} is not a whole number"))
+                })
+            }
+        }
+    }
+}
+
+/// A `window` of an operator: `{ type = "tumbling", size-ms = 60000 }`,
+/// `{ type = "sliding", size-ms = 60000, slide-ms = 10000 }` (an empty
+/// `slide-ms` makes it tumbling) or `{ type = "session", gap-ms = 30000 }`;
+/// `time = "processing"` for processing-time windows (default `"event"`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct WindowTable {
+    /// `tumbling`, `sliding` or `session`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Window size (tumbling, sliding).
+    #[serde(default)]
+    pub size_ms: Option<Setting>,
+    /// Distance between window starts (sliding).
+    #[serde(default)]
+    pub slide_ms: Option<Setting>,
+    /// Inactivity that closes a session.
+    #[serde(default)]
+    pub gap_ms: Option<Setting>,
+    /// `event` (default) or `processing`.
+    #[serde(default)]
+    pub time: Option<String>,
 }
 
 /// The kinds of source.
@@ -162,6 +243,10 @@ pub enum SourceKind {
     JsonLinesFile {
         /// The file.
         path: String,
+        /// Keep reading lines appended to the file, as `tail -f` does: the
+        /// source never ends.
+        #[serde(default)]
+        follow: bool,
     },
     /// Generated records: `{"seq": n}` or lines of words.
     Generator {
@@ -188,12 +273,23 @@ pub struct OperatorSpec {
     /// What it reads: a source or operator name (default: the element before).
     #[serde(default)]
     pub input: Option<String>,
+    /// Several inputs, read as one stream (a union), instead of `input`.
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
     /// Partition its input by this key (required by keyed operators).
     #[serde(default)]
     pub key_by: Option<String>,
     /// Parallelism, when not the job's.
     #[serde(default)]
     pub parallelism: Option<u32>,
+    /// Windows, for a window operator (`window_aggregate`,
+    /// `window_process` in the SDK).
+    #[serde(default)]
+    pub window: Option<WindowTable>,
+    /// How long after a window's end (in event time) late records still
+    /// update it; later ones go to the side output `late`.
+    #[serde(default)]
+    pub allowed_lateness_ms: Option<Setting>,
 }
 
 /// A `[[sink]]` table.

@@ -35,6 +35,9 @@ pub enum StreamMessage {
     Data(Vec<Record>),
     /// Every later record on this channel has a timestamp above this one.
     Watermark(i64),
+    /// The sender has no records for now: until its next record or
+    /// watermark, this channel does not hold back the receiver's watermark.
+    Idle,
     /// The sender finished; its channel carries nothing more.
     EndOfStream,
 }

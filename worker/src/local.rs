@@ -17,7 +17,8 @@ use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
 use crate::sinks::SharedSink;
-use crate::task::{Canceled, ChainNode, Counters, Head, NodeOp, Route, Subtask};
+use crate::task::{Canceled, ChainNode, Counters, EventClock, Head, NodeOp, Route, Subtask};
+use crate::watermark::WatermarkGenerator;
 
 /// Where one chain node's main and side outputs go.
 type Routes = (Vec<Route>, Vec<(String, Route)>);
@@ -273,6 +274,19 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     Head::Input { rx, channels }
                 }
             };
+            // A source task with event time makes watermarks where the
+            // timestamps are: at the source or its timestamp assigner.
+            let clock = match &graph.vertices[t.vertices[0]].kind {
+                VertexKind::Source(_) => t.vertices.iter().enumerate().find_map(|(i, &v)| {
+                    graph.vertices[v].event_time.clone().map(|et| EventClock {
+                        node: i,
+                        pointer: et.timestamp.clone(),
+                        generator: WatermarkGenerator::new(et, Instant::now()),
+                        pending: None,
+                    })
+                }),
+                _ => None,
+            };
             let vertices: Vec<usize> = t.vertices.clone();
             let factory = job.factory.clone();
             let graph = graph.clone();
@@ -321,6 +335,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         cancel: cancel.clone(),
                         batch_size,
                         runtime: rt,
+                        clock,
                     }
                     .run()
                 })();

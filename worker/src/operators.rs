@@ -103,9 +103,16 @@ impl OperatorFactory for WasmOperatorFactory {
         vertex: &Vertex,
         subtask: u32,
     ) -> Result<Box<dyn StreamOperator>, OperatorError> {
-        let VertexKind::Operator { function, .. } = &vertex.kind else {
+        let VertexKind::Operator {
+            function, window, ..
+        } = &vertex.kind
+        else {
             unreachable!("operators are created for operator vertices only")
         };
+        let mut config = self.params.clone();
+        if let Some(w) = window {
+            config.extend(w.config());
+        }
         let ident = TaskIdent {
             job: job.to_owned(),
             operator: vertex.name.clone(),
@@ -115,7 +122,7 @@ impl OperatorFactory for WasmOperatorFactory {
             self.runtime.clone(),
             self.component.clone(),
             function,
-            self.params.clone(),
+            config,
             ident,
             Box::new(MemoryStateBackend::new()),
         )?;

@@ -14,13 +14,22 @@ pub trait Sink: Send {
     fn write(&mut self, batch: &[Record]) -> anyhow::Result<()>;
     /// The input ended: make everything durable.
     fn finish(&mut self) -> anyhow::Result<()>;
+    /// Time went on (a watermark): make what was written visible, at most
+    /// every [`FLUSH_INTERVAL`].
+    fn flush(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
+
+/// How often a sink writes out its buffer while a job runs.
+pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The writer shared by the subtasks of one sink vertex.
 #[derive(Clone)]
 pub struct SharedSink {
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     what: String,
+    flushed: std::time::Instant,
 }
 
 impl SharedSink {
@@ -57,6 +66,7 @@ impl SharedSink {
         Ok(SharedSink {
             writer: Arc::new(Mutex::new(writer)),
             what,
+            flushed: std::time::Instant::now(),
         })
     }
 
@@ -83,5 +93,13 @@ impl Sink for SharedSink {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         w.flush()
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if self.flushed.elapsed() < FLUSH_INTERVAL {
+            return Ok(());
+        }
+        self.flushed = std::time::Instant::now();
+        self.finish()
     }
 }

@@ -26,12 +26,15 @@ pub fn open(
             parallelism,
             LineFormat::Text,
         )?),
-        SourceConfig::JsonLinesFile { path } => Box::new(FileSplit::open(
-            path,
-            subtask,
-            parallelism,
-            LineFormat::JsonLines,
-        )?),
+        SourceConfig::JsonLinesFile { path, follow } => {
+            let mut split = FileSplit::open(path, subtask, parallelism, LineFormat::JsonLines)?;
+            // The last split goes on with whatever is appended.
+            split.follow = *follow && subtask + 1 == parallelism;
+            if split.follow {
+                split.end = u64::MAX;
+            }
+            Box::new(split)
+        }
         SourceConfig::Generator {
             count,
             pattern,
@@ -64,7 +67,12 @@ struct FileSplit {
     format: LineFormat,
     line: Vec<u8>,
     path: String,
+    /// Keep reading past the end of the file, as it grows.
+    follow: bool,
 }
+
+/// How long a following file source waits for the file to grow.
+const FOLLOW_POLL: Duration = Duration::from_millis(20);
 
 impl FileSplit {
     fn open(
@@ -94,6 +102,7 @@ impl FileSplit {
             format,
             line: Vec::new(),
             path: path.to_owned(),
+            follow: false,
         })
     }
 }
@@ -107,6 +116,15 @@ impl Source for FileSplit {
                 .reader
                 .read_until(b'\n', &mut self.line)
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", self.path))?;
+            if self.follow && self.line.last() != Some(&b'\n') {
+                // The end of the file for now (maybe in the middle of a line
+                // being written): read it again later.
+                self.reader.seek(SeekFrom::Start(self.pos))?;
+                if batch.is_empty() {
+                    std::thread::sleep(FOLLOW_POLL);
+                }
+                break;
+            }
             if n == 0 {
                 self.pos = self.end;
                 break;
@@ -288,5 +306,33 @@ mod tests {
             .collect();
         got.sort();
         assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(test)]
+mod follow_tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_followed_file_is_read_as_it_grows_whole_lines_only() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "{{\"a\":1}}").unwrap();
+        let config = SourceConfig::JsonLinesFile {
+            path: f.path().to_str().unwrap().to_owned(),
+            follow: true,
+        };
+        let mut s = open(&config, 0, 1).unwrap();
+        let b = s.next_batch(10).unwrap().unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(s.next_batch(10).unwrap().unwrap().len(), 0, "no end");
+        write!(f, "{{\"a\":").unwrap();
+        f.flush().unwrap();
+        assert_eq!(s.next_batch(10).unwrap().unwrap().len(), 0, "half a line");
+        writeln!(f, "2}}").unwrap();
+        f.flush().unwrap();
+        let b = s.next_batch(10).unwrap().unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].value, b"{\"a\":2}");
     }
 }

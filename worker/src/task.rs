@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::Receiver;
 use weir_host::{BatchContext, BatchOutput, now_ms};
@@ -27,7 +27,7 @@ use crate::operators::StreamOperator;
 use crate::partition::{Envelope, NetworkOutput, PartitionError};
 use crate::sinks::Sink;
 use crate::sources::Source;
-use crate::watermark::WatermarkTracker;
+use crate::watermark::{WatermarkGenerator, WatermarkTracker, timestamp_at};
 
 /// How often a subtask waiting for input checks whether the job was canceled.
 const CANCEL_CHECK: Duration = Duration::from_millis(200);
@@ -110,6 +110,19 @@ pub enum Head {
     },
 }
 
+/// Where a source task's watermarks are made: the node whose output
+/// carries the timestamps (the source, or its timestamp assigner).
+pub struct EventClock {
+    /// The node (index in the chain).
+    pub node: usize,
+    /// The watermarks.
+    pub generator: WatermarkGenerator,
+    /// Where timestamps are read from the source's records, if they are.
+    pub pointer: Option<String>,
+    /// A punctuated watermark the last batch allowed, not emitted yet.
+    pub pending: Option<i64>,
+}
+
 /// A subtask ready to run.
 pub struct Subtask {
     /// "task-name[i]", for errors.
@@ -126,6 +139,8 @@ pub struct Subtask {
     pub batch_size: usize,
     /// For timed waits on the input.
     pub runtime: tokio::runtime::Handle,
+    /// Watermarks of a source task with event time.
+    pub clock: Option<EventClock>,
 }
 
 fn partition_error(e: PartitionError, node: &str) -> anyhow::Error {
@@ -162,16 +177,18 @@ impl Subtask {
                 })?;
                 match batch {
                     None => break,
-                    Some(b) if b.is_empty() => {}
+                    Some(b) if b.is_empty() => self.flush_sinks()?,
                     Some(b) => {
-                        self.push(0, b, watermark)?;
+                        self.push_source(b, &mut watermark)?;
                         self.flush()?;
                     }
                 }
+                self.source_time(&mut watermark)?;
                 self.processing_timers(watermark)?;
             },
             Head::Input { mut rx, channels } => {
                 let mut tracker = WatermarkTracker::new(channels);
+                let mut idle = false;
                 loop {
                     // Wait for input at most until the next timer is due, and
                     // never longer than CANCEL_CHECK (senders in other
@@ -197,22 +214,35 @@ impl Subtask {
                         return Err(Canceled.into());
                     };
                     if let Some((channel, message)) = message {
+                        let channel = channel as usize;
                         let advanced = match message {
                             StreamMessage::Data(batch) => {
+                                tracker.active(channel);
                                 self.push(0, batch, watermark)?;
                                 None
                             }
-                            StreamMessage::Watermark(wm) => tracker.update(channel as usize, wm),
-                            StreamMessage::EndOfStream => tracker.end(channel as usize),
+                            StreamMessage::Watermark(wm) => tracker.update(channel, wm),
+                            StreamMessage::Idle => tracker.idle(channel),
+                            StreamMessage::EndOfStream => tracker.end(channel),
                         };
-                        if let Some(wm) = advanced.filter(|wm| *wm < MAX_WATERMARK) {
+                        if let Some(wm) = advanced {
                             watermark = Some(wm);
                             self.advance_watermark(wm)?;
                         }
+                        // Idle when every open input is: say so downstream.
+                        let now_idle = tracker.is_idle();
+                        if now_idle && !idle {
+                            self.broadcast(StreamMessage::Idle)?;
+                        }
+                        idle = now_idle;
                         self.flush()?;
                         if tracker.all_ended() {
                             break;
                         }
+                    } else {
+                        // Nothing came for a while: what the sinks hold
+                        // becomes visible.
+                        self.flush_sinks()?;
                     }
                     if self.cancel.load(Ordering::Relaxed) {
                         return Err(Canceled.into());
@@ -223,7 +253,9 @@ impl Subtask {
         }
         // End of input: fire every event-time timer, finish sinks, tell
         // the receivers.
-        self.advance_watermark(MAX_WATERMARK)?;
+        if watermark != Some(MAX_WATERMARK) {
+            self.advance_watermark(MAX_WATERMARK)?;
+        }
         for node in &mut self.nodes {
             if let NodeOp::Sink(sink) = &mut node.op {
                 sink.finish()
@@ -269,6 +301,16 @@ impl Subtask {
         out: BatchOutput,
         watermark: Option<i64>,
     ) -> anyhow::Result<()> {
+        if let Some(clock) = self.clock.as_mut().filter(|c| c.node == node && node > 0) {
+            // A timestamp assigner's output: its timestamps make the
+            // watermarks.
+            let now = Instant::now();
+            for r in &out.main {
+                if let Some(wm) = clock.generator.observe(r.timestamp, now) {
+                    clock.pending = Some(wm);
+                }
+            }
+        }
         let n = &self.nodes[node];
         let produced = out.main.len() + out.side.iter().map(|(_, r)| r.len()).sum::<usize>();
         n.counters
@@ -330,17 +372,105 @@ impl Subtask {
         Ok(())
     }
 
+    /// A source's batch: timestamps read, watermarks made (in punctuated
+    /// mode, one after every record that advances it), records pushed.
+    fn push_source(
+        &mut self,
+        mut batch: Vec<Record>,
+        watermark: &mut Option<i64>,
+    ) -> anyhow::Result<()> {
+        let Some(clock) = self.clock.as_mut() else {
+            return self.push(0, batch, *watermark);
+        };
+        if clock.node > 0 {
+            // Timestamps come from the assigner after the source.
+            self.push(0, batch, *watermark)?;
+            if let Some(wm) = self.clock.as_mut().and_then(|c| c.pending.take()) {
+                *watermark = Some(wm);
+                self.advance_watermark(wm)?;
+            }
+            return Ok(());
+        }
+        if let Some(pointer) = &clock.pointer {
+            for r in &mut batch {
+                let t = timestamp_at(&r.value, pointer).map_err(|e| {
+                    anyhow::anyhow!("source `{}` ({}): {e}", self.nodes[0].name, self.name)
+                })?;
+                r.timestamp = Some(t);
+            }
+        }
+        let now = Instant::now();
+        let mut run = Vec::new();
+        for r in batch {
+            let t = r.timestamp;
+            run.push(r);
+            let advanced = self
+                .clock
+                .as_mut()
+                .and_then(|c| c.generator.observe(t, now));
+            if let Some(wm) = advanced {
+                self.push(0, std::mem::take(&mut run), *watermark)?;
+                *watermark = Some(wm);
+                self.advance_watermark(wm)?;
+            }
+        }
+        if run.is_empty() {
+            return Ok(());
+        }
+        self.push(0, run, *watermark)
+    }
+
+    /// A source task's periodic watermark and idleness.
+    fn source_time(&mut self, watermark: &mut Option<i64>) -> anyhow::Result<()> {
+        let Some(clock) = self.clock.as_mut() else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let due = clock.generator.due(now);
+        let idle = clock.generator.went_idle(now);
+        if let Some(wm) = due {
+            *watermark = Some(wm);
+            self.advance_watermark(wm)?;
+            self.flush()?;
+        }
+        if idle {
+            self.broadcast(StreamMessage::Idle)?;
+        }
+        Ok(())
+    }
+
+    fn broadcast(&mut self, message: StreamMessage) -> anyhow::Result<()> {
+        for out in &mut self.outputs {
+            out.broadcast(message.clone())
+                .map_err(|e| partition_error(e, "task"))?;
+        }
+        Ok(())
+    }
+
     fn advance_watermark(&mut self, wm: i64) -> anyhow::Result<()> {
         let ctx = self.ctx(Some(wm));
         for i in 0..self.nodes.len() {
-            if let NodeOp::Operator(op) = &mut self.nodes[i].op {
-                let out = op.on_watermark(ctx)?;
-                self.route(i, out, Some(wm))?;
+            match &mut self.nodes[i].op {
+                NodeOp::Operator(op) => {
+                    let out = op.on_watermark(ctx)?;
+                    self.route(i, out, Some(wm))?;
+                }
+                NodeOp::Sink(_) | NodeOp::Source => {}
             }
         }
-        for out in &mut self.outputs {
-            out.broadcast(StreamMessage::Watermark(wm))
-                .map_err(|e| partition_error(e, "task"))?;
+        // What windows fired becomes visible as time goes on.
+        self.flush_sinks()?;
+        self.broadcast(StreamMessage::Watermark(wm))
+    }
+
+    /// Write out what the sinks hold (each at most every
+    /// [`crate::sinks::FLUSH_INTERVAL`]).
+    fn flush_sinks(&mut self) -> anyhow::Result<()> {
+        for node in &mut self.nodes {
+            if let NodeOp::Sink(sink) = &mut node.op {
+                sink.flush()
+                    .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", node.name, self.name))?;
+            }
         }
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! Watermarks per input channel.
 
 /// Tracks the largest watermark seen on each input channel; the task's
-/// watermark is the minimum of those, over channels that have not ended.
+/// watermark is the minimum of those, over channels that have neither ended
+/// nor gone idle. A channel that never sent a watermark holds time back
+/// until it does, ends, or goes idle.
 ///
 /// ```
 /// use weir_worker::watermark::WatermarkTracker;
@@ -11,11 +13,26 @@
 /// assert_eq!(w.update(1, 20), Some(10));
 /// assert_eq!(w.update(0, 8), None); // never goes back
 /// assert_eq!(w.end(0), Some(20));
+///
+/// // An idle channel does not hold time back; it counts again once it
+/// // sends data or a watermark.
+/// let mut w = WatermarkTracker::new(2);
+/// assert_eq!(w.update(0, 100), None);
+/// assert_eq!(w.idle(1), Some(100));
+/// assert_eq!(w.update(0, 150), Some(150));
+/// w.active(1);
+/// assert_eq!(w.update(0, 200), None); // channel 1 is back, at nothing yet
+/// assert_eq!(w.update(1, 180), Some(180));
+/// assert!(!w.is_idle());
+/// assert_eq!(w.idle(0), None);
+/// assert_eq!(w.idle(1), None);
+/// assert!(w.is_idle());
 /// ```
 #[derive(Debug, Clone)]
 pub struct WatermarkTracker {
     channels: Vec<Option<i64>>,
     ended: Vec<bool>,
+    idle: Vec<bool>,
     current: Option<i64>,
 }
 
@@ -25,6 +42,7 @@ impl WatermarkTracker {
         WatermarkTracker {
             channels: vec![None; channels],
             ended: vec![false; channels],
+            idle: vec![false; channels],
             current: None,
         }
     }
@@ -37,10 +55,23 @@ impl WatermarkTracker {
     /// Channel `channel` sent watermark `wm`; returns the task's new
     /// watermark if it advanced.
     pub fn update(&mut self, channel: usize, wm: i64) -> Option<i64> {
+        self.idle[channel] = false;
         let seen = &mut self.channels[channel];
         if seen.is_none_or(|s| wm > s) {
             *seen = Some(wm);
         }
+        self.recompute()
+    }
+
+    /// Channel `channel` sent records: it is active again.
+    pub fn active(&mut self, channel: usize) {
+        self.idle[channel] = false;
+    }
+
+    /// Channel `channel` went idle: it no longer holds time back. Returns the
+    /// new watermark if it advanced.
+    pub fn idle(&mut self, channel: usize) -> Option<i64> {
+        self.idle[channel] = true;
         self.recompute()
     }
 
@@ -56,22 +87,181 @@ impl WatermarkTracker {
         self.ended.iter().all(|e| *e)
     }
 
+    /// Whether every channel that has not ended is idle (and one has not
+    /// ended): the task itself is idle.
+    pub fn is_idle(&self) -> bool {
+        let mut open = self.ended.iter().zip(&self.idle).filter(|(e, _)| !**e);
+        let mut any = false;
+        let all_idle = open.all(|(_, i)| {
+            any = true;
+            *i
+        });
+        any && all_idle
+    }
+
     fn recompute(&mut self) -> Option<i64> {
         let mut min: Option<i64> = None;
-        for (seen, ended) in self.channels.iter().zip(&self.ended) {
-            if *ended {
+        let mut open = 0;
+        for ((seen, ended), idle) in self.channels.iter().zip(&self.ended).zip(&self.idle) {
+            if *ended || *idle {
+                open += usize::from(!*ended);
                 continue;
             }
+            open += 1;
             match seen {
                 None => return None,
                 Some(s) => min = Some(min.map_or(*s, |m: i64| m.min(*s))),
             }
         }
-        let min = min.or_else(|| self.channels.iter().flatten().max().copied())?;
+        let min = match min {
+            Some(m) => m,
+            // Every open channel is idle: time goes on with the ended ones.
+            None if open > 0 => self
+                .channels
+                .iter()
+                .zip(&self.ended)
+                .filter(|(_, e)| **e)
+                .filter_map(|(s, _)| *s)
+                .max()?,
+            None => self.channels.iter().flatten().max().copied()?,
+        };
         if self.current.is_none_or(|c| min > c) {
             self.current = Some(min);
             return Some(min);
         }
         None
+    }
+}
+
+/// Makes a source's watermarks from the timestamps of its records
+/// ([`EventTime`]): the largest timestamp seen, minus the allowed delay,
+/// minus 1, emitted every `interval_ms` of processing time, or after every
+/// record that advances it when the interval is 0. Without records for
+/// `idle_timeout_ms`, the source is idle.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use weir_model::graph::EventTime;
+/// use weir_worker::watermark::WatermarkGenerator;
+/// let t0 = Instant::now();
+/// let mut g = WatermarkGenerator::new(
+///     EventTime { timestamp: None, max_delay_ms: 100, interval_ms: 200, idle_timeout_ms: Some(1000) },
+///     t0,
+/// );
+/// g.observe(Some(5_000), t0);
+/// g.observe(Some(4_000), t0); // out of order, within the delay
+/// assert_eq!(g.due(t0), None); // not yet: periodic
+/// assert_eq!(g.due(t0 + Duration::from_millis(200)), Some(4_899));
+/// assert_eq!(g.due(t0 + Duration::from_millis(400)), None); // no progress
+/// assert!(!g.went_idle(t0 + Duration::from_millis(900)));
+/// assert!(g.went_idle(t0 + Duration::from_millis(1000)));
+/// assert!(!g.went_idle(t0 + Duration::from_millis(1100)), "once");
+/// ```
+#[derive(Debug, Clone)]
+pub struct WatermarkGenerator {
+    strategy: weir_model::graph::EventTime,
+    max_timestamp: Option<i64>,
+    emitted: Option<i64>,
+    last_emit: std::time::Instant,
+    last_record: std::time::Instant,
+    idle: bool,
+}
+
+impl WatermarkGenerator {
+    /// A generator following `strategy`, started at `now`.
+    pub fn new(strategy: weir_model::graph::EventTime, now: std::time::Instant) -> Self {
+        WatermarkGenerator {
+            strategy,
+            max_timestamp: None,
+            emitted: None,
+            last_emit: now,
+            last_record: now,
+            idle: false,
+        }
+    }
+
+    /// Whether a watermark follows every record that advances it.
+    pub fn punctuated(&self) -> bool {
+        self.strategy.interval_ms == 0
+    }
+
+    /// A record with `timestamp` passed at `now`. In punctuated mode,
+    /// returns the watermark to emit after it, if it advanced.
+    pub fn observe(&mut self, timestamp: Option<i64>, now: std::time::Instant) -> Option<i64> {
+        self.last_record = now;
+        self.idle = false;
+        if let Some(t) = timestamp {
+            self.max_timestamp = Some(self.max_timestamp.map_or(t, |m| m.max(t)));
+        }
+        if self.punctuated() { self.take() } else { None }
+    }
+
+    /// The watermark to emit at `now`, if its interval has passed and it
+    /// advanced.
+    pub fn due(&mut self, now: std::time::Instant) -> Option<i64> {
+        let interval = std::time::Duration::from_millis(self.strategy.interval_ms);
+        if now.duration_since(self.last_emit) < interval {
+            return None;
+        }
+        self.last_emit = now;
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<i64> {
+        let wm = self
+            .max_timestamp?
+            .saturating_sub(self.strategy.max_delay_ms)
+            .saturating_sub(1);
+        if self.emitted.is_some_and(|e| wm <= e) {
+            return None;
+        }
+        self.emitted = Some(wm);
+        Some(wm)
+    }
+
+    /// Whether the source has just become idle at `now` (true once per idle
+    /// period).
+    pub fn went_idle(&mut self, now: std::time::Instant) -> bool {
+        let Some(timeout) = self.strategy.idle_timeout_ms else {
+            return false;
+        };
+        if self.idle || now.duration_since(self.last_record).as_millis() < u128::from(timeout) {
+            return false;
+        }
+        self.idle = true;
+        true
+    }
+}
+
+/// The timestamp of a JSON record at `pointer` (an integer, in ms).
+///
+/// ```
+/// use weir_worker::watermark::timestamp_at;
+/// assert_eq!(timestamp_at(br#"{"ts": 1700000000000}"#, "/ts").unwrap(), 1_700_000_000_000);
+/// assert!(timestamp_at(br#"{"ts": "x"}"#, "/ts").unwrap_err().contains("not an integer"));
+/// assert!(timestamp_at(br#"{"t": 1}"#, "/ts").unwrap_err().contains("no field /ts"));
+/// ```
+pub fn timestamp_at(value: &[u8], pointer: &str) -> Result<i64, String> {
+    let show = || {
+        let s = String::from_utf8_lossy(value);
+        let mut s: String = s.chars().take(120).collect();
+        if value.len() > 120 {
+            s.push('…');
+        }
+        s
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(value).map_err(|e| format!("record {} is not JSON: {e}", show()))?;
+    match v.pointer(pointer) {
+        None => Err(format!("record {} has no field {pointer}", show())),
+        Some(t) => t
+            .as_i64()
+            .or_else(|| t.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+            .ok_or_else(|| {
+                format!(
+                    "the timestamp {pointer} of record {} is not an integer",
+                    show()
+                )
+            }),
     }
 }
