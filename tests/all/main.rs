@@ -5,6 +5,7 @@ mod hostile;
 mod loading;
 mod pipeline;
 mod rest;
+mod time;
 
 use std::sync::Arc;
 
@@ -27,6 +28,37 @@ pub fn runtime() -> Arc<WasmRuntime> {
 pub fn fixtures(rt: &WasmRuntime) -> Arc<LoadedComponent> {
     rt.load_file(&weir_tests::guest("test-guests"))
         .expect("the fixtures load")
+}
+
+/// A job of `component`'s operators: `manifest` planned with `params` at
+/// `parallelism`, ready for `run_job`.
+pub fn local_job(
+    rt: Arc<WasmRuntime>,
+    component: Arc<LoadedComponent>,
+    manifest: &str,
+    params: &[(&str, &str)],
+    parallelism: u32,
+) -> anyhow::Result<weir_worker::LocalJob> {
+    let exported = component.exported();
+    let manifest = weir_model::Manifest::parse(manifest)?;
+    let submission = weir_coordinator::Submission {
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        parallelism: Some(parallelism),
+        builtin_params: Vec::new(),
+    };
+    let graph = weir_coordinator::plan(&manifest, &submission, &exported)?;
+    let params = graph.params.clone().into_iter().collect();
+    Ok(weir_worker::LocalJob::new(
+        graph,
+        Arc::new(weir_worker::WasmOperatorFactory {
+            runtime: rt,
+            component,
+            params,
+        }),
+    ))
 }
 
 /// A fresh instance of the fixture operator `function`.

@@ -7,31 +7,12 @@ use weir_coordinator::{Submission, plan};
 use weir_model::Manifest;
 use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
 
-use crate::{fixtures, runtime};
+use crate::{fixtures, local_job, runtime};
 
 fn job(manifest: &str, params: &[(&str, &str)], parallelism: u32) -> anyhow::Result<LocalJob> {
     let rt = runtime();
     let component = fixtures(&rt);
-    let exported = component.exported();
-    let manifest = Manifest::parse(manifest)?;
-    let submission = Submission {
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        parallelism: Some(parallelism),
-        builtin_params: Vec::new(),
-    };
-    let graph = plan(&manifest, &submission, &exported)?;
-    let params = graph.params.clone().into_iter().collect();
-    Ok(LocalJob::new(
-        graph,
-        Arc::new(WasmOperatorFactory {
-            runtime: rt,
-            component,
-            params,
-        }),
-    ))
+    local_job(rt, component, manifest, params, parallelism)
 }
 
 const BASKETS: &str = r#"
