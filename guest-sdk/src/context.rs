@@ -106,6 +106,35 @@ impl Pending {
     }
 }
 
+/// A side output: its name (what the manifest routes, as
+/// `input = "operator:name"`) and the type of its records, declared once.
+/// Window operators send records later than their allowed lateness to the
+/// side output `late`.
+///
+/// ```
+/// const REJECTED: weir::SideOutput<String> = weir::SideOutput::new("rejected");
+/// assert_eq!(REJECTED.name(), "rejected");
+/// ```
+pub struct SideOutput<T: ?Sized> {
+    name: &'static str,
+    _type: PhantomData<fn(&T)>,
+}
+
+impl<T: ?Sized> SideOutput<T> {
+    /// The side output called `name`.
+    pub const fn new(name: &'static str) -> Self {
+        SideOutput {
+            name,
+            _type: PhantomData,
+        }
+    }
+
+    /// Its name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
 /// Which clock a timer follows.
 ///
 /// ```
@@ -262,7 +291,9 @@ impl<Out: Serialize> Context<'_, Out> {
     }
 
     /// Send a record of any type to the side output `name`; the manifest
-    /// routes side outputs to sinks (`from = "operator:name"`).
+    /// routes side outputs to sinks (`input = "operator:name"`). A
+    /// [`SideOutput`] tag fixes the name and the type once: see
+    /// [`Context::output`].
     ///
     /// # Example
     ///
@@ -288,6 +319,37 @@ impl<Out: Serialize> Context<'_, Out> {
     /// ```
     pub fn emit_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
         self.batch.push_side(name, value);
+    }
+
+    /// Send a record to a typed side output.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// /// Readings out of range, for a sink of their own.
+    /// const OUT_OF_RANGE: SideOutput<f64> = SideOutput::new("out-of-range");
+    ///
+    /// struct Check;
+    /// impl Process for Check {
+    ///     type In = f64;
+    ///     type Out = f64;
+    ///     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Check) }
+    ///     fn process(&mut self, celsius: f64, ctx: &mut Context<f64>) -> weir::Result<()> {
+    ///         if (-90.0..60.0).contains(&celsius) {
+    ///             ctx.emit(celsius);
+    ///         } else {
+    ///             ctx.output(&OUT_OF_RANGE, &celsius);
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut h = weir::testing::Harness::process_operator::<Check>(&[]).unwrap();
+    /// h.process::<_, _, f64>(&(), &99.5, None).unwrap();
+    /// assert_eq!(h.side_output::<f64>(OUT_OF_RANGE.name()).unwrap(), [99.5]);
+    /// ```
+    pub fn output<T: Serialize + ?Sized>(&mut self, tag: &SideOutput<T>, value: &T) {
+        self.batch.push_side(tag.name, value);
     }
 
     /// The event time of the record being processed (the timer's time in

@@ -86,7 +86,7 @@ mod state;
 pub mod testing;
 pub mod window;
 
-pub use context::{Collector, Context, OpenContext, TimeDomain};
+pub use context::{Collector, Context, OpenContext, SideOutput, TimeDomain};
 pub use operator::{KeyedProcess, Process};
 pub use state::{ListState, MapState, ValueState};
 pub use window::{Aggregate, ProcessWindow, Window};

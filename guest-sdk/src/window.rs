@@ -70,7 +70,11 @@ use crate::__private::bindings::weir::operator::types::{TimeDomain as WitDomain,
 use crate::context::Pending;
 use crate::driver::DynOperator;
 use crate::state::{MapState, with_cache};
-use crate::{Collector, OpenContext, TimeDomain, codec};
+use crate::{Collector, OpenContext, SideOutput, TimeDomain, codec};
+
+/// Where a window operator sends the records later than its allowed
+/// lateness, unchanged (route it with `input = "operator:late"`).
+pub const LATE: SideOutput<[u8]> = SideOutput::new("late");
 
 /// One window of one key: `[start, end)` in ms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -494,7 +498,7 @@ impl<F: WindowFunction> DynOperator for WindowOp<F> {
         if let Assigner::Session { .. } = self.spec.assigner {
             let (mut start, mut end) = self.spec.assign(t)[0];
             if self.is_late(end, watermark) {
-                batch.push_side_raw("late", value);
+                batch.push_side_raw(LATE.name(), value);
                 return Ok(());
             }
             let mut acc = self.f.create();
@@ -523,7 +527,7 @@ impl<F: WindowFunction> DynOperator for WindowOp<F> {
             .filter(|(_, end)| !self.is_late(*end, watermark))
             .collect();
         if windows.is_empty() {
-            batch.push_side_raw("late", value);
+            batch.push_side_raw(LATE.name(), value);
             return Ok(());
         }
         for (start, end) in windows {
@@ -586,5 +590,66 @@ mod tests {
         assert_eq!(s.assign(25), [(0, 30), (10, 40), (20, 50)]);
         let g = spec(Assigner::Session { gap: 5 });
         assert_eq!(g.assign(3), [(3, 8)]);
+    }
+
+    struct Count;
+    impl Aggregate for Count {
+        type In = i64;
+        type Acc = u64;
+        type Out = (i64, u64);
+        fn open(_: &mut OpenContext) -> crate::Result<Self> {
+            Ok(Count)
+        }
+        fn create(&self) -> u64 {
+            0
+        }
+        fn add(&self, acc: &mut u64, _: i64) {
+            *acc += 1
+        }
+        fn merge(&self, acc: &mut u64, other: u64) {
+            *acc += other
+        }
+        fn result(&self, w: &Window, acc: u64) -> crate::Result<(i64, u64)> {
+            Ok((w.start, acc))
+        }
+    }
+
+    #[test]
+    fn processing_time_windows_follow_the_clock_not_timestamps() {
+        let mut h = crate::testing::Harness::window_aggregate::<Count>(&[
+            ("weir.window.kind", "tumbling"),
+            ("weir.window.size-ms", "1000"),
+            ("weir.window.time", "processing"),
+        ])
+        .unwrap();
+        h.advance_processing_time::<(i64, u64)>(1_500).unwrap();
+        // Timestamps and watermarks do not matter.
+        h.process::<_, _, (i64, u64)>("k", &1, Some(99_999))
+            .unwrap();
+        h.process::<_, _, (i64, u64)>("k", &2, None).unwrap();
+        assert!(
+            h.advance_watermark::<(i64, u64)>(i64::MAX - 1)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            h.advance_processing_time::<(i64, u64)>(1_999).unwrap(),
+            [(1000, 2)]
+        );
+    }
+
+    #[test]
+    fn an_event_time_window_needs_timestamps() {
+        let mut h = crate::testing::Harness::window_aggregate::<Count>(&[
+            ("weir.window.kind", "tumbling"),
+            ("weir.window.size-ms", "1000"),
+        ])
+        .unwrap();
+        let e = h.process::<_, _, (i64, u64)>("k", &1, None).unwrap_err();
+        assert!(e.to_string().contains("needs timestamps"), "{e}");
+        let e = crate::testing::Harness::window_aggregate::<Count>(&[])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("no `window`"), "{e}");
     }
 }
