@@ -338,6 +338,13 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         self.with_slot(|v, _| v.as_ref().and_then(|b| b.downcast_ref::<T>()).cloned())
     }
 
+    /// Move the current key's value out of the cache, without copying it
+    /// and without changing the state: put it back with [`ValueState::set`]
+    /// or drop it with [`ValueState::clear`].
+    pub(crate) fn take(&self) -> crate::Result<Option<T>> {
+        self.with_slot(|v, _| v.take().and_then(|b| b.downcast::<T>().ok()).map(|b| *b))
+    }
+
     /// Set the current key's value.
     ///
     /// # Panics

@@ -6,8 +6,8 @@
 //! says what to compute per window: an [`Aggregate`] (folded record by
 //! record, constant state per window) or a [`ProcessWindow`] (sees all the
 //! window's records at once). Windows are built on keyed state and timers:
-//! one map state entry per open window of a key, one event-time timer at
-//! each window's end (and one at the end of its allowed lateness).
+//! one value per key holding its open windows (start, end, accumulator), one
+//! timer at each window's end (and one at the end of its allowed lateness).
 //!
 //! - A window `[start, end)` fires when the watermark reaches `end - 1`; its
 //!   results carry the timestamp `end - 1`.
@@ -69,7 +69,7 @@ use serde::de::DeserializeOwned;
 use crate::__private::bindings::weir::operator::types::{TimeDomain as WitDomain, Timer, TimerOp};
 use crate::context::Pending;
 use crate::driver::DynOperator;
-use crate::state::{MapState, with_cache};
+use crate::state::{ValueState, with_cache};
 use crate::{Collector, OpenContext, SideOutput, TimeDomain, codec};
 
 /// Where a window operator sends the records later than its allowed
@@ -387,19 +387,19 @@ impl<P: ProcessWindow> WindowFunction for ProcessFn<P> {
     }
 }
 
-/// The window operator: per key, a map from window start to (end,
-/// accumulator), and a timer at each window's end and at the end of its
-/// lateness.
+/// The window operator: per key, its open windows as one value (start,
+/// end, accumulator) — read with the batch's other keys in one host call —
+/// and a timer at each window's end and at the end of its lateness.
 struct WindowOp<F: WindowFunction> {
     f: F,
     spec: Spec,
-    windows: MapState<i64, (i64, F::Acc)>,
+    windows: ValueState<Vec<(i64, i64, F::Acc)>>,
 }
 
 /// Open a window operator over `f`.
 fn open<F: WindowFunction>(f: F, ctx: &mut OpenContext) -> crate::Result<Box<dyn DynOperator>> {
     let spec = Spec::from_config(ctx)?;
-    let windows = ctx.map_state("weir.windows")?;
+    let windows = ctx.value_state("weir.windows")?;
     Ok(Box::new(WindowOp { f, spec, windows }))
 }
 
@@ -482,6 +482,52 @@ impl<F: WindowFunction> WindowOp<F> {
     fn has_fired(&self, end: i64, watermark: Option<i64>) -> bool {
         self.spec.domain == TimeDomain::EventTime && watermark.is_some_and(|wm| end - 1 <= wm)
     }
+
+    fn store(&self, windows: Vec<(i64, i64, F::Acc)>) -> crate::Result<()> {
+        if windows.is_empty() {
+            self.windows.clear()
+        } else {
+            self.windows.try_set(windows)
+        }
+    }
+
+    /// A record for a session: it merges every session of its key that it
+    /// overlaps or touches.
+    fn session(
+        &mut self,
+        batch: &mut Pending,
+        key: &[u8],
+        t: i64,
+        input: F::In,
+        value: &[u8],
+    ) -> crate::Result<()> {
+        let (mut start, mut end) = self.spec.assign(t)[0];
+        if self.is_late(end, batch.watermark) {
+            batch.push_side_raw(LATE.name(), value);
+            return Ok(());
+        }
+        let mut acc = self.f.create();
+        self.f.add(&mut acc, input);
+        let mut kept = Vec::new();
+        for (s, e, other) in self.windows.take()?.unwrap_or_default() {
+            if s <= end && start <= e {
+                start = start.min(s);
+                end = end.max(e);
+                self.f.merge(&mut acc, other);
+                self.unschedule(batch, key, e);
+            } else {
+                kept.push((s, e, other));
+            }
+        }
+        self.schedule(batch, key, end);
+        let fired = self.has_fired(end, batch.watermark).then(|| acc.clone());
+        kept.push((start, end, acc));
+        self.store(kept)?;
+        if let Some(acc) = fired {
+            self.fire(batch, key, (start, end), acc)?;
+        }
+        Ok(())
+    }
 }
 
 impl<F: WindowFunction> DynOperator for WindowOp<F> {
@@ -496,67 +542,61 @@ impl<F: WindowFunction> DynOperator for WindowOp<F> {
         let key = current_key();
         let input: F::In = codec::decode(value)?;
         if let Assigner::Session { .. } = self.spec.assigner {
-            let (mut start, mut end) = self.spec.assign(t)[0];
-            if self.is_late(end, watermark) {
-                batch.push_side_raw(LATE.name(), value);
-                return Ok(());
-            }
-            let mut acc = self.f.create();
-            self.f.add(&mut acc, input);
-            // Merge every session of the key it overlaps or touches.
-            for (s, (e, other)) in self.windows.entries()? {
-                if s <= end && start <= e {
-                    start = start.min(s);
-                    end = end.max(e);
-                    self.f.merge(&mut acc, other);
-                    self.windows.remove(&s)?;
-                    self.unschedule(batch, &key, e);
-                }
-            }
-            self.windows.put(&start, &(end, acc.clone()))?;
-            self.schedule(batch, &key, end);
-            if self.has_fired(end, watermark) {
-                self.fire(batch, &key, (start, end), acc)?;
-            }
-            return Ok(());
+            return self.session(batch, &key, t, input, value);
         }
-        let windows: Vec<(i64, i64)> = self
-            .spec
-            .assign(t)
-            .into_iter()
-            .filter(|(_, end)| !self.is_late(*end, watermark))
-            .collect();
-        if windows.is_empty() {
+        let assigned = self.spec.assign(t);
+        if assigned
+            .iter()
+            .all(|(_, end)| self.is_late(*end, watermark))
+        {
             batch.push_side_raw(LATE.name(), value);
             return Ok(());
         }
-        for (start, end) in windows {
-            let mut acc = match self.windows.get(&start)? {
-                Some((_, acc)) => acc,
+        let mut windows = self.windows.take()?.unwrap_or_default();
+        let mut refire = Vec::new();
+        for (start, end) in assigned {
+            if self.is_late(end, watermark) {
+                continue;
+            }
+            let i = match windows.iter().position(|w| w.0 == start) {
+                Some(i) => i,
                 None => {
                     self.schedule(batch, &key, end);
-                    self.f.create()
+                    windows.push((start, end, self.f.create()));
+                    windows.len() - 1
                 }
             };
-            self.f.add(&mut acc, input.clone());
-            self.windows.put(&start, &(end, acc.clone()))?;
+            self.f.add(&mut windows[i].2, input.clone());
             if self.has_fired(end, watermark) {
-                self.fire(batch, &key, (start, end), acc)?;
+                refire.push(((start, end), windows[i].2.clone()));
             }
+        }
+        self.store(windows)?;
+        for (window, acc) in refire {
+            self.fire(batch, &key, window, acc)?;
         }
         Ok(())
     }
 
     fn timer(&mut self, time: i64, _: TimeDomain, batch: &mut Pending) -> crate::Result<()> {
         let key = current_key();
-        for (start, (end, acc)) in self.windows.entries()? {
-            let cleanup = self.spec.cleanup_time(end) <= time;
-            if end - 1 == time {
-                self.fire(batch, &key, (start, end), acc)?;
+        let mut due = Vec::new();
+        let mut kept = Vec::new();
+        for (start, end, acc) in self.windows.take()?.unwrap_or_default() {
+            let fires = end - 1 == time;
+            match (fires, self.spec.cleanup_time(end) <= time) {
+                (true, true) => due.push(((start, end), acc)),
+                (true, false) => {
+                    due.push(((start, end), acc.clone()));
+                    kept.push((start, end, acc));
+                }
+                (false, true) => {}
+                (false, false) => kept.push((start, end, acc)),
             }
-            if cleanup {
-                self.windows.remove(&start)?;
-            }
+        }
+        self.store(kept)?;
+        for (window, acc) in due {
+            self.fire(batch, &key, window, acc)?;
         }
         Ok(())
     }

@@ -195,6 +195,10 @@ pub enum GeneratorPattern {
     Sequence,
     /// Lines of 8 words from a fixed vocabulary of 1,000, as JSON strings.
     Words,
+    /// Auction bids, Nexmark-shaped: `{"key": "a<k>", "price": p, "ts": t}`
+    /// with `k` drawn from 10,000 auctions and `t = n / 100` (100 bids per
+    /// ms of event time, in order).
+    Bids,
 }
 
 /// A sink with its parameters applied.
@@ -553,9 +557,10 @@ impl JobGraph {
                     {
                         None | Some("sequence") => GeneratorPattern::Sequence,
                         Some("words") => GeneratorPattern::Words,
+                        Some("bids") => GeneratorPattern::Bids,
                         Some(other) => {
                             return Err(invalid(format!(
-                                "generator `{}`: pattern {other:?} is not \"sequence\" or \"words\"",
+                                "generator `{}`: pattern {other:?} is not \"sequence\", \"words\" or \"bids\"",
                                 s.name
                             )));
                         }

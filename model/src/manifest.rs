@@ -253,7 +253,7 @@ pub enum SourceKind {
         /// How many records in all (split over subtasks); unbounded if absent.
         #[serde(default)]
         count: Option<String>,
-        /// `sequence` (default) or `words`.
+        /// `sequence` (default), `words` or `bids`.
         #[serde(default)]
         pattern: Option<String>,
         /// At most this many records per second per subtask.

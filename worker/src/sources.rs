@@ -231,6 +231,16 @@ impl Source for Generator {
             let n = self.next;
             let value = match self.pattern {
                 GeneratorPattern::Sequence => format!("{{\"seq\":{n}}}").into_bytes(),
+                GeneratorPattern::Bids => {
+                    let r = mix(n);
+                    format!(
+                        "{{\"key\":\"a{}\",\"price\":{},\"ts\":{}}}",
+                        r % 10_000,
+                        (r >> 20) % 10_000,
+                        n / 100
+                    )
+                    .into_bytes()
+                }
                 GeneratorPattern::Words => {
                     let r = mix(n);
                     let words: Vec<String> =
