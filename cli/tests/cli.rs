@@ -19,13 +19,18 @@ struct Outcome {
     stderr: String,
 }
 
-/// Run `weir` with `args`, killed after two minutes.
+/// Run `weir` with `args` in the workspace's root, killed after two minutes.
 fn weir(args: &[&str]) -> Outcome {
+    weir_in(&root(), args)
+}
+
+/// Run `weir` with `args` in `cwd`, killed after two minutes.
+fn weir_in(cwd: &Path, args: &[&str]) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
-        .current_dir(root())
+        .current_dir(cwd)
         .env(
             "WEIR_CACHE_DIR",
             std::env::temp_dir().join("weir-cli-tests-cache"),
@@ -314,4 +319,56 @@ fn malformed_bundles_are_rejected_with_the_reason() {
         "cannot open /nonexistent/words.txt",
     );
     assert!(weir(&["run", &good]).ok);
+}
+
+/// The `console` blocks of `docs/event-time.md` are run as written: each
+/// `$ weir run …` (examples found in the workspace, relative files in a
+/// scratch directory) and each `$ cat FILE` must print exactly the lines
+/// the page shows.
+#[test]
+fn the_event_time_examples_print_what_their_docs_say() {
+    let page = std::fs::read_to_string(root().join("docs/event-time.md")).unwrap();
+    let mut blocks = 0;
+    for block in page.split("```console\n").skip(1) {
+        let block = block.split("```").next().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        // Commands, with their `\` continuations joined, and their outputs.
+        let mut steps: Vec<(String, Vec<&str>)> = Vec::new();
+        let mut continued = false;
+        for line in block.lines() {
+            if let Some(cmd) = line.strip_prefix("$ ") {
+                steps.push((cmd.to_owned(), Vec::new()));
+                continued = cmd.ends_with('\\');
+            } else if continued {
+                steps.last_mut().unwrap().0.push_str(line);
+                continued = line.ends_with('\\');
+            } else {
+                steps.last_mut().unwrap().1.push(line);
+            }
+        }
+        for (cmd, want) in steps {
+            let cmd = cmd.replace('\\', " ");
+            let words: Vec<&str> = cmd.split_whitespace().collect();
+            let got = match words.as_slice() {
+                ["weir", args @ ..] => {
+                    let args: Vec<String> = args
+                        .iter()
+                        .map(|a| match a.strip_prefix("examples/") {
+                            Some(_) => root().join(a).display().to_string(),
+                            None => a.to_string(),
+                        })
+                        .collect();
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let o = weir_in(scratch.path(), &args);
+                    assert!(o.ok, "{cmd}: {}", o.stderr);
+                    o.stdout
+                }
+                ["cat", file] => std::fs::read_to_string(scratch.path().join(file)).unwrap(),
+                _ => panic!("the docs run `{cmd}`, which this test does not know"),
+            };
+            assert_eq!(got.lines().collect::<Vec<_>>(), want, "`{cmd}`");
+            blocks += 1;
+        }
+    }
+    assert!(blocks >= 4, "{blocks} commands checked");
 }
