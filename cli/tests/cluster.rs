@@ -229,6 +229,50 @@ async fn the_word_count_runs_over_two_worker_processes() {
     }
     assert_eq!(got, expected);
 
+    // Event-time windows over both workers: watermarks cross the TCP
+    // channels in-band; every window fires once, with its exact count.
+    let events = dir.path().join("events.jsonl");
+    let mut lines = String::new();
+    let mut exact = std::collections::BTreeMap::<(String, i64), u64>::new();
+    for i in 0..20_000i64 {
+        let (key, ts) = (format!("k{}", i % 17), i * 3 - (i * 7919) % 200);
+        lines.push_str(&format!("{{\"key\":\"{key}\",\"ts\":{ts}}}\n"));
+        *exact.entry((key, ts - ts.rem_euclid(1000))).or_default() += 1;
+    }
+    std::fs::write(&events, lines).unwrap();
+    let counts = dir.path().join("window-counts.jsonl");
+    let o = weir(&[
+        "submit",
+        "examples/windowed-counts",
+        "--parallelism",
+        "4",
+        "--wait",
+        "--coordinator",
+        &rest,
+        "--param",
+        &format!("input={}", events.display()),
+        "--param",
+        &format!("output={}", counts.display()),
+        "--param",
+        "window=1000",
+        "--param",
+        "max_delay=300",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut got = std::collections::BTreeMap::<(String, i64), u64>::new();
+    for l in std::fs::read_to_string(&counts).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let window = (
+            v["key"].as_str().unwrap().to_owned(),
+            v["window_start"].as_i64().unwrap(),
+        );
+        assert!(
+            got.insert(window, v["count"].as_u64().unwrap()).is_none(),
+            "fired twice: {l}"
+        );
+    }
+    assert_eq!(got, exact);
+
     // More parallelism than free slots: refused.
     let o = weir(&[
         "submit",
