@@ -119,14 +119,7 @@ impl Client {
 
 /// A job's state as a word.
 pub fn state_name(state: JobState) -> &'static str {
-    match state {
-        JobState::Created => "created",
-        JobState::Running => "running",
-        JobState::Finished => "finished",
-        JobState::Failed => "failed",
-        JobState::Canceling => "canceling",
-        JobState::Canceled => "canceled",
-    }
+    weir_coordinator::jobs::state_name(state)
 }
 
 /// A job, as `weir status` shows it.

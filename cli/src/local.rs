@@ -138,6 +138,8 @@ pub struct StartedWorker {
     pub data_address: String,
     /// Registration and heartbeats; ends only on error.
     pub agent: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// What it runs.
+    pub executor: Arc<weir_worker::executor::Executor>,
 }
 
 static WORKERS_STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -197,13 +199,89 @@ pub async fn start_worker(
         rpc_address: rpc_address.clone(),
     };
     let coordinator = coordinator.to_owned();
+    let reporting = executor.clone();
     let agent = tokio::spawn(async move {
-        weir_worker::agent::run(&coordinator, me, move || executor.progress()).await
+        weir_worker::agent::run(&coordinator, me, move || reporting.progress()).await
     });
     Ok(StartedWorker {
         id,
         rpc_address,
         data_address: server.addr().to_string(),
         agent,
+        executor,
     })
+}
+
+/// Serve a worker's Prometheus metrics at `http://{listen}/metrics`: the
+/// subtasks it runs, its slots. Returns the address it listens on.
+pub async fn serve_worker_metrics(
+    listen: &str,
+    executor: Arc<weir_worker::executor::Executor>,
+    slots: u32,
+) -> anyhow::Result<std::net::SocketAddr> {
+    use weir_coordinator::metrics::{Metrics, gauge, job_families, prometheus_text};
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let metrics = Arc::new(Metrics::default());
+    // A sample a second, for the rates.
+    let (sampling, sampled) = (executor.clone(), metrics.clone());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            for (id, _, counters) in sampling.running_jobs() {
+                sampled.sample(&id, &counters);
+            }
+        }
+    });
+    let render = move || -> anyhow::Result<String> {
+        let jobs: Vec<_> = executor
+            .running_jobs()
+            .into_iter()
+            .map(|(id, name, counters)| (name, metrics.job(&id, Some(&counters))))
+            .collect();
+        let mut families = job_families(&jobs)?;
+        families.push(gauge(
+            "weir_worker_slots",
+            "Task slots this worker offers.",
+            f64::from(slots),
+        )?);
+        families.push(gauge(
+            "weir_worker_jobs_running",
+            "Jobs with subtasks on this worker.",
+            jobs.len() as f64,
+        )?);
+        Ok(prometheus_text(families))
+    };
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = render();
+            async move {
+                match text {
+                    Ok(t) => (
+                        axum::http::StatusCode::OK,
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4",
+                        )],
+                        t,
+                    ),
+                    Err(e) => (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        [(axum::http::header::CONTENT_TYPE, "text/plain")],
+                        format!("{e:#}"),
+                    ),
+                }
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("the metrics server stopped: {e}");
+        }
+    });
+    Ok(addr)
 }

@@ -91,6 +91,9 @@ enum Command {
         /// Task slots to offer.
         #[arg(long, default_value_t = 2)]
         slots: u32,
+        /// Where the worker serves Prometheus metrics (`/metrics`).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        metrics_listen: String,
         /// Where the worker keeps its files.
         #[arg(long, env = "WEIR_WORKER_DATA_DIR")]
         data_dir: PathBuf,
@@ -345,6 +348,7 @@ async fn worker(
     coordinator: &str,
     rpc_listen: &str,
     data_listen: &str,
+    metrics_listen: &str,
     slots: u32,
     data_dir: &Path,
 ) -> anyhow::Result<()> {
@@ -355,8 +359,10 @@ async fn worker(
         ..HostConfig::default()
     })?;
     let started = local::start_worker(coordinator, rpc_listen, data_listen, slots, runtime).await?;
+    let metrics =
+        local::serve_worker_metrics(metrics_listen, started.executor.clone(), slots).await?;
     println!(
-        "weir worker {}: {slots} slots, tasks at {}, data at {}, coordinator {coordinator}",
+        "weir worker {}: {slots} slots, tasks at {}, data at {}, metrics at http://{metrics}/metrics, coordinator {coordinator}",
         started.id, started.rpc_address, started.data_address
     );
     use std::io::Write;
@@ -417,6 +423,7 @@ fn main() {
             rpc_listen,
             data_listen,
             slots,
+            metrics_listen,
             data_dir,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
@@ -425,6 +432,7 @@ fn main() {
                     &coordinator,
                     &rpc_listen,
                     &data_listen,
+                    &metrics_listen,
                     slots,
                     &data_dir,
                 ))

@@ -34,6 +34,8 @@ async fn wait_until(rest: &str, what: &str, ok: impl Fn(&ClusterInfo) -> bool) -
 /// A coordinator and two workers (2 slots each), registered.
 struct Cluster {
     coordinator: common::Proc,
+    /// The first lines the workers printed.
+    worker_lines: Vec<String>,
     w1: common::Proc,
     w2: common::Proc,
     rest: String,
@@ -67,13 +69,13 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
             "--data-dir",
             d.to_str().unwrap(),
         ])
-        .0
     };
-    let (w1, w2) = (worker("w1"), worker("w2"));
+    let ((w1, l1), (w2, l2)) = (worker("w1"), worker("w2"));
     let c = wait_until(&rest, "two workers register", |c| c.workers.len() == 2).await;
     assert_eq!((c.slots_total, c.slots_free), (4, 4));
     Cluster {
         coordinator,
+        worker_lines: vec![l1, l2],
         w1,
         w2,
         rest,
@@ -88,6 +90,7 @@ async fn workers_register_and_a_killed_one_is_removed() {
         w1: _w1,
         mut w2,
         rest,
+        ..
     } = start_cluster(dir.path(), "1000").await;
     let c = cluster(&rest).await;
     assert!(
@@ -142,6 +145,7 @@ async fn the_word_count_runs_over_two_worker_processes() {
         w1: _w1,
         mut w2,
         rest,
+        ..
     } = start_cluster(dir.path(), "1500").await;
 
     let input = dir.path().join("in.txt");
@@ -337,6 +341,7 @@ async fn backpressure_across_worker_processes_bounds_every_process_memory() {
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
         coordinator,
+        worker_lines,
         w1,
         w2,
         rest,
@@ -385,6 +390,63 @@ async fn backpressure_across_worker_processes_bounds_every_process_memory() {
             vertex("slow").records_in,
         ));
     }
+    // The metrics tell it: the source waits for room most of its time, the
+    // slow stage works; each subtask's times add up to about a second.
+    let m: serde_json::Value = reqwest::get(format!("{rest}/v1/jobs/{id}/metrics"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let vertex = |name: &str| {
+        m["vertices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let (source, slow) = (vertex("gen"), vertex("slow"));
+    assert!(source["backpressure"].as_f64().unwrap() > 0.5, "{source}");
+    assert!(slow["backpressure"].as_f64().unwrap() < 0.2, "{slow}");
+    for s in slow["subtasks"].as_array().unwrap() {
+        let sum = ["busy_ms_per_s", "idle_ms_per_s", "backpressured_ms_per_s"]
+            .iter()
+            .map(|k| s[*k].as_f64().unwrap())
+            .sum::<f64>();
+        assert!((sum - 1000.0).abs() < 1.0, "{s}");
+        assert!(s["busy_ms_per_s"].as_f64().unwrap() > 300.0, "{s}");
+        assert!(s["memory_bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+    assert!(m["history"].as_array().unwrap().len() >= 3, "{m}");
+    // Prometheus text, on the coordinator and on each worker.
+    let text = reqwest::get(format!("{rest}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains(&format!(
+            "weir_records_in_total{{job=\"{id}\",job_name=\"slow\",subtask=\"0\",vertex=\"slow\"}}"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("weir_slots 4"), "{text}");
+    for line in &worker_lines {
+        let url = common::urls(line)
+            .into_iter()
+            .find(|u| u.ends_with("/metrics"))
+            .unwrap_or_else(|| panic!("no metrics URL in {line}"));
+        let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+        assert!(text.contains("weir_worker_slots 2"), "{text}");
+        assert!(
+            text.contains(&format!("weir_busy_ms_per_second{{job=\"{id}\"")),
+            "{text}"
+        );
+    }
+
     let o = weir(&["cancel", &id, "--coordinator", &rest]);
     assert!(o.status.success());
     eprintln!("(RSS KiB [coordinator, w1, w2], source out, slow in) every 250 ms: {samples:?}");

@@ -26,7 +26,7 @@ use crate::{Submission, plan};
 
 /// Where a job is in its life, as the API names it; the legal moves are
 /// declared in [`crate::job_state`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Planned; its tasks are being scheduled and deployed.
@@ -41,6 +41,18 @@ pub enum JobState {
     Canceling,
     /// Canceled.
     Canceled,
+}
+
+/// A job state as the API writes it.
+pub fn state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Created => "created",
+        JobState::Running => "running",
+        JobState::Finished => "finished",
+        JobState::Failed => "failed",
+        JobState::Canceling => "canceling",
+        JobState::Canceled => "canceled",
+    }
 }
 
 impl JobState {
@@ -165,6 +177,131 @@ impl From<VertexReport> for VertexStatus {
     }
 }
 
+/// A job's graph as the dashboard draws it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GraphView {
+    /// Its vertices, in id order.
+    pub vertices: Vec<VertexView>,
+    /// Its edges.
+    pub edges: Vec<EdgeView>,
+}
+
+/// A vertex of a [`GraphView`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VertexView {
+    /// Its name.
+    pub name: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: String,
+    /// What it runs: the operator's function, the source's or sink's type.
+    pub what: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// The task it is chained into.
+    pub task: usize,
+}
+
+/// An edge of a [`GraphView`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EdgeView {
+    /// The producing vertex (index).
+    pub from: usize,
+    /// The consuming vertex (index).
+    pub to: usize,
+    /// `forward`, `hash(...)` or `rebalance`; `chained` inside a task.
+    pub partitioning: String,
+    /// The side output it carries, if any.
+    pub side_output: Option<String>,
+}
+
+impl GraphView {
+    /// The view of `graph`.
+    pub fn of(graph: &JobGraph) -> GraphView {
+        use weir_model::graph::{SinkConfig, SourceConfig};
+        use weir_model::{Partitioning, VertexKind};
+        let tasks = graph.tasks();
+        let task_of = |v: usize| graph.task_of(&tasks, v);
+        GraphView {
+            vertices: graph
+                .vertices
+                .iter()
+                .map(|v| {
+                    let (kind, what) = match &v.kind {
+                        VertexKind::Source(c) => (
+                            "source",
+                            match c {
+                                SourceConfig::TextFile { .. } => "text-file",
+                                SourceConfig::JsonLinesFile { .. } => "json-lines-file",
+                                SourceConfig::Generator { .. } => "generator",
+                            }
+                            .to_owned(),
+                        ),
+                        VertexKind::Operator {
+                            function, window, ..
+                        } => (
+                            "operator",
+                            match window {
+                                Some(_) => format!("{function} (window)"),
+                                None => function.clone(),
+                            },
+                        ),
+                        VertexKind::Sink(c) => (
+                            "sink",
+                            match c {
+                                SinkConfig::Stdout => "stdout",
+                                SinkConfig::JsonLinesFile { .. } => "json-lines-file",
+                            }
+                            .to_owned(),
+                        ),
+                    };
+                    VertexView {
+                        name: v.name.clone(),
+                        kind: kind.to_owned(),
+                        what,
+                        parallelism: v.parallelism,
+                        task: task_of(v.id),
+                    }
+                })
+                .collect(),
+            edges: graph
+                .edges
+                .iter()
+                .map(|e| EdgeView {
+                    from: e.from,
+                    to: e.to,
+                    partitioning: if task_of(e.from) == task_of(e.to) {
+                        "chained".to_owned()
+                    } else {
+                        match &e.partitioning {
+                            Partitioning::Forward => "forward".to_owned(),
+                            Partitioning::Rebalance => "rebalance".to_owned(),
+                            Partitioning::Hash(k) => format!(
+                                "hash({})",
+                                match k {
+                                    weir_model::KeyBy::Value => "value",
+                                    weir_model::KeyBy::Key => "key",
+                                    weir_model::KeyBy::Pointer(p) => p.as_str(),
+                                }
+                            ),
+                        }
+                    },
+                    side_output: e.side_output.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A failure of a job, as its exception history keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExceptionInfo {
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// What happened: names the operator, subtask and worker, with the
+    /// guest's own message.
+    pub message: String,
+}
+
 /// What the API tells about a job.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JobInfo {
@@ -185,6 +322,12 @@ pub struct JobInfo {
     /// Every subtask: its worker, slot and state.
     #[serde(default)]
     pub subtasks: Vec<SubtaskStatus>,
+    /// Its graph: vertices and edges, as the dashboard draws them.
+    #[serde(default)]
+    pub graph: GraphView,
+    /// Its failures, oldest first.
+    #[serde(default)]
+    pub exceptions: Vec<ExceptionInfo>,
     /// When it was submitted, ms since the epoch.
     pub submitted_at_ms: i64,
     /// When it ended.
@@ -278,6 +421,8 @@ pub struct Jobs {
     scheduler: Box<dyn Scheduler>,
     entries: RwLock<BTreeMap<String, Lifecycle>>,
     next: AtomicU64,
+    /// Every job's metrics and their history.
+    pub metrics: crate::metrics::Metrics,
 }
 
 fn unknown(id: &str) -> ApiError {
@@ -329,14 +474,29 @@ impl Jobs {
             }
             entries.insert(job.info().id.clone(), job);
         }
-        Ok(Arc::new(Jobs {
+        let jobs = Arc::new(Jobs {
             dir,
             bundles,
             runtime,
             scheduler,
             entries: RwLock::new(entries),
             next: AtomicU64::new(0),
-        }))
+            metrics: Default::default(),
+        });
+        // A sample of every running job's metrics a second, for rates and
+        // the dashboard's charts; it stops with the last reference.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&jobs);
+            handle.spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    let Some(jobs) = weak.upgrade() else { return };
+                    jobs.sample().await;
+                }
+            });
+        }
+        Ok(jobs)
     }
 
     fn record_path(&self, id: &str) -> PathBuf {
@@ -395,6 +555,8 @@ impl Jobs {
                 .map(VertexStatus::from)
                 .collect(),
             subtasks: subtasks_of(&graph, TaskState::Created),
+            graph: GraphView::of(&graph),
+            exceptions: Vec::new(),
             submitted_at_ms: weir_host::now_ms(),
             ended_at_ms: None,
         };
@@ -467,6 +629,10 @@ impl Jobs {
         let Some(job) = entries.remove(id) else {
             return;
         };
+        if let Some(execution) = job.execution() {
+            // The last figures stay for the job's page.
+            self.metrics.sample(id, &execution.counters);
+        }
         let next = match (job, outcome) {
             (Lifecycle::Running(mut job), Ok(())) => {
                 settle(&mut job.info, &job.state.execution, TaskState::Finished);
@@ -475,6 +641,10 @@ impl Jobs {
             (Lifecycle::Running(mut job), Err(e)) => {
                 settle(&mut job.info, &job.state.execution, TaskState::Failed);
                 job.info.error = Some(format!("{e:#}"));
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: format!("{e:#}"),
+                });
                 Lifecycle::Failed(job.to(Failed))
             }
             (Lifecycle::Canceling(mut job), Ok(())) => {
@@ -515,6 +685,76 @@ impl Jobs {
                 .collect();
         }
         info
+    }
+
+    async fn sample(&self) {
+        let entries = self.entries.read().await;
+        for (id, job) in entries.iter() {
+            if let Some(execution) = job.execution() {
+                self.metrics.sample(id, &execution.counters);
+            }
+        }
+    }
+
+    /// The metrics of job `id`: live while it runs, its last figures after.
+    pub async fn metrics(&self, id: &str) -> Result<crate::metrics::JobMetrics, ApiError> {
+        let entries = self.entries.read().await;
+        let job = entries.get(id).ok_or_else(|| unknown(id))?;
+        let mut m = self
+            .metrics
+            .job(id, job.execution().map(|e| e.counters.as_ref()));
+        if m.vertices.is_empty() {
+            // Never sampled (it ended before a second passed, or before a
+            // restart): its counts, from its record.
+            let info = Self::live(job);
+            m.vertices = info
+                .vertices
+                .iter()
+                .map(|v| crate::metrics::VertexMetrics {
+                    name: v.name.clone(),
+                    parallelism: v.parallelism,
+                    records_in: v.records_in,
+                    records_out: v.records_out,
+                    subtasks: info
+                        .subtasks
+                        .iter()
+                        .filter(|t| t.vertex == v.name)
+                        .map(|t| crate::metrics::SubtaskMetrics {
+                            subtask: t.subtask,
+                            records_in: t.records_in,
+                            records_out: t.records_out,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect();
+        }
+        Ok(m)
+    }
+
+    /// The metrics of every running job, with its name.
+    pub async fn running_metrics(&self) -> Vec<(String, crate::metrics::JobMetrics)> {
+        let entries = self.entries.read().await;
+        entries
+            .iter()
+            .filter_map(|(id, job)| {
+                let e = job.execution()?;
+                Some((
+                    job.info().name.clone(),
+                    self.metrics.job(id, Some(&e.counters)),
+                ))
+            })
+            .collect()
+    }
+
+    /// How many jobs are in each state.
+    pub async fn states(&self) -> BTreeMap<JobState, usize> {
+        let mut n = BTreeMap::new();
+        for job in self.entries.read().await.values() {
+            *n.entry(job.info().state).or_default() += 1;
+        }
+        n
     }
 
     /// Every job, oldest first.

@@ -18,9 +18,11 @@
 
 pub mod blob;
 pub mod bundles;
+pub mod dashboard;
 pub mod error;
 pub mod job_state;
 pub mod jobs;
+pub mod metrics;
 pub mod rest;
 pub mod scheduler;
 pub mod slot_manager;

@@ -17,6 +17,7 @@ use axum::routing::post;
 use crate::bundles::{BundleInfo, BundleStore};
 use crate::error::ApiError;
 use crate::jobs::{JobInfo, JobRequest, Jobs};
+use crate::metrics::{JobMetrics, gauge, job_families, prometheus_text};
 use crate::slot_manager::{ClusterInfo, SlotManager};
 
 /// The default limit of an upload's size.
@@ -44,8 +45,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs", get(list_jobs).post(submit_job))
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/v1/jobs/{id}/metrics", get(job_metrics))
         .route("/v1/cluster", get(cluster))
         .route("/v1/openapi.json", get(openapi))
+        .route("/metrics", get(prometheus_metrics))
+        .merge(crate::dashboard::routes())
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint: see /v1/openapi.json")
         })
@@ -122,6 +126,60 @@ async fn submit_job(
         ));
     }
     Ok((StatusCode::CREATED, Json(state.jobs.submit(request).await?)))
+}
+
+async fn job_metrics(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobMetrics>, ApiError> {
+    Ok(Json(state.jobs.metrics(&id).await?))
+}
+
+/// Prometheus text: every running job's subtasks, the cluster's workers
+/// and slots, and the jobs per state.
+async fn prometheus_metrics(
+    State(state): State<AppState>,
+) -> Result<([(axum::http::HeaderName, &'static str); 1], String), ApiError> {
+    let internal = |e: prometheus::Error| ApiError::internal(e.to_string());
+    let mut families = job_families(&state.jobs.running_metrics().await).map_err(internal)?;
+    let c = state.slots.cluster().await;
+    families.push(
+        gauge(
+            "weir_workers",
+            "Workers registered.",
+            c.workers.len() as f64,
+        )
+        .map_err(internal)?,
+    );
+    families.push(
+        gauge(
+            "weir_slots",
+            "Task slots of all workers.",
+            c.slots_total as f64,
+        )
+        .map_err(internal)?,
+    );
+    families
+        .push(gauge("weir_slots_free", "Task slots free.", c.slots_free as f64).map_err(internal)?);
+    let jobs = prometheus::IntGaugeVec::new(
+        prometheus::Opts::new("weir_jobs", "Jobs per state."),
+        &["state"],
+    )
+    .map_err(internal)?;
+    for (s, n) in state.jobs.states().await {
+        jobs.with_label_values(&[crate::jobs::state_name(s)])
+            .set(n as i64);
+    }
+    let registry = prometheus::Registry::new();
+    registry.register(Box::new(jobs)).map_err(internal)?;
+    families.extend(registry.gather());
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        prometheus_text(families),
+    ))
 }
 
 async fn cluster(State(state): State<AppState>) -> Json<ClusterInfo> {

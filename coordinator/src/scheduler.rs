@@ -18,11 +18,12 @@ use tonic::{Request, Response, Status};
 use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
 use weir_model::proto::{
-    CancelJobRequest, DeployJobRequest, JobEndedRequest, JobEndedResponse, SubtaskPlace,
-    VertexCounts,
+    CancelJobRequest, DeployJobRequest, JobEndedRequest, JobEndedResponse, SubtaskMetrics,
+    SubtaskPlace,
 };
 use weir_model::{ExecutionGraph, JobGraph};
 use weir_worker::JobCounters;
+use weir_worker::task::Snapshot;
 
 use crate::error::ApiError;
 use crate::jobs::{Done, Execution, Scheduler, SubtaskStatus, TaskState, subtasks_of};
@@ -92,9 +93,9 @@ impl Pending {
         }
     }
 
-    /// Record what a worker counted so far, per subtask: each subtask runs
-    /// on one worker, whose latest report is its count.
-    fn counted(&mut self, counts: Vec<VertexCounts>) {
+    /// Record what a worker measured so far, per subtask: each subtask runs
+    /// on one worker, whose latest report is its figure.
+    fn counted(&mut self, counts: Vec<SubtaskMetrics>) {
         for c in counts {
             if let Some(counters) = self
                 .counters
@@ -102,7 +103,21 @@ impl Pending {
                 .get(c.vertex as usize)
                 .and_then(|(_, subtasks)| subtasks.get(c.subtask as usize))
             {
-                counters.set(c.records_in, c.records_out);
+                counters.store(&Snapshot {
+                    records_in: c.records_in,
+                    records_out: c.records_out,
+                    bytes_in: c.bytes_in,
+                    bytes_out: c.bytes_out,
+                    running_ns: c.running_ns,
+                    idle_ns: c.idle_ns,
+                    backpressured_ns: c.backpressured_ns,
+                    watermark: c.watermark,
+                    state_entries: c.state_entries,
+                    state_bytes: c.state_bytes,
+                    timers: c.timers,
+                    memory_bytes: c.memory_bytes,
+                    guest_call_ns: c.guest_call_ns,
+                });
             }
         }
     }

@@ -39,6 +39,8 @@ impl Staged {
 pub(crate) struct Limiter {
     pub(crate) max_memory: usize,
     pub(crate) exceeded: Option<usize>,
+    /// The guest's linear memory now, in bytes.
+    pub(crate) current: usize,
 }
 
 impl ResourceLimiter for Limiter {
@@ -57,6 +59,7 @@ impl ResourceLimiter for Limiter {
                 self.max_memory
             ));
         }
+        self.current = desired;
         Ok(true)
     }
 

@@ -44,6 +44,19 @@ pub struct OperatorInstance {
     store: Store<TaskState>,
     bindings: OperatorComponent,
     handle: ResourceAny,
+    /// Time spent in guest calls so far.
+    guest_time: std::time::Duration,
+}
+
+/// What an operator instance holds and has cost so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InstanceMetrics {
+    /// The guest's linear memory, bytes.
+    pub memory_bytes: u64,
+    /// Time spent in guest calls, ns.
+    pub guest_call_ns: u64,
+    /// Its keyed state and timers.
+    pub state: crate::state::StateSize,
 }
 
 impl OperatorInstance {
@@ -89,6 +102,7 @@ impl OperatorInstance {
             store,
             bindings,
             handle,
+            guest_time: std::time::Duration::ZERO,
         })
     }
 
@@ -139,6 +153,17 @@ impl OperatorInstance {
         &mut *self.store.data_mut().backend
     }
 
+    /// Its memory, guest time and state size (the state's size takes time
+    /// proportional to it: call it now and then, not per batch).
+    pub fn metrics(&self) -> InstanceMetrics {
+        let data = self.store.data();
+        InstanceMetrics {
+            memory_bytes: data.limiter.current as u64,
+            guest_call_ns: self.guest_time.as_nanos() as u64,
+            state: data.backend.size(),
+        }
+    }
+
     /// Process a batch of records.
     pub fn process(
         &mut self,
@@ -147,11 +172,13 @@ impl OperatorInstance {
     ) -> Result<BatchOutput, OperatorError> {
         let batch = pack(records);
         let wit_ctx = self.prepare(ctx);
+        let started = std::time::Instant::now();
         let result = self
             .bindings
             .weir_operator_operators()
             .operator()
             .call_process(&mut self.store, self.handle, &batch, wit_ctx);
+        self.guest_time += started.elapsed();
         self.finish(result, "processing a batch")
     }
 
@@ -162,11 +189,13 @@ impl OperatorInstance {
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         let wit_ctx = self.prepare(ctx);
+        let started = std::time::Instant::now();
         let result = self
             .bindings
             .weir_operator_operators()
             .operator()
             .call_on_timer(&mut self.store, self.handle, &timers, wit_ctx);
+        self.guest_time += started.elapsed();
         self.finish(result, "firing timers")
     }
 

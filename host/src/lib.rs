@@ -30,9 +30,9 @@ mod wasi;
 pub use config::HostConfig;
 pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
 pub use imports::now_ms;
-pub use instance::{BatchContext, BatchOutput, OperatorInstance};
+pub use instance::{BatchContext, BatchOutput, InstanceMetrics, OperatorInstance};
 pub use runtime::{LoadedComponent, WasmRuntime};
-pub use state::{MemoryStateBackend, StateBackend};
+pub use state::{MemoryStateBackend, StateBackend, StateSize};
 
 /// The contract's types, as generated from `wit/`.
 pub mod types {

@@ -246,6 +246,7 @@ impl WasmRuntime {
             limiter: Limiter {
                 max_memory: self.config.memory_limit_bytes as usize,
                 exceeded: None,
+                current: 0,
             },
             backend,
             creating: false,

@@ -39,6 +39,21 @@ pub trait StateBackend: Send {
     ) -> anyhow::Result<Vec<Timer>>;
     /// The earliest timer of `domain`.
     fn next_timer(&self, domain: TimeDomain) -> Option<i64>;
+    /// How much it holds (for metrics; may take time proportional to it).
+    fn size(&self) -> StateSize {
+        StateSize::default()
+    }
+}
+
+/// How much keyed state a backend holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateSize {
+    /// Keyed entries: values, lists and maps, one per key each.
+    pub entries: u64,
+    /// Bytes of keys and values.
+    pub bytes: u64,
+    /// Timers registered.
+    pub timers: u64,
 }
 
 type TimerEntry = (i64, Vec<u8>);
@@ -208,6 +223,38 @@ impl StateBackend for MemoryStateBackend {
             }
         }
         Ok(due)
+    }
+
+    fn size(&self) -> StateSize {
+        let keyed = |k: &Vec<u8>| k.len() as u64;
+        let bytes = self
+            .values
+            .iter()
+            .flatten()
+            .map(|(k, v)| keyed(k) + v.len() as u64)
+            .sum::<u64>()
+            + self
+                .lists
+                .iter()
+                .flatten()
+                .map(|(k, l)| keyed(k) + l.iter().map(|v| v.len() as u64).sum::<u64>())
+                .sum::<u64>()
+            + self
+                .maps
+                .iter()
+                .flatten()
+                .map(|(k, m)| {
+                    keyed(k)
+                        + m.iter()
+                            .map(|(a, b)| (a.len() + b.len()) as u64)
+                            .sum::<u64>()
+                })
+                .sum::<u64>();
+        StateSize {
+            entries: self.len() as u64,
+            bytes,
+            timers: (self.event_timers.len() + self.processing_timers.len()) as u64,
+        }
     }
 
     fn next_timer(&self, domain: TimeDomain) -> Option<i64> {

@@ -13,7 +13,7 @@ use weir_model::proto::job_reports_client::JobReportsClient;
 use weir_model::proto::task_executor_server::{TaskExecutor, TaskExecutorServer};
 use weir_model::proto::{
     CancelJobRequest, CancelJobResponse, DeployJobRequest, DeployJobResponse, JobEndedRequest,
-    JobProgress, VertexCounts,
+    JobProgress, SubtaskMetrics,
 };
 
 use crate::network::DataServer;
@@ -37,6 +37,8 @@ pub struct Executor {
     cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Per running job: its records so far.
     counters: Mutex<HashMap<String, Arc<JobCounters>>>,
+    /// Per running job: its name.
+    names: Mutex<HashMap<String, String>>,
 }
 
 impl Executor {
@@ -55,12 +57,27 @@ impl Executor {
             running: Mutex::default(),
             cancels: Mutex::default(),
             counters: Mutex::default(),
+            names: Mutex::default(),
         })
     }
 
     /// The gRPC service.
     pub fn service(self: &Arc<Self>) -> TaskExecutorServer<ExecutorService> {
         TaskExecutorServer::new(ExecutorService(self.clone())).max_decoding_message_size(512 << 20)
+    }
+
+    /// Every running job: its id, its name and its counters.
+    pub fn running_jobs(&self) -> Vec<(String, String, Arc<JobCounters>)> {
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        self.counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, c)| {
+                let name = names.get(id).cloned().unwrap_or_default();
+                (id.clone(), name, c.clone())
+            })
+            .collect()
     }
 
     /// Records so far of every running job, per vertex (sent with heartbeats).
@@ -91,18 +108,29 @@ impl Executor {
     }
 }
 
-/// The counts of the subtasks that ran here (the others stay at zero).
-fn counts(c: &JobCounters) -> Vec<VertexCounts> {
+/// The metrics of the subtasks that ran here (the others stay at zero).
+fn counts(c: &JobCounters) -> Vec<SubtaskMetrics> {
     let mut out = Vec::new();
     for (v, (_, subtasks)) in c.vertices.iter().enumerate() {
         for (s, counters) in subtasks.iter().enumerate() {
-            let (records_in, records_out) = counters.get();
-            if records_in > 0 || records_out > 0 {
-                out.push(VertexCounts {
+            let m = counters.snapshot();
+            if m.running_ns > 0 || m.records_in > 0 || m.records_out > 0 {
+                out.push(SubtaskMetrics {
                     vertex: v as u32,
                     subtask: s as u32,
-                    records_in,
-                    records_out,
+                    records_in: m.records_in,
+                    records_out: m.records_out,
+                    bytes_in: m.bytes_in,
+                    bytes_out: m.bytes_out,
+                    running_ns: m.running_ns,
+                    idle_ns: m.idle_ns,
+                    backpressured_ns: m.backpressured_ns,
+                    watermark: m.watermark,
+                    state_entries: m.state_entries,
+                    state_bytes: m.state_bytes,
+                    timers: m.timers,
+                    memory_bytes: m.memory_bytes,
+                    guest_call_ns: m.guest_call_ns,
                 });
             }
         }
@@ -140,8 +168,14 @@ impl TaskExecutor for ExecutorService {
             component,
             params,
         });
+        let name = graph.name.clone();
         let job = LocalJob::new(graph, factory);
         let cancel = job.cancel.clone();
+        self.0
+            .names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(r.job_id.clone(), name);
         let asked = Arc::new(AtomicBool::new(false));
         self.0
             .running
@@ -181,6 +215,11 @@ impl TaskExecutor for ExecutorService {
                 .remove(&job_id);
             executor
                 .counters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&job_id);
+            executor
+                .names
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&job_id);

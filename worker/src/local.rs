@@ -336,6 +336,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         batch_size,
                         runtime: rt,
                         clock,
+                        timing: crate::task::Timing::new(),
                     }
                     .run()
                 })();

@@ -35,6 +35,11 @@ pub trait StreamOperator: Send {
     fn next_processing_timer(&self) -> Option<i64> {
         None
     }
+
+    /// Its memory, guest time and state size, for metrics.
+    fn metrics(&self) -> weir_host::InstanceMetrics {
+        weir_host::InstanceMetrics::default()
+    }
 }
 
 /// Creates the operator of one subtask of an operator vertex.
@@ -82,6 +87,10 @@ impl StreamOperator for WasmOperator {
 
     fn next_processing_timer(&self) -> Option<i64> {
         self.0.backend().next_timer(TimeDomain::ProcessingTime)
+    }
+
+    fn metrics(&self) -> weir_host::InstanceMetrics {
+        self.0.metrics()
     }
 }
 

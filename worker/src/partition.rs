@@ -31,6 +31,7 @@ pub struct NetworkOutput {
     batch_size: usize,
     next: usize,
     subtask: usize,
+    backpressured: std::time::Duration,
 }
 
 /// Extract the key of `record` per `key_by` and set it.
@@ -84,13 +85,28 @@ impl NetworkOutput {
             batch_size,
             next: subtask % n.max(1),
             subtask,
+            backpressured: std::time::Duration::ZERO,
         }
     }
 
-    fn send(&self, to: usize, message: StreamMessage) -> Result<(), PartitionError> {
-        self.senders[to]
-            .blocking_send((self.channel, message))
-            .map_err(|_| PartitionError::Disconnected)
+    fn send(&mut self, to: usize, message: StreamMessage) -> Result<(), PartitionError> {
+        use tokio::sync::mpsc::error::TrySendError;
+        match self.senders[to].try_send((self.channel, message)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Closed(_)) => Err(PartitionError::Disconnected),
+            Err(TrySendError::Full(envelope)) => {
+                // The receiver has no room: this is backpressure.
+                let started = std::time::Instant::now();
+                let sent = self.senders[to].blocking_send(envelope);
+                self.backpressured += started.elapsed();
+                sent.map_err(|_| PartitionError::Disconnected)
+            }
+        }
+    }
+
+    /// Time spent waiting for room at the receivers so far.
+    pub fn backpressured(&self) -> std::time::Duration {
+        self.backpressured
     }
 
     fn flush_one(&mut self, to: usize) -> Result<(), PartitionError> {

@@ -15,7 +15,7 @@
 //!   goes on to the outputs.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::Receiver;
@@ -37,29 +37,137 @@ const CANCEL_CHECK: Duration = Duration::from_millis(200);
 #[error("canceled")]
 pub struct Canceled;
 
-/// Records in and out of one subtask of one vertex.
-#[derive(Debug, Default)]
+/// What one subtask of one vertex did so far, readable while it runs (the
+/// subtask publishes its times, watermark and operator figures a few times
+/// a second; its counts as they change).
+#[derive(Debug)]
 pub struct Counters {
     /// Records received.
     pub records_in: AtomicU64,
     /// Records emitted (main and side outputs).
     pub records_out: AtomicU64,
+    /// Bytes of the records received (keys and values).
+    pub bytes_in: AtomicU64,
+    /// Bytes of the records emitted.
+    pub bytes_out: AtomicU64,
+    /// Time the subtask has run, ns.
+    pub running_ns: AtomicU64,
+    /// Time it waited for input, ns.
+    pub idle_ns: AtomicU64,
+    /// Time it waited for room downstream, ns.
+    pub backpressured_ns: AtomicU64,
+    /// Its input watermark; `i64::MIN` before the first.
+    pub watermark: AtomicI64,
+    /// Keyed state entries of its operator.
+    pub state_entries: AtomicU64,
+    /// Bytes of its operator's keyed state.
+    pub state_bytes: AtomicU64,
+    /// Timers of its operator.
+    pub timers: AtomicU64,
+    /// Linear memory of its operator's Wasm instance, bytes.
+    pub memory_bytes: AtomicU64,
+    /// Time spent in its operator's guest calls, ns.
+    pub guest_call_ns: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            records_in: AtomicU64::new(0),
+            records_out: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            running_ns: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            backpressured_ns: AtomicU64::new(0),
+            watermark: AtomicI64::new(i64::MIN),
+            state_entries: AtomicU64::new(0),
+            state_bytes: AtomicU64::new(0),
+            timers: AtomicU64::new(0),
+            memory_bytes: AtomicU64::new(0),
+            guest_call_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A copy of a subtask's [`Counters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    /// Records received.
+    pub records_in: u64,
+    /// Records emitted.
+    pub records_out: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes emitted.
+    pub bytes_out: u64,
+    /// Time run, ns.
+    pub running_ns: u64,
+    /// Time waiting for input, ns.
+    pub idle_ns: u64,
+    /// Time waiting for room downstream, ns.
+    pub backpressured_ns: u64,
+    /// The input watermark, if any yet.
+    pub watermark: Option<i64>,
+    /// Keyed state entries.
+    pub state_entries: u64,
+    /// Keyed state bytes.
+    pub state_bytes: u64,
+    /// Timers.
+    pub timers: u64,
+    /// Wasm linear memory, bytes.
+    pub memory_bytes: u64,
+    /// Time in guest calls, ns.
+    pub guest_call_ns: u64,
 }
 
 impl Counters {
     /// Records in and out so far.
     pub fn get(&self) -> (u64, u64) {
         (
-            self.records_in.load(std::sync::atomic::Ordering::Relaxed),
-            self.records_out.load(std::sync::atomic::Ordering::Relaxed),
+            self.records_in.load(Ordering::Relaxed),
+            self.records_out.load(Ordering::Relaxed),
         )
     }
 
-    /// Set both counts (from a report of the process that runs the subtask).
-    pub fn set(&self, records_in: u64, records_out: u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.records_in.store(records_in, Relaxed);
-        self.records_out.store(records_out, Relaxed);
+    /// Everything, copied.
+    pub fn snapshot(&self) -> Snapshot {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let wm = self.watermark.load(Ordering::Relaxed);
+        Snapshot {
+            records_in: r(&self.records_in),
+            records_out: r(&self.records_out),
+            bytes_in: r(&self.bytes_in),
+            bytes_out: r(&self.bytes_out),
+            running_ns: r(&self.running_ns),
+            idle_ns: r(&self.idle_ns),
+            backpressured_ns: r(&self.backpressured_ns),
+            watermark: (wm != i64::MIN).then_some(wm),
+            state_entries: r(&self.state_entries),
+            state_bytes: r(&self.state_bytes),
+            timers: r(&self.timers),
+            memory_bytes: r(&self.memory_bytes),
+            guest_call_ns: r(&self.guest_call_ns),
+        }
+    }
+
+    /// Set everything (from a report of the process that runs the subtask).
+    pub fn store(&self, s: &Snapshot) {
+        let w = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        w(&self.records_in, s.records_in);
+        w(&self.records_out, s.records_out);
+        w(&self.bytes_in, s.bytes_in);
+        w(&self.bytes_out, s.bytes_out);
+        w(&self.running_ns, s.running_ns);
+        w(&self.idle_ns, s.idle_ns);
+        w(&self.backpressured_ns, s.backpressured_ns);
+        self.watermark
+            .store(s.watermark.unwrap_or(i64::MIN), Ordering::Relaxed);
+        w(&self.state_entries, s.state_entries);
+        w(&self.state_bytes, s.state_bytes);
+        w(&self.timers, s.timers);
+        w(&self.memory_bytes, s.memory_bytes);
+        w(&self.guest_call_ns, s.guest_call_ns);
     }
 }
 
@@ -141,6 +249,46 @@ pub struct Subtask {
     pub runtime: tokio::runtime::Handle,
     /// Watermarks of a source task with event time.
     pub clock: Option<EventClock>,
+    /// Where its time goes, for its metrics.
+    pub timing: Timing,
+}
+
+/// Where a subtask's time goes: waiting for input (idle), waiting for room
+/// downstream (backpressured, counted by its outputs), or working (busy).
+#[derive(Debug, Clone)]
+pub struct Timing {
+    started: Instant,
+    idle: Duration,
+    published: Instant,
+}
+
+/// How often a subtask publishes its times and operator figures.
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+impl Timing {
+    /// Starting now.
+    pub fn new() -> Timing {
+        let now = Instant::now();
+        Timing {
+            started: now,
+            idle: Duration::ZERO,
+            published: now,
+        }
+    }
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing::new()
+    }
+}
+
+/// Bytes of keys and values.
+fn bytes_of(records: &[Record]) -> u64 {
+    records
+        .iter()
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .sum()
 }
 
 fn partition_error(e: PartitionError, node: &str) -> anyhow::Error {
@@ -172,12 +320,17 @@ impl Subtask {
                 if self.cancel.load(Ordering::Relaxed) {
                     return Err(Canceled.into());
                 }
+                let asked = Instant::now();
                 let batch = source.next_batch(self.batch_size).map_err(|e| {
                     anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
                 })?;
                 match batch {
                     None => break,
-                    Some(b) if b.is_empty() => self.flush_sinks()?,
+                    Some(b) if b.is_empty() => {
+                        // Nothing to read for now: idle.
+                        self.timing.idle += asked.elapsed();
+                        self.flush_sinks()?
+                    }
                     Some(b) => {
                         self.push_source(b, &mut watermark)?;
                         self.flush()?;
@@ -185,6 +338,7 @@ impl Subtask {
                 }
                 self.source_time(&mut watermark)?;
                 self.processing_timers(watermark)?;
+                self.publish(watermark, false);
             },
             Head::Input { mut rx, channels } => {
                 let mut tracker = WatermarkTracker::new(channels);
@@ -202,7 +356,10 @@ impl Subtask {
                         Ok(m) => Some(Some(m)),
                         Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
                         Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
-                            match self.runtime.block_on(tokio::time::timeout(wait, rx.recv())) {
+                            let waiting = Instant::now();
+                            let got = self.runtime.block_on(tokio::time::timeout(wait, rx.recv()));
+                            self.timing.idle += waiting.elapsed();
+                            match got {
                                 Ok(m) => m.map(Some),
                                 Err(_) => Some(None),
                             }
@@ -248,6 +405,7 @@ impl Subtask {
                         return Err(Canceled.into());
                     }
                     self.processing_timers(watermark)?;
+                    self.publish(watermark, false);
                 }
             }
         }
@@ -266,7 +424,40 @@ impl Subtask {
             out.broadcast(StreamMessage::EndOfStream)
                 .map_err(|e| partition_error(e, &format!("output {i}")))?;
         }
+        self.publish(Some(MAX_WATERMARK), true);
         Ok(())
+    }
+
+    /// Publish the subtask's times, watermark and operator figures into its
+    /// nodes' counters, at most every [`PUBLISH_EVERY`] unless `now`.
+    fn publish(&mut self, watermark: Option<i64>, now: bool) {
+        if !now && self.timing.published.elapsed() < PUBLISH_EVERY {
+            return;
+        }
+        self.timing.published = Instant::now();
+        let running = self.timing.started.elapsed().as_nanos() as u64;
+        let idle = self.timing.idle.as_nanos() as u64;
+        let backpressured: u64 = self
+            .outputs
+            .iter()
+            .map(|o| o.backpressured().as_nanos() as u64)
+            .sum();
+        for node in &self.nodes {
+            let c = &node.counters;
+            c.running_ns.store(running, Ordering::Relaxed);
+            c.idle_ns.store(idle, Ordering::Relaxed);
+            c.backpressured_ns.store(backpressured, Ordering::Relaxed);
+            c.watermark
+                .store(watermark.unwrap_or(i64::MIN), Ordering::Relaxed);
+            if let NodeOp::Operator(op) = &node.op {
+                let m = op.metrics();
+                c.state_entries.store(m.state.entries, Ordering::Relaxed);
+                c.state_bytes.store(m.state.bytes, Ordering::Relaxed);
+                c.timers.store(m.state.timers, Ordering::Relaxed);
+                c.memory_bytes.store(m.memory_bytes, Ordering::Relaxed);
+                c.guest_call_ns.store(m.guest_call_ns, Ordering::Relaxed);
+            }
+        }
     }
 
     fn push(
@@ -280,6 +471,9 @@ impl Subtask {
         n.counters
             .records_in
             .fetch_add(records.len() as u64, Ordering::Relaxed);
+        n.counters
+            .bytes_in
+            .fetch_add(bytes_of(&records), Ordering::Relaxed);
         let out = match &mut n.op {
             NodeOp::Source => BatchOutput {
                 main: records,
@@ -316,6 +510,8 @@ impl Subtask {
         n.counters
             .records_out
             .fetch_add(produced as u64, Ordering::Relaxed);
+        let bytes = bytes_of(&out.main) + out.side.iter().map(|(_, r)| bytes_of(r)).sum::<u64>();
+        n.counters.bytes_out.fetch_add(bytes, Ordering::Relaxed);
         let main = n.main.clone();
         let mut side = Vec::new();
         for (name, records) in out.side {
