@@ -104,17 +104,6 @@ impl Client {
             .await;
         self.answer(r).await
     }
-
-    /// Poll a job until it ends.
-    pub async fn wait(&self, id: &str) -> anyhow::Result<JobInfo> {
-        loop {
-            let job = self.job(id).await?;
-            if job.state.is_terminal() {
-                return Ok(job);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
 }
 
 /// A job's state as a word.

@@ -3,6 +3,7 @@
 mod bundle;
 mod client;
 mod local;
+mod progress;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
 /// glibc's allocator spends a third of a word count's time there.
@@ -236,7 +237,33 @@ async fn run(
             cancel.store(true, Ordering::Relaxed);
         }
     });
-    let report = run_job(job).await?;
+    // Records read by the sources, shown while the job runs.
+    let sources: Vec<usize> = job
+        .graph
+        .vertices
+        .iter()
+        .filter(|v| matches!(v.kind, weir_model::VertexKind::Source(_)))
+        .map(|v| v.id)
+        .collect();
+    let counters = job.counters.clone();
+    let mut progress = progress::Progress::new(&name);
+    let running = tokio::spawn(run_job(job));
+    tokio::pin!(running);
+    let report = loop {
+        tokio::select! {
+            done = &mut running => break done.map_err(|e| anyhow::anyhow!("the job panicked: {e}"))?,
+            _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {
+                let read = sources
+                    .iter()
+                    .flat_map(|&v| counters.vertices[v].1.iter())
+                    .map(|c| c.get().1)
+                    .sum();
+                progress.update("running", read);
+            }
+        }
+    };
+    progress.finish();
+    let report = report?;
     eprintln!(
         "job `{name}` finished in {:.2} s",
         report.duration.as_secs_f64()
@@ -314,7 +341,24 @@ async fn submit(
     let job = client.submit(&request).await?;
     eprintln!("submitted job {} ({})", job.id, job.name);
     if wait {
-        let done = client.wait(&job.id).await?;
+        let mut progress = progress::Progress::new(&job.name);
+        let done = loop {
+            let now = client.job(&job.id).await?;
+            if now.state.is_terminal() {
+                break now;
+            }
+            let read = now
+                .graph
+                .vertices
+                .iter()
+                .zip(&now.vertices)
+                .filter(|(g, _)| g.kind == "source")
+                .map(|(_, v)| v.records_out)
+                .sum();
+            progress.update(client::state_name(now.state), read);
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        progress.finish();
         eprint!("{}", client::describe(&done));
         println!("{}", job.id);
         if done.state != weir_coordinator::jobs::JobState::Finished {

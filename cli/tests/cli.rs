@@ -372,3 +372,30 @@ fn the_event_time_examples_print_what_their_docs_say() {
     }
     assert!(blocks >= 4, "{blocks} commands checked");
 }
+
+/// Off a terminal, a running job's progress comes as plain lines.
+#[test]
+fn run_shows_progress_as_plain_lines_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(weir_tests::guest("wordcount"), dir.path().join("c.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        "[job]\nname = 'paced'\n[component]\npath = 'c.wasm'\n\
+         [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '7000'\nrate = '2000'\n\
+         [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    let o = weir(&["run", dir.path().to_str().unwrap()]);
+    assert!(o.ok, "{}", o.stderr);
+    let lines: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("job paced running:"))
+        .collect();
+    assert!(!lines.is_empty(), "{}", o.stderr);
+    assert!(
+        lines.iter().all(|l| l.contains("records read")),
+        "{lines:?}"
+    );
+}

@@ -152,8 +152,11 @@ struct Rates {
 }
 
 fn rates(before: &Snapshot, now: &Snapshot, seconds: f64) -> Rates {
-    let per_s = |a: u64, b: u64| b.saturating_sub(a) as f64 / seconds;
     let ran = now.running_ns.saturating_sub(before.running_ns) as f64;
+    // The subtask's own clock, when it ran in between: figures reach the
+    // coordinator with heartbeats, whose arrival jitters.
+    let seconds = if ran > 0.0 { ran / 1e9 } else { seconds };
+    let per_s = |a: u64, b: u64| b.saturating_sub(a) as f64 / seconds;
     let share = |a: u64, b: u64| {
         if ran <= 0.0 {
             0.0
@@ -190,6 +193,17 @@ impl Metrics {
         let current = raw(counters);
         let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         let h = jobs.entry(id.to_owned()).or_default();
+        if let Some((_, before)) = &h.last {
+            let fresh = before
+                .iter()
+                .zip(&current)
+                .flat_map(|((_, b), (_, c))| b.iter().zip(c))
+                .any(|(b, c)| b.running_ns != c.running_ns);
+            if !fresh {
+                // No new report since the last sample: wait for one.
+                return;
+            }
+        }
         if let Some((then, before)) = &h.last {
             let seconds = now.duration_since(*then).as_secs_f64().max(1e-3);
             h.rates = before
@@ -502,7 +516,9 @@ mod tests {
             records_in: 1010,
             ..Default::default()
         };
-        let r = rates(&before, &now, 1.0);
+        let r = rates(&before, &now, 0.5);
+        // Per second of the subtask's own running time (1 s), not of the
+        // time between samples.
         assert_eq!(r.records_in, 1000.0);
         assert_eq!((r.idle, r.backpressured, r.busy), (200.0, 500.0, 300.0));
         assert_eq!(r.busy + r.idle + r.backpressured, 1000.0);

@@ -262,6 +262,13 @@ pub fn openapi_document() -> serde_json::Value {
             },
             "/v1/jobs/{id}": {"parameters": id_param, "get": {"summary": "One job, with live counts", "responses": {"200": {"description": "The job", "content": {"application/json": {"schema": job}}}, "404": err("No such job")}}},
             "/v1/jobs/{id}/cancel": {"parameters": id_param, "post": {"summary": "Cancel a running job", "responses": {"200": {"description": "Canceling", "content": {"application/json": {"schema": job}}}, "404": err("No such job"), "409": err("The job is not running")}}},
+            "/v1/jobs/{id}/metrics": {"parameters": id_param, "get": {"summary": "A job's metrics: per vertex and subtask counts, bytes, rates, busy/idle/backpressured ms per second, watermarks, state size, Wasm memory, guest time; five minutes of history", "responses": {"200": {"description": "The metrics", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                "job": {"type": "string"}, "at_ms": {"type": "integer"},
+                "vertices": {"type": "array", "items": {"type": "object"}},
+                "history": {"type": "array", "items": {"type": "object", "properties": {"at_ms": {"type": "integer"}, "vertices": {"type": "array", "items": {"type": "object"}}}}},
+                "checkpoints": {"type": "array", "items": {"type": "object"}}
+            }}}}}, "404": err("No such job")}}},
+            "/metrics": {"get": {"summary": "Prometheus text: running jobs' subtasks, workers, slots, jobs per state", "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/v1/cluster": {"get": {"summary": "Workers, their slots (free and used) and last heartbeats", "responses": {"200": {"description": "The cluster", "content": {"application/json": {"schema": {"type": "object", "properties": {
                 "workers": {"type": "array", "items": {"type": "object", "properties": {
                     "id": {"type": "string"}, "hostname": {"type": "string"}, "data_address": {"type": "string"},

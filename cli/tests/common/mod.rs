@@ -1,4 +1,5 @@
-//! Helpers shared by the CLI's process tests.
+//! Helpers shared by the CLI's process tests (each test binary uses some).
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -53,14 +54,28 @@ pub fn urls(line: &str) -> Vec<String> {
 /// A bundle directory under `dir` whose job never ends: words from a
 /// generator (1,000 lines/s per subtask) into the word count, to /dev/null.
 pub fn endless_bundle(dir: &std::path::Path) -> std::path::PathBuf {
-    let bundle = dir.join("endless");
+    endless_named(dir, "endless", None)
+}
+
+/// [`endless_bundle`] with another name, and a parallelism for its job.
+pub fn endless_named(
+    dir: &std::path::Path,
+    name: &str,
+    parallelism: Option<u32>,
+) -> std::path::PathBuf {
+    let bundle = dir.join(name);
     std::fs::create_dir_all(&bundle).unwrap();
     std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
+    let parallelism = parallelism.map_or(String::new(), |p| format!("parallelism = {p}\n"));
     std::fs::write(
         bundle.join("weir.toml"),
-        "[job]\nname = 'endless'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\n\
-         [[operator]]\nname = 'split'\nfunction = 'split-words'\n[[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
-         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+        format!(
+            "[job]\nname = '{name}'\n{parallelism}[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\nparallelism = 1\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\nparallelism = 1\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '/dev/null'\n"
+        ),
     )
     .unwrap();
     bundle
