@@ -9,31 +9,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{start, urls};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn weir(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .current_dir(root())
-        .env(
-            "WEIR_CACHE_DIR",
-            std::env::temp_dir().join("weir-cli-tests-cache"),
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use common::{root, start, urls, weir};
 
 #[test]
 fn the_dashboard_works_in_a_real_browser() {

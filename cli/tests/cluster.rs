@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{start, urls};
+use common::{start, urls, weir};
 
 use weir_coordinator::slot_manager::ClusterInfo;
 
@@ -122,19 +122,6 @@ async fn workers_register_and_a_killed_one_is_removed() {
     // The coordinator keeps serving.
     let jobs = reqwest::get(format!("{rest}/v1/jobs")).await.unwrap();
     assert!(jobs.status().is_success());
-}
-
-fn weir(args: &[&str]) -> std::process::Output {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .current_dir(root)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

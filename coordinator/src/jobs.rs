@@ -429,24 +429,29 @@ fn unknown(id: &str) -> ApiError {
     ApiError::not_found("job_not_found", format!("no job with id `{id}`"))
 }
 
-/// Set a job's final counts and subtask states from its execution.
-fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
+/// Copy a job's counts and subtask states from its execution.
+fn refresh(info: &mut JobInfo, execution: &Execution) {
     info.vertices = execution
         .counters
         .report()
         .into_iter()
         .map(VertexStatus::from)
         .collect();
-    let mut subtasks = execution
+    info.subtasks = execution
         .subtasks
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    for t in subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
+    count_subtasks(&mut info.subtasks, &execution.counters);
+}
+
+/// Set a job's final counts and subtask states from its execution: the
+/// subtasks still going end in `end`.
+fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
+    refresh(info, execution);
+    for t in info.subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
         t.state = end;
     }
-    count_subtasks(&mut subtasks, &execution.counters);
-    info.subtasks = subtasks;
 }
 
 impl Jobs {
@@ -671,18 +676,7 @@ impl Jobs {
     fn live(job: &Lifecycle) -> JobInfo {
         let mut info = job.info().clone();
         if let Some(execution) = job.execution() {
-            info.subtasks = execution
-                .subtasks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            count_subtasks(&mut info.subtasks, &execution.counters);
-            info.vertices = execution
-                .counters
-                .report()
-                .into_iter()
-                .map(VertexStatus::from)
-                .collect();
+            refresh(&mut info, execution);
         }
         info
     }

@@ -445,6 +445,35 @@ async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
         .filter(|l| l.contains("\"a\""))
         .count();
     assert_eq!(last_a, 300);
+    // Its metrics stay after its end, per vertex and subtask.
+    let (status, body) = call(
+        &api,
+        Request::get(format!("/v1/jobs/{}/metrics", job.id))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let m: weir_coordinator::metrics::JobMetrics = serde_json::from_slice(&body).unwrap();
+    let count = m.vertices.iter().find(|v| v.name == "count").unwrap();
+    assert_eq!(count.records_in, 500);
+    assert_eq!(count.subtasks.len(), 2);
+    assert_eq!(
+        count.subtasks.iter().map(|s| s.records_in).sum::<u64>(),
+        500
+    );
+    assert!(count.bytes_in > 0, "{count:?}");
+    // The job's graph, for the dashboard.
+    let edges: Vec<(usize, usize, &str)> = job
+        .graph
+        .edges
+        .iter()
+        .map(|e| (e.from, e.to, e.partitioning.as_str()))
+        .collect();
+    assert_eq!(
+        edges,
+        [(0, 1, "chained"), (1, 2, "hash(value)"), (2, 3, "chained")]
+    );
 
     // An unbounded job: it runs until canceled.
     let unbounded = wordcount_archive_with(|m| {
@@ -627,4 +656,39 @@ async fn bad_job_requests_get_4xx() {
     .await;
     let (_, body) = call(&api, Request::get("/v1/jobs").body(Body::empty()).unwrap()).await;
     assert_eq!(serde_json::from_slice::<Vec<JobInfo>>(&body).unwrap(), []);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_keeps_its_exception_with_the_operator_and_the_guest_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let manifest = "[job]\nname = 'fails'\n[params]\ninput = {}\n\
+        [[source]]\nname = 'lines'\ntype = 'text-file'\npath = '${input}'\n\
+        [[operator]]\nname = 'check'\nfunction = 'trap'\n\
+        [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n";
+    let archive = pack(&BundleFiles {
+        manifest: manifest.into(),
+        component: std::fs::read(weir_tests::guest("test-guests")).unwrap(),
+    })
+    .unwrap();
+    let (status, body) = call(&api, multipart("bundle", &archive)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let bundle: BundleInfo = serde_json::from_slice(&body).unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "fine\nboom\nfine\n").unwrap();
+    let request =
+        serde_json::json!({"bundle": bundle.id, "params": {"input": input.to_str().unwrap()}});
+    let (_, body) = call(&api, json_post("/v1/jobs", request)).await;
+    let job: JobInfo = serde_json::from_slice(&body).unwrap();
+    let job = wait_for(&api, &job.id, |j| j.state.is_terminal()).await;
+    assert_eq!(job.state, JobState::Failed);
+    assert_eq!(job.exceptions.len(), 1, "{job:?}");
+    let message = &job.exceptions[0].message;
+    assert!(message.contains("check"), "{message}");
+    assert!(message.contains("boom: this record is bad"), "{message}");
 }

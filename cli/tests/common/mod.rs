@@ -43,6 +43,28 @@ pub fn start(args: &[&str]) -> (Proc, String) {
     (Proc(child), line)
 }
 
+/// The workspace's root.
+pub fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Run `weir args…` to its end in the workspace's root.
+pub fn weir(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .current_dir(root())
+        .env(
+            "WEIR_CACHE_DIR",
+            std::env::temp_dir().join("weir-cli-tests-cache"),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// The `http://` addresses in a line, in order.
 pub fn urls(line: &str) -> Vec<String> {
     line.split_whitespace()
