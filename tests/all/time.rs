@@ -547,7 +547,8 @@ async fn run_idle(dir: &Path, idle: &str, wait: Duration) -> Vec<serde_json::Val
         .await
         .expect("the job stops when canceled")
         .unwrap();
-    assert!(ended.is_err(), "canceled, not finished");
+    let e = ended.expect_err("canceled, not finished");
+    assert!(format!("{e:#}").contains("was canceled"), "{e:#}");
     lines(&output)
 }
 

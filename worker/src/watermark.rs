@@ -90,13 +90,14 @@ impl WatermarkTracker {
     /// Whether every channel that has not ended is idle (and one has not
     /// ended): the task itself is idle.
     pub fn is_idle(&self) -> bool {
-        let mut open = self.ended.iter().zip(&self.idle).filter(|(e, _)| !**e);
-        let mut any = false;
-        let all_idle = open.all(|(_, i)| {
-            any = true;
-            *i
-        });
-        any && all_idle
+        let open: Vec<bool> = self
+            .ended
+            .iter()
+            .zip(&self.idle)
+            .filter(|(ended, _)| !**ended)
+            .map(|(_, idle)| *idle)
+            .collect();
+        !open.is_empty() && open.iter().all(|idle| *idle)
     }
 
     fn recompute(&mut self) -> Option<i64> {
