@@ -119,12 +119,25 @@ async function submitPage() {
         <select id="bundle-id" name="bundle" required>${options}</select>
         <label for="parallelism">Parallelism (empty: the manifest's)</label>
         <input id="parallelism" name="parallelism" type="number" min="1">
-        <label for="params">Parameters, one <code>name=value</code> per line</label>
+        <label for="params">Parameters, one <code>name=value</code> per line (<code>#</code> lines: defaults, unchanged)</label>
         <textarea id="params" name="params"></textarea>
         <p><button class="primary" type="submit">Submit</button></p>
         <div id="submit-result"></div>
       </form>
     </div>`;
+  // The selected bundle's parameters, to fill in: required ones empty,
+  // the others as comments with their defaults.
+  const byId = {};
+  for (const b of bundles) byId[b.id] = b;
+  const fillParams = () => {
+    const b = byId[document.getElementById("bundle-id").value];
+    if (!b) return;
+    document.getElementById("params").value = Object.entries(b.params || {})
+      .map(([name, p]) => (p.default === null || p.default === undefined)
+        ? `${name}=` : `# ${name}=${p.default}`).join("\n");
+  };
+  document.getElementById("bundle-id").addEventListener("change", fillParams);
+  fillParams();
   document.getElementById("upload").addEventListener("submit", async (e) => {
     e.preventDefault();
     const out = document.getElementById("upload-result");
@@ -141,6 +154,8 @@ async function submitPage() {
       o.textContent = `${b.name} — ${b.id.slice(0, 12)}`;
       select.prepend(o);
       select.value = b.id;
+      byId[b.id] = b;
+      fillParams();
     } catch (err) {
       out.innerHTML = `<div class="msg err">${esc(err.message)}</div>`;
     }
@@ -151,10 +166,12 @@ async function submitPage() {
     const params = {};
     for (const line of document.getElementById("params").value.split("\n")) {
       const t = line.trim();
-      if (!t) continue;
+      if (!t || t.startsWith("#")) continue;
       const i = t.indexOf("=");
       if (i < 1) { out.innerHTML = `<div class="msg err">“${esc(t)}” is not name=value</div>`; return; }
-      params[t.slice(0, i).trim()] = t.slice(i + 1).trim();
+      const value = t.slice(i + 1).trim();
+      // `name=` with nothing after it leaves the parameter out.
+      if (value) params[t.slice(0, i).trim()] = value;
     }
     const body = { bundle: document.getElementById("bundle-id").value, params };
     const p = document.getElementById("parallelism").value;
