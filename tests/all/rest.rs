@@ -654,6 +654,16 @@ async fn bad_job_requests_get_4xx() {
         "nope",
     )
     .await;
+    error(
+        &api,
+        Request::get("/v1/jobs/nope/metrics")
+            .body(Body::empty())
+            .unwrap(),
+        StatusCode::NOT_FOUND,
+        "job_not_found",
+        "nope",
+    )
+    .await;
     let (_, body) = call(&api, Request::get("/v1/jobs").body(Body::empty()).unwrap()).await;
     assert_eq!(serde_json::from_slice::<Vec<JobInfo>>(&body).unwrap(), []);
 }

@@ -567,3 +567,29 @@ async fn an_idle_input_does_not_hold_the_watermark_back() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_without_its_timestamp_fails_the_job_naming_the_source_and_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        "{\"key\":\"a\",\"ts\":1}\n{\"key\":\"b\",\"when\":2}\n",
+    )
+    .unwrap();
+    let (rt, c) = component("windowed-counts");
+    let manifest = std::fs::read_to_string(
+        weir_tests::workspace_root().join("examples/windowed-counts/weir.toml"),
+    )
+    .unwrap();
+    let params = [("input", input.to_str().unwrap()), ("output", "/dev/null")];
+    let e = run_job(local_job(rt, c, &manifest, &params, 1).unwrap())
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("source `events`"), "{e}");
+    assert!(
+        e.contains(r#"record {"key":"b","when":2} has no field /ts"#),
+        "{e}"
+    );
+}
