@@ -254,7 +254,7 @@ impl Harness {
     ///     type In = i64; type Acc = i64; type Out = i64;
     ///     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Sum) }
     ///     fn create(&self) -> i64 { 0 }
-    ///     fn add(&self, acc: &mut i64, n: i64) { *acc += n }
+    ///     fn add(&self, acc: &mut i64, n: &i64) { *acc += n }
     ///     fn merge(&self, acc: &mut i64, other: i64) { *acc += other }
     ///     fn result(&self, _: &Window, acc: i64) -> weir::Result<i64> { Ok(acc) }
     /// }

@@ -30,7 +30,7 @@
 //!     type Out = serde_json::Value;
 //!     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Count) }
 //!     fn create(&self) -> u64 { 0 }
-//!     fn add(&self, acc: &mut u64, _: serde_json::Value) { *acc += 1 }
+//!     fn add(&self, acc: &mut u64, _: &serde_json::Value) { *acc += 1 }
 //!     fn merge(&self, acc: &mut u64, other: u64) { *acc += other }
 //!     fn result(&self, window: &Window, acc: u64) -> weir::Result<serde_json::Value> {
 //!         Ok(serde_json::json!({
@@ -98,7 +98,7 @@ impl Window {
     /// #     type In = u32; type Acc = u64; type Out = String;
     /// #     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Count) }
     /// #     fn create(&self) -> u64 { 0 }
-    /// #     fn add(&self, acc: &mut u64, _: u32) { *acc += 1 }
+    /// #     fn add(&self, acc: &mut u64, _: &u32) { *acc += 1 }
     /// #     fn merge(&self, acc: &mut u64, other: u64) { *acc += other }
     /// fn result(&self, window: &Window, acc: u64) -> weir::Result<String> {
     ///     Ok(format!("{}: {acc}", window.key::<String>()?))
@@ -123,7 +123,7 @@ impl Window {
     /// #     type In = u32; type Acc = u64; type Out = usize;
     /// #     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Count) }
     /// #     fn create(&self) -> u64 { 0 }
-    /// #     fn add(&self, acc: &mut u64, _: u32) { *acc += 1 }
+    /// #     fn add(&self, acc: &mut u64, _: &u32) { *acc += 1 }
     /// #     fn merge(&self, acc: &mut u64, other: u64) { *acc += other }
     /// fn result(&self, window: &Window, _: u64) -> weir::Result<usize> {
     ///     Ok(window.key_bytes().len())
@@ -149,7 +149,7 @@ impl Window {
     /// #     type In = u32; type Acc = u64; type Out = i64;
     /// #     fn open(_: &mut OpenContext) -> weir::Result<Self> { Ok(Count) }
     /// #     fn create(&self) -> u64 { 0 }
-    /// #     fn add(&self, acc: &mut u64, _: u32) { *acc += 1 }
+    /// #     fn add(&self, acc: &mut u64, _: &u32) { *acc += 1 }
     /// #     fn merge(&self, acc: &mut u64, other: u64) { *acc += other }
     /// fn result(&self, window: &Window, _: u64) -> weir::Result<i64> {
     ///     Ok(window.max_timestamp())
@@ -170,7 +170,7 @@ impl Window {
 /// [`crate::export_operators!`]. See the [module docs](self) for an example.
 pub trait Aggregate: Sized + 'static {
     /// The records it reads.
-    type In: DeserializeOwned + Clone;
+    type In: DeserializeOwned;
     /// What it keeps per window (in keyed state).
     type Acc: Serialize + DeserializeOwned + Clone;
     /// What a window's firing emits.
@@ -179,8 +179,9 @@ pub trait Aggregate: Sized + 'static {
     fn open(ctx: &mut OpenContext) -> crate::Result<Self>;
     /// An empty accumulator.
     fn create(&self) -> Self::Acc;
-    /// Fold one record in.
-    fn add(&self, acc: &mut Self::Acc, input: Self::In);
+    /// Fold one record in (a record of sliding windows is folded into each
+    /// of its windows).
+    fn add(&self, acc: &mut Self::Acc, input: &Self::In);
     /// Fold another window's accumulator in (session windows merging).
     fn merge(&self, acc: &mut Self::Acc, other: Self::Acc);
     /// The result of a window.
@@ -301,24 +302,26 @@ impl Spec {
         })
     }
 
-    /// The windows (start, end) a record at `t` belongs to.
-    fn assign(&self, t: i64) -> Vec<(i64, i64)> {
+    /// The windows (start, end) a record at `t` belongs to, oldest first,
+    /// into `out`.
+    fn assign_into(&self, t: i64, out: &mut Vec<(i64, i64)>) {
+        out.clear();
         match self.assigner {
             Assigner::Tumbling { size } => {
                 let start = t - t.rem_euclid(size);
-                vec![(start, start + size)]
+                out.push((start, start + size));
             }
             Assigner::Sliding { size, slide } => {
-                let mut start = t - t.rem_euclid(slide);
-                let mut out = Vec::new();
-                while start > t - size {
-                    out.push((start, start + size));
-                    start -= slide;
+                let last = t - t.rem_euclid(slide);
+                let mut start = last - (size - slide);
+                while start <= last {
+                    if start > t - size {
+                        out.push((start, start + size));
+                    }
+                    start += slide;
                 }
-                out.reverse();
-                out
             }
-            Assigner::Session { gap } => vec![(t, t.saturating_add(gap))],
+            Assigner::Session { gap } => out.push((t, t.saturating_add(gap))),
         }
     }
 
@@ -330,10 +333,10 @@ impl Spec {
 
 /// What the window operator needs of a window function.
 trait WindowFunction: 'static {
-    type In: DeserializeOwned + Clone;
+    type In: DeserializeOwned;
     type Acc: Serialize + DeserializeOwned + Clone;
     fn create(&self) -> Self::Acc;
-    fn add(&self, acc: &mut Self::Acc, input: Self::In);
+    fn add(&self, acc: &mut Self::Acc, input: &Self::In);
     fn merge(&self, acc: &mut Self::Acc, other: Self::Acc);
     /// Emit the window's results into `batch` (whose timestamp is set to the
     /// window's `end - 1`).
@@ -348,7 +351,7 @@ impl<A: Aggregate> WindowFunction for AggregateFn<A> {
     fn create(&self) -> A::Acc {
         self.0.create()
     }
-    fn add(&self, acc: &mut A::Acc, input: A::In) {
+    fn add(&self, acc: &mut A::Acc, input: &A::In) {
         self.0.add(acc, input)
     }
     fn merge(&self, acc: &mut A::Acc, other: A::Acc) {
@@ -369,8 +372,8 @@ impl<P: ProcessWindow> WindowFunction for ProcessFn<P> {
     fn create(&self) -> Vec<P::In> {
         Vec::new()
     }
-    fn add(&self, acc: &mut Vec<P::In>, input: P::In) {
-        acc.push(input)
+    fn add(&self, acc: &mut Vec<P::In>, input: &P::In) {
+        acc.push(input.clone())
     }
     fn merge(&self, acc: &mut Vec<P::In>, other: Vec<P::In>) {
         acc.extend(other)
@@ -394,13 +397,20 @@ struct WindowOp<F: WindowFunction> {
     f: F,
     spec: Spec,
     windows: ValueState<Vec<(i64, i64, F::Acc)>>,
+    /// The windows of the record at hand (kept to spare an allocation).
+    assigned: Vec<(i64, i64)>,
 }
 
 /// Open a window operator over `f`.
 fn open<F: WindowFunction>(f: F, ctx: &mut OpenContext) -> crate::Result<Box<dyn DynOperator>> {
     let spec = Spec::from_config(ctx)?;
     let windows = ctx.value_state("weir.windows")?;
-    Ok(Box::new(WindowOp { f, spec, windows }))
+    Ok(Box::new(WindowOp {
+        f,
+        spec,
+        windows,
+        assigned: Vec::new(),
+    }))
 }
 
 pub(crate) fn open_aggregate<A: Aggregate>(
@@ -421,12 +431,12 @@ fn current_key() -> Vec<u8> {
     with_cache(|c| c.current_key.clone()).unwrap_or_default()
 }
 
-impl<F: WindowFunction> WindowOp<F> {
+impl Spec {
     fn timer(&self, batch: &mut Pending, key: &[u8], time: i64, register: bool) {
         let timer = Timer {
             key: key.to_vec(),
             time,
-            domain: WitDomain::from(self.spec.domain),
+            domain: WitDomain::from(self.domain),
         };
         batch.timer_ops.push(if register {
             TimerOp::Register(timer)
@@ -441,56 +451,51 @@ impl<F: WindowFunction> WindowOp<F> {
         if !self.has_fired(end, batch.watermark) {
             self.timer(batch, key, end - 1, true);
         }
-        if self.spec.cleanup_time(end) != end - 1 {
-            self.timer(batch, key, self.spec.cleanup_time(end), true);
+        if self.cleanup_time(end) != end - 1 {
+            self.timer(batch, key, self.cleanup_time(end), true);
         }
     }
 
     fn unschedule(&self, batch: &mut Pending, key: &[u8], end: i64) {
         self.timer(batch, key, end - 1, false);
-        if self.spec.cleanup_time(end) != end - 1 {
-            self.timer(batch, key, self.spec.cleanup_time(end), false);
+        if self.cleanup_time(end) != end - 1 {
+            self.timer(batch, key, self.cleanup_time(end), false);
         }
-    }
-
-    fn fire(
-        &mut self,
-        batch: &mut Pending,
-        key: &[u8],
-        (start, end): (i64, i64),
-        acc: F::Acc,
-    ) -> crate::Result<()> {
-        let window = Window {
-            start,
-            end,
-            key: key.to_vec(),
-        };
-        let timestamp = std::mem::replace(&mut batch.timestamp, Some(end - 1));
-        let fired = self.f.fire(&window, acc, batch);
-        batch.timestamp = timestamp;
-        fired
     }
 
     /// Whether the window `[_, end)` is past its allowed lateness.
     fn is_late(&self, end: i64, watermark: Option<i64>) -> bool {
-        self.spec.domain == TimeDomain::EventTime
-            && watermark.is_some_and(|wm| self.spec.cleanup_time(end) <= wm)
+        self.domain == TimeDomain::EventTime
+            && watermark.is_some_and(|wm| self.cleanup_time(end) <= wm)
     }
 
     /// Whether the window `[_, end)` has fired already (a record for it is
     /// within the allowed lateness and makes it fire again).
     fn has_fired(&self, end: i64, watermark: Option<i64>) -> bool {
-        self.spec.domain == TimeDomain::EventTime && watermark.is_some_and(|wm| end - 1 <= wm)
+        self.domain == TimeDomain::EventTime && watermark.is_some_and(|wm| end - 1 <= wm)
     }
+}
 
-    fn store(&self, windows: Vec<(i64, i64, F::Acc)>) -> crate::Result<()> {
-        if windows.is_empty() {
-            self.windows.clear()
-        } else {
-            self.windows.try_set(windows)
-        }
-    }
+/// Emit `window`'s results into `batch`, with the timestamp `end - 1`.
+fn fire<F: WindowFunction>(
+    f: &mut F,
+    batch: &mut Pending,
+    key: &[u8],
+    (start, end): (i64, i64),
+    acc: F::Acc,
+) -> crate::Result<()> {
+    let window = Window {
+        start,
+        end,
+        key: key.to_vec(),
+    };
+    let timestamp = std::mem::replace(&mut batch.timestamp, Some(end - 1));
+    let fired = f.fire(&window, acc, batch);
+    batch.timestamp = timestamp;
+    fired
+}
 
+impl<F: WindowFunction> WindowOp<F> {
     /// A record for a session: it merges every session of its key that it
     /// overlaps or touches.
     fn session(
@@ -501,30 +506,40 @@ impl<F: WindowFunction> WindowOp<F> {
         input: F::In,
         value: &[u8],
     ) -> crate::Result<()> {
-        let (mut start, mut end) = self.spec.assign(t)[0];
-        if self.is_late(end, batch.watermark) {
+        let WindowOp {
+            f, spec, windows, ..
+        } = self;
+        let Assigner::Session { gap } = spec.assigner else {
+            unreachable!("sessions only")
+        };
+        let (mut start, mut end) = (t, t.saturating_add(gap));
+        if spec.is_late(end, batch.watermark) {
             batch.push_side_raw(LATE.name(), value);
             return Ok(());
         }
-        let mut acc = self.f.create();
-        self.f.add(&mut acc, input);
-        let mut kept = Vec::new();
-        for (s, e, other) in self.windows.take()?.unwrap_or_default() {
-            if s <= end && start <= e {
-                start = start.min(s);
-                end = end.max(e);
-                self.f.merge(&mut acc, other);
-                self.unschedule(batch, key, e);
-            } else {
-                kept.push((s, e, other));
-            }
-        }
-        self.schedule(batch, key, end);
-        let fired = self.has_fired(end, batch.watermark).then(|| acc.clone());
-        kept.push((start, end, acc));
-        self.store(kept)?;
+        let fired = windows.modify(
+            |sessions| {
+                let mut acc = f.create();
+                f.add(&mut acc, &input);
+                sessions.retain_mut(|(s, e, other)| {
+                    let merges = *s <= end && start <= *e;
+                    if merges {
+                        start = start.min(*s);
+                        end = end.max(*e);
+                        f.merge(&mut acc, std::mem::replace(other, f.create()));
+                        spec.unschedule(batch, key, *e);
+                    }
+                    !merges
+                });
+                spec.schedule(batch, key, end);
+                let fired = spec.has_fired(end, batch.watermark).then(|| acc.clone());
+                sessions.push((start, end, acc));
+                fired
+            },
+            |_| true,
+        )?;
         if let Some(acc) = fired {
-            self.fire(batch, key, (start, end), acc)?;
+            fire(f, batch, key, (start, end), acc)?;
         }
         Ok(())
     }
@@ -538,65 +553,71 @@ impl<F: WindowFunction> DynOperator for WindowOp<F> {
             )?,
             TimeDomain::ProcessingTime => batch.processing_time,
         };
-        let watermark = batch.watermark;
         let key = current_key();
         let input: F::In = codec::decode(value)?;
         if let Assigner::Session { .. } = self.spec.assigner {
             return self.session(batch, &key, t, input, value);
         }
-        let assigned = self.spec.assign(t);
-        if assigned
-            .iter()
-            .all(|(_, end)| self.is_late(*end, watermark))
-        {
+        let WindowOp {
+            f,
+            spec,
+            windows,
+            assigned,
+        } = self;
+        let watermark = batch.watermark;
+        spec.assign_into(t, assigned);
+        assigned.retain(|(_, end)| !spec.is_late(*end, watermark));
+        if assigned.is_empty() {
             batch.push_side_raw(LATE.name(), value);
             return Ok(());
         }
-        let mut windows = self.windows.take()?.unwrap_or_default();
-        let mut refire = Vec::new();
-        for (start, end) in assigned {
-            if self.is_late(end, watermark) {
-                continue;
-            }
-            let i = match windows.iter().position(|w| w.0 == start) {
-                Some(i) => i,
-                None => {
-                    self.schedule(batch, &key, end);
-                    windows.push((start, end, self.f.create()));
-                    windows.len() - 1
+        let refire = windows.modify(
+            |open| {
+                let mut refire = Vec::new();
+                for &(start, end) in assigned.iter() {
+                    let i = match open.iter().position(|w| w.0 == start) {
+                        Some(i) => i,
+                        None => {
+                            spec.schedule(batch, &key, end);
+                            open.push((start, end, f.create()));
+                            open.len() - 1
+                        }
+                    };
+                    f.add(&mut open[i].2, &input);
+                    if spec.has_fired(end, watermark) {
+                        refire.push(((start, end), open[i].2.clone()));
+                    }
                 }
-            };
-            self.f.add(&mut windows[i].2, input.clone());
-            if self.has_fired(end, watermark) {
-                refire.push(((start, end), windows[i].2.clone()));
-            }
-        }
-        self.store(windows)?;
+                refire
+            },
+            |_| true,
+        )?;
         for (window, acc) in refire {
-            self.fire(batch, &key, window, acc)?;
+            fire(f, batch, &key, window, acc)?;
         }
         Ok(())
     }
 
     fn timer(&mut self, time: i64, _: TimeDomain, batch: &mut Pending) -> crate::Result<()> {
         let key = current_key();
-        let mut due = Vec::new();
-        let mut kept = Vec::new();
-        for (start, end, acc) in self.windows.take()?.unwrap_or_default() {
-            let fires = end - 1 == time;
-            match (fires, self.spec.cleanup_time(end) <= time) {
-                (true, true) => due.push(((start, end), acc)),
-                (true, false) => {
-                    due.push(((start, end), acc.clone()));
-                    kept.push((start, end, acc));
-                }
-                (false, true) => {}
-                (false, false) => kept.push((start, end, acc)),
-            }
-        }
-        self.store(kept)?;
+        let WindowOp {
+            f, spec, windows, ..
+        } = self;
+        let due = windows.modify(
+            |open| {
+                let mut due = Vec::new();
+                open.retain(|(start, end, acc)| {
+                    if end - 1 == time {
+                        due.push(((*start, *end), acc.clone()));
+                    }
+                    spec.cleanup_time(*end) > time
+                });
+                due
+            },
+            |open| !open.is_empty(),
+        )?;
         for (window, acc) in due {
-            self.fire(batch, &key, window, acc)?;
+            fire(f, batch, &key, window, acc)?;
         }
         Ok(())
     }
@@ -605,6 +626,14 @@ impl<F: WindowFunction> DynOperator for WindowOp<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Spec {
+        fn assign(&self, t: i64) -> Vec<(i64, i64)> {
+            let mut out = Vec::new();
+            self.assign_into(t, &mut out);
+            out
+        }
+    }
 
     fn spec(assigner: Assigner) -> Spec {
         Spec {
@@ -643,7 +672,7 @@ mod tests {
         fn create(&self) -> u64 {
             0
         }
-        fn add(&self, acc: &mut u64, _: i64) {
+        fn add(&self, acc: &mut u64, _: &i64) {
             *acc += 1
         }
         fn merge(&self, acc: &mut u64, other: u64) {

@@ -43,7 +43,7 @@ impl Aggregate for Count {
         0
     }
 
-    fn add(&self, acc: &mut u64, _: Event) {
+    fn add(&self, acc: &mut u64, _: &Event) {
         *acc += 1;
     }
 
