@@ -14,6 +14,10 @@ use weir_worker::task::Snapshot;
 /// Samples kept per job: one per second, five minutes.
 pub const HISTORY: usize = 300;
 
+/// Jobs whose metrics are kept: running ones are sampled every second, and
+/// the least recently sampled (ended) ones make room for new ones.
+pub const JOBS_KEPT: usize = 256;
+
 /// One subtask's figures.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SubtaskMetrics {
@@ -192,6 +196,15 @@ impl Metrics {
         let now = Instant::now();
         let current = raw(counters);
         let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if !jobs.contains_key(id) && jobs.len() >= JOBS_KEPT {
+            let oldest = jobs
+                .iter()
+                .min_by_key(|(_, h)| h.last.as_ref().map(|(at, _)| *at))
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                jobs.remove(&oldest);
+            }
+        }
         let h = jobs.entry(id.to_owned()).or_default();
         if let Some((_, before)) = &h.last {
             let fresh = before
@@ -237,16 +250,8 @@ impl Metrics {
         h.last = Some((now, current));
     }
 
-    /// Forget job `id`.
-    pub fn forget(&self, id: &str) {
-        self.jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-    }
-
     /// The metrics of job `id`: live figures from `counters` while it runs,
-    /// else the last sample's; with parallelism from `parallelism`.
+    /// else the last sample's.
     pub fn job(&self, id: &str, counters: Option<&JobCounters>) -> JobMetrics {
         let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         let h = jobs.get(id);
