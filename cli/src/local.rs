@@ -100,7 +100,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     }
     // Scripts and tests read this line to find the services.
     println!(
-        "weir coordinator: REST API on http://{addr}, workers connect to http://{rpc_addr} (data in {})",
+        "weir coordinator: REST API and dashboard on http://{addr}, workers connect to http://{rpc_addr} (data in {})",
         o.data_dir.display()
     );
     use std::io::Write;
