@@ -171,15 +171,11 @@ impl OperatorInstance {
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         let batch = pack(records);
-        let wit_ctx = self.prepare(ctx);
-        let started = std::time::Instant::now();
-        let result = self
-            .bindings
-            .weir_operator_operators()
-            .operator()
-            .call_process(&mut self.store, self.handle, &batch, wit_ctx);
-        self.guest_time += started.elapsed();
-        self.finish(result, "processing a batch")
+        self.call(ctx, "processing a batch", |b, store, handle, ctx| {
+            b.weir_operator_operators()
+                .operator()
+                .call_process(store, handle, &batch, ctx)
+        })
     }
 
     /// Run `on-timer` for timers that fired.
@@ -188,15 +184,31 @@ impl OperatorInstance {
         timers: Vec<Timer>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
+        self.call(ctx, "firing timers", |b, store, handle, ctx| {
+            b.weir_operator_operators()
+                .operator()
+                .call_on_timer(store, handle, &timers, ctx)
+        })
+    }
+
+    /// One call into the guest: deadline and context set, time counted,
+    /// effects applied when it returns ok.
+    fn call(
+        &mut self,
+        ctx: BatchContext,
+        doing: &str,
+        guest: impl FnOnce(
+            &OperatorComponent,
+            &mut Store<TaskState>,
+            ResourceAny,
+            types::BatchContext,
+        ) -> wasmtime::Result<Result<(), String>>,
+    ) -> Result<BatchOutput, OperatorError> {
         let wit_ctx = self.prepare(ctx);
         let started = std::time::Instant::now();
-        let result = self
-            .bindings
-            .weir_operator_operators()
-            .operator()
-            .call_on_timer(&mut self.store, self.handle, &timers, wit_ctx);
+        let result = guest(&self.bindings, &mut self.store, self.handle, wit_ctx);
         self.guest_time += started.elapsed();
-        self.finish(result, "firing timers")
+        self.finish(result, doing)
     }
 
     /// Fire the due timers of `domain` up to `upto`, in batches, and return
