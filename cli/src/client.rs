@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use weir_coordinator::bundles::BundleInfo;
 use weir_coordinator::error::ErrorBody;
 use weir_coordinator::jobs::{JobInfo, JobRequest, JobState};
+use weir_coordinator::metrics::JobMetrics;
 
 /// A client of one coordinator.
 pub struct Client {
@@ -95,6 +96,16 @@ impl Client {
         self.answer(r).await
     }
 
+    /// A job's metrics.
+    pub async fn metrics(&self, id: &str) -> anyhow::Result<JobMetrics> {
+        let r = self
+            .http
+            .get(format!("{}/v1/jobs/{id}/metrics", self.base))
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
     /// Cancel a job.
     pub async fn cancel(&self, id: &str) -> anyhow::Result<JobInfo> {
         let r = self
@@ -111,8 +122,9 @@ pub fn state_name(state: JobState) -> &'static str {
     weir_coordinator::jobs::state_name(state)
 }
 
-/// A job, as `weir status` shows it.
-pub fn describe(job: &JobInfo) -> String {
+/// A job, as `weir status` shows it, with rates, backpressure and watermarks
+/// when its metrics are at hand.
+pub fn describe(job: &JobInfo, metrics: Option<&JobMetrics>) -> String {
     let mut out = format!(
         "job {} ({}) is {}\n",
         job.id,
@@ -124,9 +136,22 @@ pub fn describe(job: &JobInfo) -> String {
     }
     for v in &job.vertices {
         out.push_str(&format!(
-            "  {:<16} parallelism {:>2}  records in {:>10}  out {:>10}\n",
+            "  {:<16} parallelism {:>2}  records in {:>10}  out {:>10}",
             v.name, v.parallelism, v.records_in, v.records_out
         ));
+        if let Some(m) = metrics.and_then(|m| m.vertices.iter().find(|m| m.name == v.name)) {
+            let watermark = match m.watermark {
+                Some(w) if w < i64::MAX => w.to_string(),
+                Some(_) => "end".to_owned(),
+                None => "-".to_owned(),
+            };
+            out.push_str(&format!(
+                "  {:>9}/s  backpressure {:>3.0}%  watermark {watermark}",
+                crate::progress::thousands(m.records_out_per_s.max(m.records_in_per_s) as u64),
+                m.backpressure * 100.0
+            ));
+        }
+        out.push('\n');
     }
     if !job.subtasks.is_empty() {
         out.push_str("subtasks:\n");

@@ -359,7 +359,7 @@ async fn submit(
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         };
         progress.finish();
-        eprint!("{}", client::describe(&done));
+        eprint!("{}", client::describe(&done, None));
         println!("{}", job.id);
         if done.state != weir_coordinator::jobs::JobState::Finished {
             anyhow::bail!("job {} {}", job.id, client::state_name(done.state));
@@ -505,8 +505,10 @@ fn main() {
             .context("cannot start the runtime")
             .and_then(|rt| {
                 rt.block_on(async {
-                    let job = client::Client::new(&coordinator.url)?.job(&job).await?;
-                    print!("{}", client::describe(&job));
+                    let client = client::Client::new(&coordinator.url)?;
+                    let job = client.job(&job).await?;
+                    let metrics = client.metrics(&job.id).await.ok();
+                    print!("{}", client::describe(&job, metrics.as_ref()));
                     Ok(())
                 })
             }),

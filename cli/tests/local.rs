@@ -206,6 +206,19 @@ fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
         let (slow_in, _) = counts(&out, "slow");
         samples.push((common::rss_kib(pid), source_out, slow_in));
     }
+    // `weir status` tells where the pressure is: the source waits for room.
+    let (out, _) = text(&weir(&["status", &job, "--coordinator", &c]));
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("gen"))
+        .unwrap();
+    let pressure: f64 = line
+        .split("backpressure")
+        .nth(1)
+        .and_then(|r| r.trim().split('%').next())
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no backpressure in {line:?}"));
+    assert!(pressure >= 50.0, "{out}");
     weir(&["cancel", &job, "--coordinator", &c]);
     eprintln!("(RSS KiB, source out, slow in) every 250 ms: {samples:?}");
     let (rss, source_out, slow_in) = *samples.last().unwrap();
