@@ -358,6 +358,10 @@ impl Instance {
         timers: Vec<Timer>,
         ctx: BatchContext,
     ) -> Result<Effects, String> {
+        if self.keyed {
+            // The value states of all the timers' keys, in one host call.
+            self.cache.prefetch(timers.iter().map(|t| t.key.as_slice()));
+        }
         self.run(timers, ctx, |op, timer, batch| {
             let domain: TimeDomain = timer.domain.into();
             batch.timestamp = (domain == TimeDomain::EventTime).then_some(timer.time);

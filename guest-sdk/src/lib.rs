@@ -29,8 +29,9 @@
 //!
 //! ## Why it is fast
 //!
-//! The host hands an operator a batch of records per call. The SDK decodes
-//! them, fetches the value state of all the batch's keys in one host call,
+//! The host hands an operator a batch of records (or of fired timers) per
+//! call. The SDK decodes them, fetches the value state of all the batch's
+//! keys in one host call,
 //! serves every state access from a cache inside the guest, and hands back
 //! outputs, state changes and timer changes in one call each when the batch
 //! ends. A record costs no host call unless it reads list or map state that
