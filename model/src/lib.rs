@@ -16,6 +16,7 @@ pub mod bundle;
 pub mod execution;
 pub mod frame;
 pub mod graph;
+pub mod json;
 pub mod keygroup;
 pub mod manifest;
 pub mod record;

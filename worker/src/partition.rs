@@ -46,19 +46,19 @@ pub fn assign_key(record: &mut Record, key_by: &KeyBy) -> Result<(), PartitionEr
             }
         }
         KeyBy::Pointer(p) => {
-            let value: serde_json::Value = serde_json::from_slice(&record.value).map_err(|e| {
+            let field = weir_model::json::pointer_compact(&record.value, p).map_err(|e| {
                 PartitionError::Key(format!(
                     "key-by = {p:?}: a record is not JSON ({e}): {}",
                     String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
                 ))
             })?;
-            let field = value.pointer(p).ok_or_else(|| {
+            let field = field.ok_or_else(|| {
                 PartitionError::Key(format!(
                     "key-by = {p:?}: a record has no such field: {}",
                     String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
                 ))
             })?;
-            record.key = Some(serde_json::to_vec(field).expect("a JSON value serializes"));
+            record.key = Some(field);
         }
     }
     Ok(())

@@ -251,18 +251,22 @@ pub fn timestamp_at(value: &[u8], pointer: &str) -> Result<i64, String> {
         }
         s
     };
-    let v: serde_json::Value =
-        serde_json::from_slice(value).map_err(|e| format!("record {} is not JSON: {e}", show()))?;
-    match v.pointer(pointer) {
-        None => Err(format!("record {} has no field {pointer}", show())),
-        Some(t) => t
-            .as_i64()
-            .or_else(|| t.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-            .ok_or_else(|| {
-                format!(
-                    "the timestamp {pointer} of record {} is not an integer",
-                    show()
-                )
-            }),
-    }
+    let raw = weir_model::json::pointer_raw(value, pointer)
+        .map_err(|e| format!("record {} is not JSON: {e}", show()))?
+        .ok_or_else(|| format!("record {} has no field {pointer}", show()))?
+        .get();
+    raw.parse::<i64>()
+        .ok()
+        .or_else(|| {
+            raw.parse::<f64>()
+                .ok()
+                .filter(|f| f.fract() == 0.0)
+                .map(|f| f as i64)
+        })
+        .ok_or_else(|| {
+            format!(
+                "the timestamp {pointer} of record {} is not an integer",
+                show()
+            )
+        })
 }
