@@ -210,7 +210,7 @@ function pressureColour(b) {
 }
 
 function drawGraph(graph, metrics) {
-  const W = 200, H = 74, GX = 90, GY = 34, PAD = 20;
+  const W = 210, H = 90, GX = 90, GY = 34, PAD = 20;
   const { pos, cols, rows } = layout(graph);
   const width = PAD * 2 + cols * W + (cols - 1) * GX;
   const height = PAD * 2 + rows * H + (rows - 1) * GY;
@@ -236,6 +236,7 @@ function drawGraph(graph, metrics) {
       <text x="10" y="20" font-weight="600">${esc(v.name)}</text>
       <text class="sub" x="10" y="38">${esc(v.kind)} · ${esc(v.what)} · p=${v.parallelism}</text>
       <text class="sub" x="10" y="56" data-testid="rate-${esc(v.name)}">${rate(r)} · bp ${Math.round((m.backpressure || 0) * 100)}%</text>
+      <text class="sub" x="10" y="74">wm ${esc(watermark(m.watermark))}</text>
     </g>`;
   });
   return `<svg data-testid="job-graph" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">
