@@ -1,7 +1,8 @@
 //! The dashboard in a real browser: `weir local` with a running job, then
 //! `tests/browser/dashboard.mjs` (Playwright driving Debian's Chromium)
-//! checks the overview, the job's graph and its rising numbers, uploads a
-//! bundle through the form, runs it and cancels it, with no console error.
+//! checks the overview, the job's graph, its rising numbers and its
+//! watermark, uploads a bundle through the form, runs it and cancels it,
+//! with no console error.
 //! `scripts/setup.sh` installs Chromium and the pinned npm packages.
 //!
 //! `WEIR_SCREENSHOT=docs/images/dashboard.png` keeps the screenshot it takes
@@ -33,8 +34,19 @@ fn the_dashboard_works_in_a_real_browser() {
     ]);
     let url = urls(&line)[0].clone();
 
-    // A running job to watch.
-    let bundle = common::endless_named(dir.path(), "endless-words", Some(2));
+    // A running job to watch: bids counted per key in event-time windows.
+    let bundle = dir.path().join("bids");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(weir_tests::guest("windowed-counts"), bundle.join("c.wasm")).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        "[job]\nname = 'bids-per-window'\n[component]\npath = 'c.wasm'\n\
+         [[source]]\nname = 'bids'\ntype = 'generator'\npattern = 'bids'\nrate = '2000'\ntimestamp = '/ts'\n\
+         [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\nparallelism = 2\n\
+         window = { type = 'tumbling', size-ms = 10 }\n\
+         [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
     let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &url]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let job = String::from_utf8_lossy(&o.stdout)
@@ -59,7 +71,8 @@ fn the_dashboard_works_in_a_real_browser() {
         .current_dir(&browser_dir)
         .env("WEIR_URL", &url)
         .env("WEIR_JOB", &job)
-        .env("WEIR_VERTICES", "lines,split,count,counts")
+        .env("WEIR_VERTICES", "bids,count,counts")
+        .env("WEIR_WATERMARK", "count")
         .env("WEIR_ARCHIVE", &archive)
         .env("WEIR_SHOT", &shot)
         .stdout(std::fs::File::create(dir.path().join("out")).unwrap())

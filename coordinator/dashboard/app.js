@@ -266,7 +266,7 @@ async function jobPage(id) {
       <td class="num">${rate(v.records_in_per_s)}</td><td class="num">${rate(v.records_out_per_s)}</td>
       <td class="num">${bytes(v.bytes_in)}</td>
       <td class="num">${Math.round(v.backpressure * 100)}%</td>
-      <td>${esc(watermark(v.watermark))}</td>
+      <td data-testid="watermark-${esc(v.name)}">${esc(watermark(v.watermark))}</td>
       <td class="num">${bytes(v.state_bytes)}</td>
     </tr>`).join("");
   const places = {};

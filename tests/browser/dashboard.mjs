@@ -5,6 +5,7 @@
 //   WEIR_URL       the coordinator's REST address (http://127.0.0.1:PORT)
 //   WEIR_JOB       the id of a running job
 //   WEIR_VERTICES  its vertices, comma-separated
+//   WEIR_WATERMARK a vertex of it whose watermark must show
 //   WEIR_ARCHIVE   a bundle archive to upload through the form
 //   WEIR_SHOT      where to write a screenshot of the running job's page
 //   CHROMIUM       the browser (default /usr/bin/chromium)
@@ -66,6 +67,12 @@ try {
     ([sel, n]) => Number(document.querySelector(sel).textContent.replace(/,/g, "")) > n,
     [`[data-testid="records-in-${last}"]`, first], { timeout: 15_000 });
   check(await count() > first, `records into ${last} increase (${first} → ${await count()})`);
+  const wmVertex = env("WEIR_WATERMARK");
+  await page.waitForFunction((sel) => {
+    const cell = document.querySelector(sel);
+    return cell && /\d/.test(cell.textContent);
+  }, `[data-testid="watermark-${wmVertex}"]`);
+  check(true, `the watermark of ${wmVertex} shows: ${await page.textContent(`[data-testid="watermark-${wmVertex}"]`)}`);
   await page.waitForFunction(() => document.querySelectorAll(".chart polyline").length > 0
     && [...document.querySelectorAll(".chart polyline")].some((p) => p.getAttribute("points").split(" ").length > 3));
   check(true, "the throughput charts have points");
