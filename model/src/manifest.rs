@@ -173,13 +173,44 @@ pub struct SourceSpec {
 
 /// A number in the manifest: written as a number or as a string that may
 /// use job parameters (`"${max_delay}"`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(untagged)]
+///
+/// ```
+/// let bad = "[job]\nname='j'\n[[source]]\nname='s'\ntype='generator'\ntimestamp='/seq'\nmax-delay-ms=2.5\n";
+/// let e = weir_model::Manifest::parse(bad).unwrap_err().to_string();
+/// assert!(e.contains("a whole number of milliseconds, or a string using parameters"), "{e}");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
 pub enum Setting {
     /// `5000`
     Number(i64),
     /// `"${delay}"`
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for Setting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Setting;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a whole number of milliseconds, or a string using parameters such as \"${delay}\"",
+                )
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Setting, E> {
+                Ok(Setting::Number(n))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Setting, E> {
+                i64::try_from(n)
+                    .map(Setting::Number)
+                    .map_err(|_| E::custom(format!("{n} is too large")))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Setting, E> {
+                Ok(Setting::Text(s.to_owned()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Setting {
