@@ -35,26 +35,22 @@ fn the_dashboard_works_in_a_real_browser() {
     let url = urls(&line)[0].clone();
 
     // A running job to watch: bids counted per key in event-time windows.
-    let bundle = dir.path().join("bids");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::copy(weir_tests::guest("windowed-counts"), bundle.join("c.wasm")).unwrap();
-    std::fs::write(
-        bundle.join("weir.toml"),
+    let bundle = common::bundle(
+        dir.path(),
+        "bids",
+        "windowed-counts",
         "[job]\nname = 'bids-per-window'\n[component]\npath = 'c.wasm'\n\
          [[source]]\nname = 'bids'\ntype = 'generator'\npattern = 'bids'\nrate = '2000'\ntimestamp = '/ts'\n\
          [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\nparallelism = 2\n\
          window = { type = 'tumbling', size-ms = 10 }\n\
          [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
-    )
-    .unwrap();
-    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &url]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let job = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
+    );
+    let job = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &url,
+    ]));
 
     // An archive to upload through the form.
     let other = common::endless_named(dir.path(), "from-the-browser", Some(1));

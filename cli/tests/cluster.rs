@@ -155,16 +155,9 @@ async fn the_word_count_runs_over_two_worker_processes() {
         "--param",
         &format!("output={}", output.display()),
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
     // Both workers ran subtasks, one slot per subtask index, all finished;
     // the slots are free again.
-    let id = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
+    let id = common::submitted(&o);
     let job: weir_coordinator::jobs::JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
         .await
         .unwrap()
@@ -294,13 +287,7 @@ async fn the_word_count_runs_over_two_worker_processes() {
         "--coordinator",
         &rest,
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let job = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
+    let job = common::submitted(&o);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let killed = w2.0.id();
     w2.0.kill().unwrap();
@@ -333,25 +320,21 @@ async fn backpressure_across_worker_processes_bounds_every_process_memory() {
         w2,
         rest,
     } = start_cluster(dir.path(), "5000").await;
-    let bundle = dir.path().join("slow");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::copy(weir_tests::guest("test-guests"), bundle.join("c.wasm")).unwrap();
-    std::fs::write(
-        bundle.join("weir.toml"),
+    let bundle = common::bundle(
+        dir.path(),
+        "slow",
+        "test-guests",
         "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n\
          [[source]]\nname = 'gen'\ntype = 'generator'\nparallelism = 2\n\
          [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 4\n\
          [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
-    )
-    .unwrap();
-    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &rest]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let id = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
+    );
+    let id = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]));
 
     let pids = [coordinator.0.id(), w1.0.id(), w2.0.id()];
     // (RSS KiB of coordinator, worker 1, worker 2; source out; slow in)

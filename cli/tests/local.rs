@@ -183,18 +183,19 @@ fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
     let c = local.url.clone();
     // A generator as fast as it can go, feeding (over a channel: another
     // parallelism) a stage that takes 0.5 ms per record.
-    let bundle = dir.path().join("slow");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::copy(weir_tests::guest("test-guests"), bundle.join("c.wasm")).unwrap();
-    std::fs::write(
-        bundle.join("weir.toml"),
+    let bundle = common::bundle(
+        dir.path(),
+        "slow",
+        "test-guests",
         "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n[[source]]\nname = 'gen'\ntype = 'generator'\n\
          [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 2\n[[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
-    )
-    .unwrap();
-    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &c]);
-    assert!(o.status.success(), "{}", text(&o).1);
-    let job = text(&o).0.lines().last().unwrap().trim().to_owned();
+    );
+    let job = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &c,
+    ]));
 
     let pid = local.process.0.id();
     let mut samples = Vec::new();

@@ -65,6 +65,33 @@ pub fn weir(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The job id `weir submit` printed alone on its last line; the submission
+/// must have succeeded.
+pub fn submitted(o: &std::process::Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .expect("a job id")
+        .trim()
+        .to_owned()
+}
+
+/// A bundle directory `dir/name`: the component of the guest crate `guest`
+/// as `c.wasm`, and `manifest` (which names `c.wasm` as its component).
+pub fn bundle(
+    dir: &std::path::Path,
+    name: &str,
+    guest: &str,
+    manifest: &str,
+) -> std::path::PathBuf {
+    let bundle = dir.join(name);
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(weir_tests::guest(guest), bundle.join("c.wasm")).unwrap();
+    std::fs::write(bundle.join("weir.toml"), manifest).unwrap();
+    bundle
+}
+
 /// The `http://` addresses in a line, in order.
 pub fn urls(line: &str) -> Vec<String> {
     line.split_whitespace()
@@ -85,13 +112,12 @@ pub fn endless_named(
     name: &str,
     parallelism: Option<u32>,
 ) -> std::path::PathBuf {
-    let bundle = dir.join(name);
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
     let parallelism = parallelism.map_or(String::new(), |p| format!("parallelism = {p}\n"));
-    std::fs::write(
-        bundle.join("weir.toml"),
-        format!(
+    bundle(
+        dir,
+        name,
+        "wordcount",
+        &format!(
             "[job]\nname = '{name}'\n{parallelism}[component]\npath = 'c.wasm'\n\
              [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\nrate = '1000'\nparallelism = 1\n\
              [[operator]]\nname = 'split'\nfunction = 'split-words'\nparallelism = 1\n\
@@ -99,8 +125,6 @@ pub fn endless_named(
              [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '/dev/null'\n"
         ),
     )
-    .unwrap();
-    bundle
 }
 
 /// Resident memory of a process, in KiB.
