@@ -489,7 +489,7 @@ fn fire<F: WindowFunction>(
         end,
         key: key.to_vec(),
     };
-    let timestamp = std::mem::replace(&mut batch.timestamp, Some(end - 1));
+    let timestamp = batch.timestamp.replace(end - 1);
     let fired = f.fire(&window, acc, batch);
     batch.timestamp = timestamp;
     fired

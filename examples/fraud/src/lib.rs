@@ -57,18 +57,20 @@ impl KeyedProcess for Detect {
     }
 
     fn process(&mut self, t: Transaction, ctx: &mut Context<Alert>) -> weir::Result<()> {
-        if let Some((at, amount)) = self.last_small.get()? {
-            if t.amount > self.large && t.ts >= at && t.ts - at <= WINDOW_MS {
-                ctx.emit(Alert {
-                    account: t.account.clone(),
-                    small: amount,
-                    large: t.amount,
-                    small_at: at,
-                    large_at: t.ts,
-                });
-                ctx.delete_timer(TimeDomain::EventTime, at + WINDOW_MS);
-                self.last_small.clear()?;
-            }
+        if let Some((at, amount)) = self.last_small.get()?
+            && t.amount > self.large
+            && t.ts >= at
+            && t.ts - at <= WINDOW_MS
+        {
+            ctx.emit(Alert {
+                account: t.account.clone(),
+                small: amount,
+                large: t.amount,
+                small_at: at,
+                large_at: t.ts,
+            });
+            ctx.delete_timer(TimeDomain::EventTime, at + WINDOW_MS);
+            self.last_small.clear()?;
         }
         if t.amount < self.small {
             if let Some((at, _)) = self.last_small.get()? {
