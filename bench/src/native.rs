@@ -4,9 +4,9 @@
 //! operators see.
 
 use serde::Serialize;
-use weir_host::types::{StateKey, StateKind, StateOp, ValuePut};
 use weir_host::{BatchContext, BatchOutput, MemoryStateBackend, OperatorError, StateBackend};
 use weir_model::{Record, Vertex, VertexKind};
+use weir_state::{StateKey, StateKind, StateOp};
 use weir_worker::{OperatorFactory, StreamOperator};
 
 /// Creates `split-words` and `count` as native operators.
@@ -78,13 +78,13 @@ impl StreamOperator for Count {
             } + 1;
             let word: String = serde_json::from_slice(&r.value).map_err(codec_error)?;
             self.backend
-                .apply(StateOp::PutValue(ValuePut {
+                .apply(StateOp::PutValue {
                     target: StateKey {
                         state: self.state,
                         key,
                     },
                     value: serde_json::to_vec(&count).map_err(codec_error)?,
-                }))
+                })
                 .expect("in memory");
             let value = serde_json::to_vec(&WordCount { word, count }).map_err(codec_error)?;
             main.push(Record {

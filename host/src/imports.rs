@@ -12,10 +12,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::weir::operator::{host, types};
 use crate::error::TaskIdent;
-use crate::state::StateBackend;
 use crate::types::{Batch, LogLevel, StateKey, StateKind, StateOp, TimerOp};
 use crate::wasi::LastWords;
 use weir_model::Record;
+use weir_state::StateBackend;
 
 /// What a call handed over, not yet applied.
 #[derive(Default)]
@@ -188,17 +188,12 @@ impl host::Host for TaskState {
                 "state `{name}` declared outside `create`: declare state when the operator is created"
             )));
         }
-        Ok(self.backend.register(&name, kind))
+        Ok(self.backend.register(&name, kind.into()))
     }
 
     fn get_values(&mut self, keys: Vec<StateKey>) -> wasmtime::Result<Vec<Option<Vec<u8>>>> {
-        keys.iter()
-            .map(|k| {
-                self.backend
-                    .get_value(k.state, &k.key)
-                    .map_err(backend_error)
-            })
-            .collect()
+        let keys: Vec<weir_state::StateKey> = keys.into_iter().map(Into::into).collect();
+        self.backend.get_values(&keys).map_err(backend_error)
     }
 
     fn get_list(&mut self, key: StateKey) -> wasmtime::Result<Vec<Vec<u8>>> {

@@ -10,8 +10,8 @@ use crate::bindings::OperatorComponent;
 use crate::error::{ErrorKind, OperatorError, TaskIdent};
 use crate::imports::{TaskState, pack};
 use crate::runtime::{LoadedComponent, WasmRuntime};
-use crate::state::{MemoryStateBackend, StateBackend};
-use crate::types::{self, OperatorKind, TimeDomain, Timer, TimerOp};
+use crate::types::{self, OperatorKind, Timer};
+use weir_state::{MemoryStateBackend, StateBackend, TimeDomain};
 
 /// What the runtime tells an operator with each call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct InstanceMetrics {
     /// Time spent in guest calls, ns.
     pub guest_call_ns: u64,
     /// Its keyed state and timers.
-    pub state: crate::state::StateSize,
+    pub state: weir_state::StateSize,
 }
 
 impl OperatorInstance {
@@ -229,7 +229,7 @@ impl OperatorInstance {
             if due.is_empty() {
                 return Ok(all);
             }
-            let out = self.on_timer(due, ctx)?;
+            let out = self.on_timer(due.into_iter().map(Into::into).collect(), ctx)?;
             all.main.extend(out.main);
             for (name, records) in out.side {
                 match all.side.iter_mut().find(|(n, _)| *n == name) {
@@ -272,26 +272,16 @@ impl OperatorInstance {
             Ok(Ok(())) => {
                 let data = self.store.data_mut();
                 let staged = std::mem::take(&mut data.staged);
-                for op in staged.state_ops {
-                    data.backend.apply(op).map_err(|e| OperatorError {
+                let ops = staged.state_ops.into_iter().map(Into::into).collect();
+                let timers = staged.timer_ops.into_iter().map(Into::into).collect();
+                data.backend
+                    .apply_all(ops, timers)
+                    .map_err(|e| OperatorError {
                         ident: (*data.ident).clone(),
                         kind: ErrorKind::Host,
                         message: format!("state backend: {e:#}"),
                         guest_output: Vec::new(),
                     })?;
-                }
-                for op in staged.timer_ops {
-                    let r = match op {
-                        TimerOp::Register(t) => data.backend.register_timer(t),
-                        TimerOp::Delete(t) => data.backend.delete_timer(&t),
-                    };
-                    r.map_err(|e| OperatorError {
-                        ident: (*data.ident).clone(),
-                        kind: ErrorKind::Host,
-                        message: format!("state backend: {e:#}"),
-                        guest_output: Vec::new(),
-                    })?;
-                }
                 Ok(BatchOutput {
                     main: staged.main,
                     side: staged.side,

@@ -9,8 +9,8 @@
 //! - [`instance`]: [`OperatorInstance`], one operator of one subtask, in its
 //!   own `Store`. It calls the guest a batch at a time and applies the batch's
 //!   effects (outputs, state, timers) only when the call succeeds.
-//! - [`state`]: the [`StateBackend`] trait that backs keyed state and timers,
-//!   and [`MemoryStateBackend`].
+//! - keyed state and timers live behind [`StateBackend`] (the `weir-state`
+//!   crate, re-exported here): in memory or in RocksDB.
 //! - [`error`]: [`OperatorError`], which names the job, operator and subtask,
 //!   says what went wrong (trap, deadline, memory cap, the guest's own error)
 //!   and carries the guest's last words (panic message, stderr).
@@ -20,11 +20,11 @@
 
 mod bindings;
 pub mod config;
+mod convert;
 pub mod error;
 mod imports;
 pub mod instance;
 pub mod runtime;
-pub mod state;
 mod wasi;
 
 pub use config::HostConfig;
@@ -32,7 +32,7 @@ pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
 pub use imports::now_ms;
 pub use instance::{BatchContext, BatchOutput, InstanceMetrics, OperatorInstance};
 pub use runtime::{LoadedComponent, WasmRuntime};
-pub use state::{MemoryStateBackend, StateBackend, StateSize};
+pub use weir_state::{MemoryStateBackend, StateBackend, StateSize};
 
 /// The contract's types, as generated from `wit/`.
 pub mod types {

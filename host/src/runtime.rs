@@ -15,9 +15,9 @@ use crate::bindings::{OperatorComponent, OperatorComponentPre};
 use crate::config::HostConfig;
 use crate::error::{LoadError, TaskIdent};
 use crate::imports::{Limiter, Staged, TaskState};
-use crate::state::{MemoryStateBackend, StateBackend};
 use crate::types::OperatorDescriptor;
 use crate::wasi::{self, LastWords};
+use weir_state::{MemoryStateBackend, StateBackend};
 
 /// A component compiled, linked and checked against the operator world.
 pub struct LoadedComponent {

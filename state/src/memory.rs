@@ -1,60 +1,9 @@
-//! Keyed state and timers behind one trait, so that the host imports do not
-//! care where state lives: in memory ([`MemoryStateBackend`]) or, for large
-//! state, in RocksDB behind the same trait.
-//!
-//! State is addressed by (state id, key[, map key]); a state id stands for a
-//! declared name, stable for the backend's life. Timers are part of the
-//! state: at most one per (key, domain, time), kept in time order.
+//! Keyed state in hash maps (one per declared state, looked up by borrowed
+//! key), timers in ordered sets.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::types::{StateKind, StateOp, TimeDomain, Timer};
-
-/// Where an operator instance's keyed state and timers live.
-pub trait StateBackend: Send {
-    /// The id of the state `name`, registering it on first use. The same
-    /// name with another kind is an error.
-    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
-    /// A value state's value.
-    fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
-    /// A list state's values (empty when unset).
-    fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>>;
-    /// One entry of a map state.
-    fn get_entry(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
-    /// All entries of a map state, in map-key byte order.
-    fn get_entries(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>>;
-    /// Apply one change.
-    fn apply(&mut self, op: StateOp) -> anyhow::Result<()>;
-    /// Register a timer (no effect if it exists).
-    fn register_timer(&mut self, timer: Timer) -> anyhow::Result<()>;
-    /// Delete a timer (no effect if it does not exist).
-    fn delete_timer(&mut self, timer: &Timer) -> anyhow::Result<()>;
-    /// Remove and return the timers of `domain` at or before `upto`, in time
-    /// order, at most `limit` of them.
-    fn take_due_timers(
-        &mut self,
-        domain: TimeDomain,
-        upto: i64,
-        limit: usize,
-    ) -> anyhow::Result<Vec<Timer>>;
-    /// The earliest timer of `domain`.
-    fn next_timer(&self, domain: TimeDomain) -> Option<i64>;
-    /// How much it holds (for metrics; may take time proportional to it).
-    fn size(&self) -> StateSize {
-        StateSize::default()
-    }
-}
-
-/// How much keyed state a backend holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StateSize {
-    /// Keyed entries: values, lists and maps, one per key each.
-    pub entries: u64,
-    /// Bytes of keys and values.
-    pub bytes: u64,
-    /// Timers registered.
-    pub timers: u64,
-}
+use crate::{StateBackend, StateKind, StateOp, StateSize, TimeDomain, Timer};
 
 type TimerEntry = (i64, Vec<u8>);
 type Hasher = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
@@ -154,34 +103,47 @@ impl StateBackend for MemoryStateBackend {
 
     fn apply(&mut self, op: StateOp) -> anyhow::Result<()> {
         match op {
-            StateOp::PutValue(p) => {
-                let values = slot_mut(&mut self.values, p.target.state)?;
-                match values.get_mut(p.target.key.as_slice()) {
-                    Some(v) => *v = p.value,
+            StateOp::PutValue { target, value } => {
+                let values = slot_mut(&mut self.values, target.state)?;
+                match values.get_mut(target.key.as_slice()) {
+                    Some(v) => *v = value,
                     None => {
-                        values.insert(p.target.key, p.value);
+                        values.insert(target.key, value);
                     }
                 }
             }
-            StateOp::ReplaceList(l) => {
-                slot_mut(&mut self.lists, l.target.state)?.insert(l.target.key, l.values);
+            StateOp::ReplaceList { target, values } => {
+                let lists = slot_mut(&mut self.lists, target.state)?;
+                if values.is_empty() {
+                    lists.remove(target.key.as_slice());
+                } else {
+                    lists.insert(target.key, values);
+                }
             }
-            StateOp::AppendList(l) => slot_mut(&mut self.lists, l.target.state)?
-                .entry(l.target.key)
-                .or_default()
-                .extend(l.values),
-            StateOp::PutEntry(p) => {
-                slot_mut(&mut self.maps, p.target.state)?
-                    .entry(p.target.key)
+            StateOp::AppendList { target, values } => {
+                if !values.is_empty() {
+                    slot_mut(&mut self.lists, target.state)?
+                        .entry(target.key)
+                        .or_default()
+                        .extend(values)
+                }
+            }
+            StateOp::PutEntry {
+                target,
+                map_key,
+                value,
+            } => {
+                slot_mut(&mut self.maps, target.state)?
+                    .entry(target.key)
                     .or_default()
-                    .insert(p.map_key, p.value);
+                    .insert(map_key, value);
             }
-            StateOp::RemoveEntry(r) => {
-                let maps = slot_mut(&mut self.maps, r.target.state)?;
-                if let Some(m) = maps.get_mut(r.target.key.as_slice()) {
-                    m.remove(&r.map_key);
+            StateOp::RemoveEntry { target, map_key } => {
+                let maps = slot_mut(&mut self.maps, target.state)?;
+                if let Some(m) = maps.get_mut(target.key.as_slice()) {
+                    m.remove(&map_key);
                     if m.is_empty() {
-                        maps.remove(r.target.key.as_slice());
+                        maps.remove(target.key.as_slice());
                     }
                 }
             }
@@ -268,7 +230,7 @@ impl StateBackend for MemoryStateBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{StateKey, ValuePut};
+    use crate::StateKey;
 
     fn key(state: u32, k: &str) -> StateKey {
         StateKey {
@@ -283,10 +245,10 @@ mod tests {
         let s = b.register("count", StateKind::Value).unwrap();
         assert_eq!(b.register("count", StateKind::Value).unwrap(), s);
         assert!(b.register("count", StateKind::List).is_err());
-        b.apply(StateOp::PutValue(ValuePut {
+        b.apply(StateOp::PutValue {
             target: key(s, "a"),
             value: b"1".to_vec(),
-        }))
+        })
         .unwrap();
         assert_eq!(b.get_value(s, b"a").unwrap(), Some(b"1".to_vec()));
         b.apply(StateOp::Clear(key(s, "a"))).unwrap();

@@ -1,9 +1,9 @@
 //! The contract through a real component: atomic batches, keyed state of
 //! every kind, timers and side outputs.
 
-use weir_host::types::TimeDomain;
 use weir_host::{BatchContext, ErrorKind};
 use weir_model::Record;
+use weir_state::TimeDomain;
 
 use crate::{instance, keyed, runtime, values};
 

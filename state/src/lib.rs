@@ -1,0 +1,181 @@
+//! # weir-state: keyed state and timers
+//!
+//! One trait, [`StateBackend`], behind which an operator instance keeps its
+//! keyed state (value, list and map states, scoped to the current key) and
+//! its timers (event and processing time), so that the host's imports do
+//! not care where state lives:
+//!
+//! - [`memory`]: [`MemoryStateBackend`], hash maps and ordered sets: fast,
+//!   bounded by memory (the default for small state).
+//!
+//! State is addressed by (state id, key[, map key]); a state id stands for a
+//! declared name, stable for the backend's life. Timers are part of the
+//! state: at most one per (key, domain, time), kept in time order. Reads and
+//! writes come a batch at a time ([`StateBackend::get_values`],
+//! [`StateBackend::apply_all`]), as the host receives them from a guest.
+
+pub mod memory;
+
+pub use memory::MemoryStateBackend;
+
+/// The shape of a keyed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateKind {
+    /// One value per key.
+    Value,
+    /// A list of values per key.
+    List,
+    /// A map from user keys to values, per key.
+    Map,
+}
+
+/// One keyed state entry: state `state` of the stream key `key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateKey {
+    /// The state's id, as [`StateBackend::register`] returned it.
+    pub state: u32,
+    /// The stream key the entry belongs to.
+    pub key: Vec<u8>,
+}
+
+/// A change to keyed state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateOp {
+    /// Set a value state.
+    PutValue {
+        /// Which entry.
+        target: StateKey,
+        /// The new value.
+        value: Vec<u8>,
+    },
+    /// Replace a list state.
+    ReplaceList {
+        /// Which entry.
+        target: StateKey,
+        /// The new values.
+        values: Vec<Vec<u8>>,
+    },
+    /// Add values at the end of a list state.
+    AppendList {
+        /// Which entry.
+        target: StateKey,
+        /// The values to add.
+        values: Vec<Vec<u8>>,
+    },
+    /// Set one entry of a map state.
+    PutEntry {
+        /// Which state and stream key.
+        target: StateKey,
+        /// The user key inside the map.
+        map_key: Vec<u8>,
+        /// The new value.
+        value: Vec<u8>,
+    },
+    /// Remove one entry of a map state.
+    RemoveEntry {
+        /// Which state and stream key.
+        target: StateKey,
+        /// The user key inside the map.
+        map_key: Vec<u8>,
+    },
+    /// Clear the entry of any kind of state (a whole list or map).
+    Clear(StateKey),
+}
+
+/// Which clock a timer follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimeDomain {
+    /// Fires when the task's watermark reaches the time.
+    EventTime,
+    /// Fires when the worker's wall clock reaches the time.
+    ProcessingTime,
+}
+
+/// A timer: at most one exists per (key, domain, time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timer {
+    /// The stream key the timer belongs to.
+    pub key: Vec<u8>,
+    /// When it fires, ms since the Unix epoch.
+    pub time: i64,
+    /// Which clock it follows.
+    pub domain: TimeDomain,
+}
+
+/// A change to the timers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerOp {
+    /// Register a timer (no effect if it exists).
+    Register(Timer),
+    /// Delete a timer (no effect if it does not exist).
+    Delete(Timer),
+}
+
+/// How much keyed state a backend holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateSize {
+    /// Keyed entries: values, lists and maps, one per key each.
+    pub entries: u64,
+    /// Bytes of keys and values.
+    pub bytes: u64,
+    /// Timers registered.
+    pub timers: u64,
+}
+
+/// Where an operator instance's keyed state and timers live.
+pub trait StateBackend: Send {
+    /// The id of the state `name`, registering it on first use. The same
+    /// name with another kind is an error.
+    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
+    /// A value state's value.
+    fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
+    /// Many value states at once, one answer per request, in order (the
+    /// bulk fetch of a batch's keys).
+    fn get_values(&self, keys: &[StateKey]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+        keys.iter()
+            .map(|k| self.get_value(k.state, &k.key))
+            .collect()
+    }
+    /// A list state's values (empty when unset).
+    fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>>;
+    /// One entry of a map state.
+    fn get_entry(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
+    /// All entries of a map state, in map-key byte order.
+    fn get_entries(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Apply one change.
+    fn apply(&mut self, op: StateOp) -> anyhow::Result<()>;
+    /// Register a timer (no effect if it exists).
+    fn register_timer(&mut self, timer: Timer) -> anyhow::Result<()>;
+    /// Delete a timer (no effect if it does not exist).
+    fn delete_timer(&mut self, timer: &Timer) -> anyhow::Result<()>;
+    /// Apply a batch's state changes, then its timer changes, in order, as
+    /// one write where the backend can (RocksDB: one `WriteBatch`). A
+    /// failure fails the task, whose state then comes from a checkpoint.
+    fn apply_all(&mut self, ops: Vec<StateOp>, timers: Vec<TimerOp>) -> anyhow::Result<()> {
+        for op in ops {
+            self.apply(op)?;
+        }
+        for t in timers {
+            match t {
+                TimerOp::Register(t) => self.register_timer(t)?,
+                TimerOp::Delete(t) => self.delete_timer(&t)?,
+            }
+        }
+        Ok(())
+    }
+    /// Remove and return the timers of `domain` at or before `upto`, in time
+    /// order, at most `limit` of them.
+    fn take_due_timers(
+        &mut self,
+        domain: TimeDomain,
+        upto: i64,
+        limit: usize,
+    ) -> anyhow::Result<Vec<Timer>>;
+    /// The earliest timer of `domain`.
+    fn next_timer(&self, domain: TimeDomain) -> Option<i64>;
+    /// How much it holds (for metrics; may take time proportional to it).
+    fn size(&self) -> StateSize {
+        StateSize::default()
+    }
+}
