@@ -388,15 +388,15 @@ async fn pump(
                 .expect("the receiver runs");
             sent += n as u64;
         }
-        tx.blocking_send((0, StreamMessage::EndOfStream))
+        tx.blocking_send((0, StreamMessage::END))
             .expect("the receiver runs");
     });
     let mut received = 0u64;
     while let Some((_, m)) = rx.recv().await {
         match m {
             StreamMessage::Data(b) => received += b.len() as u64,
-            StreamMessage::EndOfStream => break,
-            StreamMessage::Watermark(_) | StreamMessage::Idle => {}
+            m if m.is_end() => break,
+            StreamMessage::Signal(_) => {}
         }
     }
     sender

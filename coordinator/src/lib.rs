@@ -13,8 +13,9 @@
 //!   over gRPC and send heartbeats; silent workers are removed.
 //!
 //! - [`jobs`]: the dispatcher: accepts jobs, plans them, runs them through a
-//!   [`jobs::Scheduler`] (in process, or [`scheduler::WorkerScheduler`] onto
-//!   workers' slots) and follows each through the states of [`job_state`].
+//!   [`scheduler::Scheduler`] ([`scheduler::WorkerScheduler`] onto workers'
+//!   slots) and follows each through the states of [`job_state`]; the job
+//!   records and their REST views.
 
 pub mod blob;
 pub mod bundles;

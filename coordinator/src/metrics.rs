@@ -8,8 +8,9 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use weir_worker::JobCounters;
-use weir_worker::task::Snapshot;
+use weir_model::metrics::JobCounters;
+/// A subtask's raw figures, as workers report them.
+use weir_model::metrics::SubtaskMetrics as Snapshot;
 
 /// Samples kept per job: one per second, five minutes.
 pub const HISTORY: usize = 300;

@@ -11,19 +11,21 @@
 //! | 1 | `Hello` | job id (u32 length + UTF-8), receiving vertex (u32), subtask (u32), channel (u32) |
 //! | 2 | `Data` | record count (u32), then per record: flags (u8: 1 = key, 2 = timestamp), key (u32 length + bytes), value (u32 length + bytes), timestamp (i64) |
 //! | 3 | `Watermark` | i64 |
-//! | 4 | `Barrier` | checkpoint id (u64) — reserved for checkpoints |
+//! | 4 | `Barrier` | checkpoint id (u64), trigger time (i64 ms), kind (u8: 0 = checkpoint, 1 = savepoint), mode (u8: 0 = exactly-once, 1 = at-least-once) |
 //! | 5 | `EndOfStream` | — |
 //! | 6 | `Credit` | buffers granted (u32) |
 //! | 7 | `Idle` | — |
 //!
 //! Credit-based flow control: the sender may send a `Data` frame only while
 //! it holds credit, one per frame; the receiver grants credit for the
-//! buffers it has room for. Signals are small and travel without credit, so
-//! a watermark or end of stream never waits behind a full receiver's credit.
+//! buffers it has room for. Signals (watermarks, idleness, barriers, end of
+//! stream) are small and travel without credit: they never wait for a full
+//! receiver's credit, though they stay in order behind the data sent before
+//! them.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::record::{Record, StreamMessage};
+use crate::record::{Barrier, CheckpointKind, CheckpointMode, Record, Signal, StreamMessage};
 
 /// Which channel a connection carries: the receiving subtask and the
 /// sender's channel index at it.
@@ -44,10 +46,8 @@ pub struct ChannelKey {
 pub enum Frame {
     /// First frame from the sender.
     Hello(ChannelKey),
-    /// A message of the stream.
+    /// A message of the stream: data or a signal.
     Message(StreamMessage),
-    /// A checkpoint barrier (reserved).
-    Barrier(u64),
     /// From the receiver: the sender may send this many more data frames.
     Credit(u32),
 }
@@ -100,16 +100,27 @@ pub fn encode(frame: &Frame) -> Bytes {
                 }
             }
         }
-        Frame::Message(StreamMessage::Watermark(w)) => {
-            buf.put_u8(3);
-            buf.put_i64(*w);
-        }
-        Frame::Barrier(id) => {
-            buf.put_u8(4);
-            buf.put_u64(*id);
-        }
-        Frame::Message(StreamMessage::EndOfStream) => buf.put_u8(5),
-        Frame::Message(StreamMessage::Idle) => buf.put_u8(7),
+        Frame::Message(StreamMessage::Signal(signal)) => match signal {
+            Signal::Watermark(w) => {
+                buf.put_u8(3);
+                buf.put_i64(*w);
+            }
+            Signal::Barrier(b) => {
+                buf.put_u8(4);
+                buf.put_u64(b.id);
+                buf.put_i64(b.timestamp_ms);
+                buf.put_u8(match b.kind {
+                    CheckpointKind::Checkpoint => 0,
+                    CheckpointKind::Savepoint => 1,
+                });
+                buf.put_u8(match b.mode {
+                    CheckpointMode::ExactlyOnce => 0,
+                    CheckpointMode::AtLeastOnce => 1,
+                });
+            }
+            Signal::EndOfStream => buf.put_u8(5),
+            Signal::Idle => buf.put_u8(7),
+        },
         Frame::Credit(n) => {
             buf.put_u8(6);
             buf.put_u32(*n);
@@ -183,18 +194,35 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
         }
         3 => {
             need(&buf, 8, "watermark")?;
-            Frame::Message(StreamMessage::Watermark(buf.get_i64()))
+            Frame::Message(StreamMessage::watermark(buf.get_i64()))
         }
         4 => {
-            need(&buf, 8, "barrier")?;
-            Frame::Barrier(buf.get_u64())
+            need(&buf, 18, "barrier")?;
+            let id = buf.get_u64();
+            let timestamp_ms = buf.get_i64();
+            let kind = match buf.get_u8() {
+                0 => CheckpointKind::Checkpoint,
+                1 => CheckpointKind::Savepoint,
+                k => return Err(FrameError(format!("unknown barrier kind {k}"))),
+            };
+            let mode = match buf.get_u8() {
+                0 => CheckpointMode::ExactlyOnce,
+                1 => CheckpointMode::AtLeastOnce,
+                m => return Err(FrameError(format!("unknown barrier mode {m}"))),
+            };
+            Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {
+                id,
+                timestamp_ms,
+                kind,
+                mode,
+            })))
         }
-        5 => Frame::Message(StreamMessage::EndOfStream),
+        5 => Frame::Message(StreamMessage::END),
         6 => {
             need(&buf, 4, "credit")?;
             Frame::Credit(buf.get_u32())
         }
-        7 => Frame::Message(StreamMessage::Idle),
+        7 => Frame::Message(StreamMessage::IDLE),
         t => return Err(FrameError(format!("unknown tag {t}"))),
     };
     if buf.has_remaining() {
@@ -231,10 +259,15 @@ mod tests {
                     timestamp: None,
                 },
             ])),
-            Frame::Message(StreamMessage::Watermark(i64::MAX)),
-            Frame::Message(StreamMessage::Idle),
-            Frame::Barrier(42),
-            Frame::Message(StreamMessage::EndOfStream),
+            Frame::Message(StreamMessage::watermark(i64::MAX)),
+            Frame::Message(StreamMessage::IDLE),
+            Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {
+                id: 42,
+                timestamp_ms: -3,
+                kind: CheckpointKind::Savepoint,
+                mode: CheckpointMode::AtLeastOnce,
+            }))),
+            Frame::Message(StreamMessage::END),
             Frame::Credit(16),
         ];
         for f in frames {
@@ -251,6 +284,7 @@ mod tests {
             b"\x02\0\0\0\x01\x01\0\0\0\x09ab",
             b"\x03\0",
             b"\x06\0\0\0\x01\x00",
+            b"\x04\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\0\x07\0",
         ] {
             assert!(decode(Bytes::copy_from_slice(bad)).is_err(), "{bad:?}");
         }

@@ -11,6 +11,8 @@
 //!   their partitioning, and operator chaining into tasks.
 //! - [`execution`]: the [`ExecutionGraph`]: tasks expanded into subtasks, result
 //!   partitions and channels.
+//! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
+//!   in the one shape workers report and the coordinator keeps.
 
 pub mod bundle;
 pub mod execution;
@@ -19,6 +21,7 @@ pub mod graph;
 pub mod json;
 pub mod keygroup;
 pub mod manifest;
+pub mod metrics;
 pub mod record;
 
 /// The gRPC services and messages between coordinator and workers
@@ -33,4 +36,4 @@ pub use graph::{
     Edge, ExportedOperator, JobGraph, OperatorRole, Partitioning, Task, Vertex, VertexKind,
 };
 pub use manifest::{KeyBy, Manifest, ManifestError};
-pub use record::{Record, StreamMessage};
+pub use record::{Barrier, CheckpointKind, CheckpointMode, Record, Signal, StreamMessage};

@@ -273,3 +273,143 @@ async fn a_job_split_over_two_places_exchanges_data_over_tcp() {
     }
     assert_eq!(got, expected);
 }
+
+/// Checkpoint barriers injected at the sources of the word count split over
+/// two places pass through the chained operators, the local channels and
+/// the TCP channels alike: every subtask acks every checkpoint (the sources
+/// with their split positions, the sink's task with its pre-commit), and
+/// the counts stay exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn barriers_cross_chains_local_and_tcp_channels_and_every_subtask_acks() {
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    use weir_model::{Barrier, CheckpointKind, CheckpointMode};
+    use weir_worker::checkpoint::CheckpointChannels;
+    use weir_worker::network::DataServer;
+    use weir_worker::{Placement, run_placed};
+
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.jsonl");
+    let manifest = Manifest::parse(
+        r#"
+[job]
+name = "barriers"
+[params]
+output = {}
+[[source]]
+name = "lines"
+type = "generator"
+pattern = "words"
+count = "6000"
+rate = "4000"
+[[operator]]
+name = "split"
+function = "split-words"
+[[operator]]
+name = "count"
+function = "count"
+key-by = "value"
+[[sink]]
+name = "counts"
+type = "json-lines-file"
+path = "${output}"
+"#,
+    )
+    .unwrap();
+    let rt = runtime();
+    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let submission = Submission {
+        params: vec![("output".into(), output.display().to_string())],
+        parallelism: Some(2),
+        builtin_params: Vec::new(),
+    };
+    let graph = plan(&manifest, &submission, &component.exported()).unwrap();
+    let (a, b) = (
+        Arc::new(DataServer::bind("127.0.0.1:0").await.unwrap()),
+        Arc::new(DataServer::bind("127.0.0.1:0").await.unwrap()),
+    );
+    // Each place reads one split and counts one key range: half of the
+    // words cross over TCP, half stay on local channels.
+    let at: HashMap<(usize, u32), std::net::SocketAddr> = HashMap::from([
+        ((0, 0), a.addr()),
+        ((0, 1), b.addr()),
+        ((1, 0), a.addr()),
+        ((1, 1), b.addr()),
+    ]);
+    let mut wiring = Vec::new();
+    let mut halves = Vec::new();
+    for server in [&a, &b] {
+        let params = graph.params.clone().into_iter().collect();
+        let factory = Arc::new(WasmOperatorFactory {
+            runtime: rt.clone(),
+            component: component.clone(),
+            params,
+        });
+        let mut job = LocalJob::new(graph.clone(), factory);
+        let (channels, acks) = CheckpointChannels::new();
+        job.checkpoints = Some(channels.clone());
+        wiring.push((channels, acks));
+        let placement = Placement {
+            job_id: "barrier-job".into(),
+            server: server.clone(),
+            at: at.clone(),
+        };
+        halves.push(tokio::spawn(run_placed(job, Some(placement))));
+    }
+    // A checkpoint every 150 ms while the sources run (~0.75 s at this rate).
+    let mut triggered = Vec::new();
+    for id in 1..=4u64 {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        let barrier = Barrier {
+            id,
+            timestamp_ms: weir_host::now_ms(),
+            kind: CheckpointKind::Checkpoint,
+            mode: CheckpointMode::ExactlyOnce,
+        };
+        let told: usize = wiring.iter().map(|(c, _)| c.trigger(barrier)).sum();
+        if told == 2 {
+            triggered.push(id);
+        }
+    }
+    for h in halves {
+        h.await.unwrap().unwrap();
+    }
+    assert!(
+        triggered.len() >= 2,
+        "the sources ran through the triggers: {triggered:?}"
+    );
+    let mut acked: BTreeMap<u64, BTreeSet<(usize, u32)>> = BTreeMap::new();
+    for (_, acks) in &mut wiring {
+        while let Ok(ack) = acks.try_recv() {
+            let subtask = (ack.task, ack.subtask);
+            match ack.task {
+                0 => {
+                    assert_eq!(ack.snapshot.sources.len(), 1, "{ack:?}");
+                    assert!(ack.snapshot.sinks.is_empty());
+                }
+                _ => {
+                    assert!(ack.snapshot.sources.is_empty());
+                    assert_eq!(ack.snapshot.sinks.len(), 1, "{ack:?}");
+                }
+            }
+            assert!(
+                acked.entry(ack.checkpoint).or_default().insert(subtask),
+                "acked twice"
+            );
+        }
+    }
+    let all: BTreeSet<(usize, u32)> = [(0, 0), (0, 1), (1, 0), (1, 1)].into();
+    for id in &triggered {
+        assert_eq!(acked.get(id), Some(&all), "checkpoint {id}: {acked:?}");
+    }
+
+    // The counts are those of the words generated.
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let e = got
+            .entry(v["word"].as_str().unwrap().to_owned())
+            .or_default();
+        *e = (*e).max(v["count"].as_u64().unwrap());
+    }
+    assert_eq!(got.values().sum::<u64>(), 6000 * 8, "8 words a line");
+}

@@ -11,12 +11,52 @@ use tower::ServiceExt;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::{BundleInfo, BundleStore};
 use weir_coordinator::error::ErrorBody;
-use weir_coordinator::jobs::{EmbeddedScheduler, JobInfo, JobState, Jobs};
+use weir_coordinator::jobs::{JobInfo, JobState, Jobs, TaskState, subtasks_of};
 use weir_coordinator::rest::{AppState, app};
+use weir_coordinator::scheduler::{Done, Execution, Scheduler};
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
+use weir_host::{LoadedComponent, WasmRuntime};
+use weir_model::JobGraph;
 use weir_model::bundle::{BundleFiles, pack};
+use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
 
 use crate::runtime;
+
+/// Runs every task of a job in this test's process (no workers): the
+/// dispatcher's tests need only its `Scheduler` interface.
+struct EmbeddedScheduler {
+    runtime: Arc<WasmRuntime>,
+}
+
+#[tonic::async_trait]
+impl Scheduler for EmbeddedScheduler {
+    async fn start(
+        &self,
+        _id: &str,
+        graph: JobGraph,
+        component: Arc<LoadedComponent>,
+        _component_bytes: Vec<u8>,
+        done: Done,
+    ) -> Result<Execution, weir_coordinator::error::ApiError> {
+        let params = graph.params.clone().into_iter().collect();
+        let factory = Arc::new(WasmOperatorFactory {
+            runtime: self.runtime.clone(),
+            component,
+            params,
+        });
+        let job = LocalJob::new(graph, factory);
+        let running = Execution {
+            cancel: job.cancel.clone(),
+            counters: job.counters.clone(),
+            subtasks: Arc::new(std::sync::Mutex::new(subtasks_of(
+                &job.graph,
+                TaskState::Running,
+            ))),
+        };
+        tokio::spawn(async move { done(run_job(job).await.map(|_| ())) });
+        Ok(running)
+    }
+}
 
 /// The coordinator's API over `data`, running jobs in process.
 pub fn router(data: &Path, max_upload: usize) -> axum::Router {

@@ -13,7 +13,7 @@ use weir_model::proto::job_reports_client::JobReportsClient;
 use weir_model::proto::task_executor_server::{TaskExecutor, TaskExecutorServer};
 use weir_model::proto::{
     CancelJobRequest, CancelJobResponse, DeployJobRequest, DeployJobResponse, JobEndedRequest,
-    JobProgress, SubtaskMetrics,
+    JobProgress,
 };
 
 use crate::network::DataServer;
@@ -87,7 +87,7 @@ impl Executor {
             .iter()
             .map(|(job_id, c)| JobProgress {
                 job_id: job_id.clone(),
-                counts: counts(c),
+                counts: c.figures(),
             })
             .collect()
     }
@@ -106,36 +106,6 @@ impl Executor {
             );
         }
     }
-}
-
-/// The metrics of the subtasks that ran here (the others stay at zero).
-fn counts(c: &JobCounters) -> Vec<SubtaskMetrics> {
-    let mut out = Vec::new();
-    for (v, (_, subtasks)) in c.vertices.iter().enumerate() {
-        for (s, counters) in subtasks.iter().enumerate() {
-            let m = counters.snapshot();
-            if m.running_ns > 0 || m.records_in > 0 || m.records_out > 0 {
-                out.push(SubtaskMetrics {
-                    vertex: v as u32,
-                    subtask: s as u32,
-                    records_in: m.records_in,
-                    records_out: m.records_out,
-                    bytes_in: m.bytes_in,
-                    bytes_out: m.bytes_out,
-                    running_ns: m.running_ns,
-                    idle_ns: m.idle_ns,
-                    backpressured_ns: m.backpressured_ns,
-                    watermark: m.watermark,
-                    state_entries: m.state_entries,
-                    state_bytes: m.state_bytes,
-                    timers: m.timers,
-                    memory_bytes: m.memory_bytes,
-                    guest_call_ns: m.guest_call_ns,
-                });
-            }
-        }
-    }
-    out
 }
 
 /// The gRPC face of the [`Executor`].
@@ -233,7 +203,7 @@ impl TaskExecutor for ExecutorService {
                 ),
                 Err(e) => ("failed", format!("{e:#}")),
             };
-            let counts = counts(&counters);
+            let counts = counters.figures();
             let request = JobEndedRequest {
                 job_id,
                 worker_id: executor.worker_id.clone(),

@@ -13,11 +13,15 @@
 //!   rebalance; output buffers flushed per batch.
 //! - [`watermark`]: per-channel watermark tracking (a task's watermark is the
 //!   minimum over its inputs of the largest seen on each).
-//! - [`task`]: one subtask's loop: input, chain, timers, end of stream.
+//! - [`task`]: one subtask's loop: input, chain, timers, barriers, end of
+//!   stream.
+//! - [`checkpoint`]: the task side of checkpoints: barrier alignment, split
+//!   positions, acks.
 //! - [`local`]: run a whole job in this process (`weir run`).
 //! - [`agent`]: the worker process's registration and heartbeats.
 
 pub mod agent;
+pub mod checkpoint;
 pub mod executor;
 pub mod local;
 pub mod network;
@@ -28,5 +32,6 @@ pub mod sources;
 pub mod task;
 pub mod watermark;
 
-pub use local::{JobCounters, JobReport, LocalJob, Placement, VertexReport, run_job, run_placed};
+pub use local::{JobReport, LocalJob, Placement, run_job, run_placed};
 pub use operators::{OperatorFactory, StreamOperator, WasmOperatorFactory};
+pub use weir_model::metrics::{JobCounters, VertexReport};

@@ -13,12 +13,14 @@ use std::net::SocketAddr;
 
 use weir_model::frame::ChannelKey;
 
+use crate::checkpoint::CheckpointChannels;
 use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
 use crate::sinks::SharedSink;
-use crate::task::{Canceled, ChainNode, Counters, EventClock, Head, NodeOp, Route, Subtask};
+use crate::task::{Canceled, ChainNode, EventClock, Head, NodeOp, Route, Subtask};
 use crate::watermark::WatermarkGenerator;
+use weir_model::metrics::{Counters, JobCounters, VertexReport};
 
 /// Where one chain node's main and side outputs go.
 type Routes = (Vec<Route>, Vec<(String, Route)>);
@@ -44,50 +46,8 @@ pub struct LocalJob {
     pub cancel: Arc<AtomicBool>,
     /// Records in and out of every subtask, live.
     pub counters: Arc<JobCounters>,
-}
-
-/// Records in and out per vertex and subtask, readable while the job runs.
-#[derive(Debug, Default)]
-pub struct JobCounters {
-    /// Per vertex (by id), per subtask.
-    pub vertices: Vec<(String, Vec<Arc<Counters>>)>,
-}
-
-impl JobCounters {
-    /// Counters for every subtask of `graph`.
-    pub fn new(graph: &JobGraph) -> Self {
-        JobCounters {
-            vertices: graph
-                .vertices
-                .iter()
-                .map(|v| {
-                    (
-                        v.name.clone(),
-                        (0..v.parallelism).map(|_| Arc::default()).collect(),
-                    )
-                })
-                .collect(),
-        }
-    }
-
-    /// Per vertex: name, parallelism, records in and out so far.
-    pub fn report(&self) -> Vec<VertexReport> {
-        self.vertices
-            .iter()
-            .map(|(name, subtasks)| VertexReport {
-                name: name.clone(),
-                parallelism: subtasks.len() as u32,
-                records_in: subtasks
-                    .iter()
-                    .map(|c| c.records_in.load(Ordering::Relaxed))
-                    .sum(),
-                records_out: subtasks
-                    .iter()
-                    .map(|c| c.records_out.load(Ordering::Relaxed))
-                    .sum(),
-            })
-            .collect()
-    }
+    /// Checkpoint wiring, when the job takes checkpoints.
+    pub checkpoints: Option<CheckpointChannels>,
 }
 
 impl LocalJob {
@@ -99,6 +59,7 @@ impl LocalJob {
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             cancel: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(JobCounters::new(&graph)),
+            checkpoints: None,
             graph,
         }
     }
@@ -111,19 +72,6 @@ pub struct JobReport {
     pub duration: Duration,
     /// Per vertex: name, parallelism, records in, records out.
     pub vertices: Vec<VertexReport>,
-}
-
-/// Records through one vertex, summed over its subtasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VertexReport {
-    /// The vertex's name.
-    pub name: String,
-    /// Its parallelism.
-    pub parallelism: u32,
-    /// Records received.
-    pub records_in: u64,
-    /// Records emitted.
-    pub records_out: u64,
 }
 
 /// Where the subtasks of a job run, when they are split over processes.
@@ -297,6 +245,10 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                 .map(|&v| counters.vertices[v].1[s as usize].clone())
                 .collect();
             let cancel = job.cancel.clone();
+            let checkpoints = job.checkpoints.as_ref().map(|c| {
+                let source = matches!(head, Head::Source(_));
+                c.link(t.id, s, source)
+            });
             let batch_size = job.batch_size;
             let rt = runtime.clone();
             let name = format!("{}[{s}]", graph.vertices[vertices[0]].name);
@@ -320,6 +272,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             }
                         };
                         nodes.push(ChainNode {
+                            vertex: v,
                             name: vertex.name.clone(),
                             op,
                             main,
@@ -337,6 +290,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         runtime: rt,
                         clock,
                         timing: crate::task::Timing::new(),
+                        checkpoints,
                     }
                     .run()
                 })();

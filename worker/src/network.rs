@@ -132,10 +132,7 @@ async fn serve(stream: TcpStream, receivers: Registry) -> anyhow::Result<()> {
         let Frame::Message(message) = frame else {
             anyhow::bail!("unexpected frame from a sender: {frame:?}");
         };
-        let (is_data, is_end) = (
-            matches!(message, StreamMessage::Data(_)),
-            message == StreamMessage::EndOfStream,
-        );
+        let (is_data, is_end) = (matches!(message, StreamMessage::Data(_)), message.is_end());
         // Waits while the subtask's channel is full: no credit goes back
         // until there is room.
         if tx.send((key.channel, message)).await.is_err() {
@@ -184,7 +181,7 @@ pub async fn connect(addr: SocketAddr, key: ChannelKey) -> anyhow::Result<mpsc::
                     Err(_) => break,
                 }
             }
-            let end = message == StreamMessage::EndOfStream;
+            let end = message.is_end();
             if let Err(e) = sink.send(encode(&Frame::Message(message))).await {
                 tracing::warn!("sending to {addr} ({key:?}): {e}");
                 break;
@@ -213,6 +210,15 @@ mod tests {
         }
     }
 
+    fn barrier(id: u64) -> StreamMessage {
+        StreamMessage::Signal(weir_model::Signal::Barrier(weir_model::Barrier {
+            id,
+            timestamp_ms: 1,
+            kind: weir_model::CheckpointKind::Checkpoint,
+            mode: weir_model::CheckpointMode::ExactlyOnce,
+        }))
+    }
+
     fn batch(i: usize) -> StreamMessage {
         StreamMessage::Data(vec![Record::value(i.to_string().into_bytes())])
     }
@@ -227,14 +233,18 @@ mod tests {
             for i in 0..300 {
                 out.send((3, batch(i))).await.unwrap();
             }
-            out.send((3, StreamMessage::Watermark(99))).await.unwrap();
-            out.send((3, StreamMessage::EndOfStream)).await.unwrap();
+            out.send((3, StreamMessage::watermark(99))).await.unwrap();
+            out.send((3, barrier(7))).await.unwrap();
+            out.send((3, batch(300))).await.unwrap();
+            out.send((3, StreamMessage::END)).await.unwrap();
         });
         for i in 0..300 {
             assert_eq!(rx.recv().await.unwrap(), (3, batch(i)));
         }
-        assert_eq!(rx.recv().await.unwrap(), (3, StreamMessage::Watermark(99)));
-        assert_eq!(rx.recv().await.unwrap(), (3, StreamMessage::EndOfStream));
+        assert_eq!(rx.recv().await.unwrap(), (3, StreamMessage::watermark(99)));
+        assert_eq!(rx.recv().await.unwrap(), (3, barrier(7)));
+        assert_eq!(rx.recv().await.unwrap(), (3, batch(300)));
+        assert_eq!(rx.recv().await.unwrap(), (3, StreamMessage::END));
     }
 
     #[tokio::test]

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use weir_host::types::TimeDomain;
 use weir_host::{
     BatchContext, BatchOutput, LoadedComponent, MemoryStateBackend, OperatorError,
     OperatorInstance, TaskIdent, WasmRuntime,
 };
 use weir_model::{Record, Vertex, VertexKind};
+use weir_state::TimeDomain;
 
 /// An operator as a task runs it: batches in, outputs out; timers fire on
 /// watermarks and on processing time.

@@ -9,14 +9,43 @@ use weir_model::Record;
 use weir_model::graph::SinkConfig;
 
 /// A sink subtask.
+///
+/// With checkpoints, a sink takes part in a two-phase commit (Flink's
+/// `TwoPhaseCommitSinkFunction`): on a checkpoint's barrier it
+/// *pre-commits* what it wrote since the previous one (makes it durable but
+/// not yet visible) and returns a handle that the checkpoint keeps; when the
+/// checkpoint completes it *commits* (makes it visible). After a failure,
+/// what was not pre-committed is *aborted*, and a restore commits the
+/// handles of the checkpoint it resumes from again, so commit must be
+/// idempotent. A sink that writes straight through (stdout, the plain file
+/// sink) makes everything durable on pre-commit and is at-least-once.
 pub trait Sink: Send {
     /// Write a batch of records.
     fn write(&mut self, batch: &[Record]) -> anyhow::Result<()>;
-    /// The input ended: make everything durable.
+    /// The input ended: make everything durable (and, for a transactional
+    /// sink, visible).
     fn finish(&mut self) -> anyhow::Result<()>;
     /// Time went on (a watermark): make what was written visible, at most
     /// every [`FLUSH_INTERVAL`].
     fn flush(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Checkpoint `checkpoint`'s barrier passed: make everything written so
+    /// far durable, and return the handle to commit it by.
+    fn pre_commit(&mut self, checkpoint: u64) -> anyhow::Result<Vec<u8>> {
+        let _ = checkpoint;
+        self.finish()?;
+        Ok(Vec::new())
+    }
+    /// Checkpoint `checkpoint` completed: make what it pre-committed
+    /// visible. Called again with the same handle after a restore: doing it
+    /// twice must change nothing.
+    fn commit(&mut self, checkpoint: u64, handle: &[u8]) -> anyhow::Result<()> {
+        let _ = (checkpoint, handle);
+        Ok(())
+    }
+    /// The job failed or was canceled: drop what was not pre-committed.
+    fn abort(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
 }

@@ -7,10 +7,25 @@ use std::time::{Duration, Instant};
 use weir_model::Record;
 use weir_model::graph::{GeneratorPattern, SourceConfig};
 
+use crate::checkpoint::SplitPosition;
+
 /// A source subtask: hands out batches until its input ends.
+///
+/// Its progress is kept per split (Flink's `CheckpointedFunction` shape): a
+/// checkpoint records [`Source::snapshot`] between two batches, and a
+/// restarted subtask resumes from it with [`Source::restore`], so every
+/// record is read again exactly from the first one after the checkpoint.
 pub trait Source: Send {
     /// The next batch, `None` at the end of a bounded input.
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>>;
+
+    /// Where each of its splits stands now.
+    fn snapshot(&self) -> Vec<SplitPosition>;
+
+    /// Resume from positions a snapshot took. Positions of splits this
+    /// subtask does not read are ignored; a split it reads that has no
+    /// position starts at its beginning.
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()>;
 }
 
 /// Open the split of `subtask` (of `parallelism`) of a source.
@@ -62,6 +77,8 @@ enum LineFormat {
 /// read by exactly one subtask.
 struct FileSplit {
     reader: BufReader<File>,
+    /// The split's first byte (its id, with `end`).
+    start: u64,
     pos: u64,
     end: u64,
     format: LineFormat,
@@ -97,6 +114,7 @@ impl FileSplit {
         }
         Ok(FileSplit {
             reader,
+            start,
             pos,
             end,
             format,
@@ -107,7 +125,43 @@ impl FileSplit {
     }
 }
 
+impl FileSplit {
+    fn id(&self) -> String {
+        // A following split's end moves with the file: its id keeps the
+        // size it was opened with out.
+        if self.follow {
+            format!("bytes {}-", self.start)
+        } else {
+            format!("bytes {}-{}", self.start, self.end)
+        }
+    }
+}
+
 impl Source for FileSplit {
+    fn snapshot(&self) -> Vec<SplitPosition> {
+        vec![SplitPosition {
+            split: self.id(),
+            offset: self.pos,
+        }]
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
+        let id = self.id();
+        let Some(p) = positions.iter().find(|p| p.split == id) else {
+            return Ok(());
+        };
+        if p.offset < self.start || (!self.follow && p.offset > self.end) {
+            anyhow::bail!(
+                "the checkpoint's position {} of {} is outside split {id}",
+                p.offset,
+                self.path
+            );
+        }
+        self.reader.seek(SeekFrom::Start(p.offset))?;
+        self.pos = p.offset;
+        Ok(())
+    }
+
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
         let mut batch = Vec::with_capacity(max);
         while batch.len() < max && self.pos < self.end {
@@ -157,6 +211,8 @@ impl Source for FileSplit {
 /// Generated records; subtask `i` of `n` makes records `i, i + n, i + 2n, …`.
 struct Generator {
     next: u64,
+    /// The first number, which with `step` names the split.
+    first: u64,
     step: u64,
     count: Option<u64>,
     pattern: GeneratorPattern,
@@ -175,6 +231,7 @@ impl Generator {
     ) -> Self {
         Generator {
             next: u64::from(subtask),
+            first: u64::from(subtask),
             step: u64::from(parallelism.max(1)),
             count,
             pattern,
@@ -210,6 +267,33 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl Source for Generator {
+    fn snapshot(&self) -> Vec<SplitPosition> {
+        vec![SplitPosition {
+            split: format!("{} mod {}", self.first, self.step),
+            offset: self.next,
+        }]
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
+        let id = format!("{} mod {}", self.first, self.step);
+        if let Some(p) = positions.iter().find(|p| p.split == id) {
+            if p.offset % self.step != self.first % self.step {
+                anyhow::bail!(
+                    "the checkpoint's position {} is not in split {id}",
+                    p.offset
+                );
+            }
+            // Records made so far count against the rate from here on.
+            self.made = (p.offset - self.first) / self.step;
+            self.started = Instant::now()
+                - self.rate.filter(|r| *r > 0).map_or(Duration::ZERO, |r| {
+                    Duration::from_secs_f64(self.made as f64 / r as f64)
+                });
+            self.next = p.offset;
+        }
+        Ok(())
+    }
+
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
         let mut max = max;
         if let Some(rate) = self.rate.filter(|r| *r > 0) {
@@ -316,6 +400,60 @@ mod tests {
             .collect();
         got.sort();
         assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use std::io::Write;
+
+    fn values(s: &mut dyn Source, n: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            match s.next_batch(3).unwrap() {
+                Some(b) => out.extend(b.into_iter().map(|r| r.value)),
+                None => break,
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_restored_split_goes_on_after_its_snapshot() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for i in 0..100 {
+            writeln!(f, "line {i}").unwrap();
+        }
+        let path = f.path().to_str().unwrap().to_owned();
+        for config in [
+            SourceConfig::TextFile { path: path.clone() },
+            SourceConfig::Generator {
+                count: Some(100),
+                pattern: GeneratorPattern::Sequence,
+                rate: None,
+            },
+        ] {
+            for subtask in 0..2 {
+                let mut whole = open(&config, subtask, 2).unwrap();
+                let all = values(&mut *whole, usize::MAX);
+                let mut first = open(&config, subtask, 2).unwrap();
+                let head = values(&mut *first, 9);
+                let positions = first.snapshot();
+                let mut again = open(&config, subtask, 2).unwrap();
+                again.restore(&positions).unwrap();
+                let tail = values(&mut *again, usize::MAX);
+                assert_eq!([head, tail].concat(), all, "{config:?} subtask {subtask}");
+                // Another subtask's positions are not its own.
+                let mut other = open(&config, 1 - subtask, 2).unwrap();
+                other.restore(&positions).unwrap();
+                let mut other_whole = open(&config, 1 - subtask, 2).unwrap();
+                assert_eq!(
+                    values(&mut *other, usize::MAX),
+                    values(&mut *other_whole, usize::MAX)
+                );
+            }
+        }
     }
 }
 

@@ -10,19 +10,26 @@
 //!   order, and the watermark goes on to the outputs;
 //! - processing time: due processing-time timers fire between messages (the
 //!   loop waits for input at most until the next one is due);
+//! - a checkpoint barrier: a source task injects the barriers it is asked
+//!   for between batches; any other task hands its inputs' messages to a
+//!   [`BarrierHandler`], which aligns the barriers (or only tracks them, at
+//!   least once). When a barrier is complete the task forwards it, then
+//!   snapshots its chain (source positions, sinks' pre-commits) and acks;
 //! - end of stream on every input (or the source's end): the maximal
 //!   watermark fires all event-time timers, sinks finish, and end of stream
 //!   goes on to the outputs.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::Receiver;
 use weir_host::{BatchContext, BatchOutput, now_ms};
+use weir_model::metrics::Counters;
 use weir_model::record::MAX_WATERMARK;
-use weir_model::{Record, StreamMessage};
+use weir_model::{Barrier, Record, Signal, StreamMessage};
 
+use crate::checkpoint::{BarrierHandler, CheckpointLink, Handled, SplitPosition, TaskSnapshot};
 use crate::operators::StreamOperator;
 use crate::partition::{Envelope, NetworkOutput, PartitionError};
 use crate::sinks::Sink;
@@ -36,140 +43,6 @@ const CANCEL_CHECK: Duration = Duration::from_millis(200);
 #[derive(Debug, thiserror::Error)]
 #[error("canceled")]
 pub struct Canceled;
-
-/// What one subtask of one vertex did so far, readable while it runs (the
-/// subtask publishes its times, watermark and operator figures a few times
-/// a second; its counts as they change).
-#[derive(Debug)]
-pub struct Counters {
-    /// Records received.
-    pub records_in: AtomicU64,
-    /// Records emitted (main and side outputs).
-    pub records_out: AtomicU64,
-    /// Bytes of the records received (keys and values).
-    pub bytes_in: AtomicU64,
-    /// Bytes of the records emitted.
-    pub bytes_out: AtomicU64,
-    /// Time the subtask has run, ns.
-    pub running_ns: AtomicU64,
-    /// Time it waited for input, ns.
-    pub idle_ns: AtomicU64,
-    /// Time it waited for room downstream, ns.
-    pub backpressured_ns: AtomicU64,
-    /// Its input watermark; `i64::MIN` before the first.
-    pub watermark: AtomicI64,
-    /// Keyed state entries of its operator.
-    pub state_entries: AtomicU64,
-    /// Bytes of its operator's keyed state.
-    pub state_bytes: AtomicU64,
-    /// Timers of its operator.
-    pub timers: AtomicU64,
-    /// Linear memory of its operator's Wasm instance, bytes.
-    pub memory_bytes: AtomicU64,
-    /// Time spent in its operator's guest calls, ns.
-    pub guest_call_ns: AtomicU64,
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Counters {
-            records_in: AtomicU64::new(0),
-            records_out: AtomicU64::new(0),
-            bytes_in: AtomicU64::new(0),
-            bytes_out: AtomicU64::new(0),
-            running_ns: AtomicU64::new(0),
-            idle_ns: AtomicU64::new(0),
-            backpressured_ns: AtomicU64::new(0),
-            watermark: AtomicI64::new(i64::MIN),
-            state_entries: AtomicU64::new(0),
-            state_bytes: AtomicU64::new(0),
-            timers: AtomicU64::new(0),
-            memory_bytes: AtomicU64::new(0),
-            guest_call_ns: AtomicU64::new(0),
-        }
-    }
-}
-
-/// A copy of a subtask's [`Counters`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Snapshot {
-    /// Records received.
-    pub records_in: u64,
-    /// Records emitted.
-    pub records_out: u64,
-    /// Bytes received.
-    pub bytes_in: u64,
-    /// Bytes emitted.
-    pub bytes_out: u64,
-    /// Time run, ns.
-    pub running_ns: u64,
-    /// Time waiting for input, ns.
-    pub idle_ns: u64,
-    /// Time waiting for room downstream, ns.
-    pub backpressured_ns: u64,
-    /// The input watermark, if any yet.
-    pub watermark: Option<i64>,
-    /// Keyed state entries.
-    pub state_entries: u64,
-    /// Keyed state bytes.
-    pub state_bytes: u64,
-    /// Timers.
-    pub timers: u64,
-    /// Wasm linear memory, bytes.
-    pub memory_bytes: u64,
-    /// Time in guest calls, ns.
-    pub guest_call_ns: u64,
-}
-
-impl Counters {
-    /// Records in and out so far.
-    pub fn get(&self) -> (u64, u64) {
-        (
-            self.records_in.load(Ordering::Relaxed),
-            self.records_out.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Everything, copied.
-    pub fn snapshot(&self) -> Snapshot {
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let wm = self.watermark.load(Ordering::Relaxed);
-        Snapshot {
-            records_in: r(&self.records_in),
-            records_out: r(&self.records_out),
-            bytes_in: r(&self.bytes_in),
-            bytes_out: r(&self.bytes_out),
-            running_ns: r(&self.running_ns),
-            idle_ns: r(&self.idle_ns),
-            backpressured_ns: r(&self.backpressured_ns),
-            watermark: (wm != i64::MIN).then_some(wm),
-            state_entries: r(&self.state_entries),
-            state_bytes: r(&self.state_bytes),
-            timers: r(&self.timers),
-            memory_bytes: r(&self.memory_bytes),
-            guest_call_ns: r(&self.guest_call_ns),
-        }
-    }
-
-    /// Set everything (from a report of the process that runs the subtask).
-    pub fn store(&self, s: &Snapshot) {
-        let w = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
-        w(&self.records_in, s.records_in);
-        w(&self.records_out, s.records_out);
-        w(&self.bytes_in, s.bytes_in);
-        w(&self.bytes_out, s.bytes_out);
-        w(&self.running_ns, s.running_ns);
-        w(&self.idle_ns, s.idle_ns);
-        w(&self.backpressured_ns, s.backpressured_ns);
-        self.watermark
-            .store(s.watermark.unwrap_or(i64::MIN), Ordering::Relaxed);
-        w(&self.state_entries, s.state_entries);
-        w(&self.state_bytes, s.state_bytes);
-        w(&self.timers, s.timers);
-        w(&self.memory_bytes, s.memory_bytes);
-        w(&self.guest_call_ns, s.guest_call_ns);
-    }
-}
 
 /// Where a node's outputs go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +65,8 @@ pub enum NodeOp {
 
 /// One vertex of the chain.
 pub struct ChainNode {
+    /// The vertex's id in the job graph.
+    pub vertex: usize,
     /// The vertex's name (for errors).
     pub name: String,
     /// What it does.
@@ -251,6 +126,8 @@ pub struct Subtask {
     pub clock: Option<EventClock>,
     /// Where its time goes, for its metrics.
     pub timing: Timing,
+    /// Its part in checkpoints, when the job takes them.
+    pub checkpoints: Option<CheckpointLink>,
 }
 
 /// Where a subtask's time goes: waiting for input (idle), waiting for room
@@ -281,6 +158,14 @@ impl Default for Timing {
     fn default() -> Self {
         Timing::new()
     }
+}
+
+/// What the input loop keeps across messages.
+struct Input<'a> {
+    tracker: &'a mut WatermarkTracker,
+    barriers: &'a mut BarrierHandler,
+    watermark: &'a mut Option<i64>,
+    idle: &'a mut bool,
 }
 
 /// Bytes of keys and values.
@@ -320,6 +205,15 @@ impl Subtask {
                 if self.cancel.load(Ordering::Relaxed) {
                     return Err(Canceled.into());
                 }
+                let triggers = match &self.checkpoints {
+                    Some(link) => link.pending_triggers(),
+                    None => Vec::new(),
+                };
+                for barrier in triggers {
+                    let positions = source.snapshot();
+                    let vertex = self.nodes[0].vertex;
+                    self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
+                }
                 let asked = Instant::now();
                 let batch = source.next_batch(self.batch_size).map_err(|e| {
                     anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
@@ -342,6 +236,7 @@ impl Subtask {
             },
             Head::Input { mut rx, channels } => {
                 let mut tracker = WatermarkTracker::new(channels);
+                let mut barriers = BarrierHandler::new(channels);
                 let mut idle = false;
                 loop {
                     // Wait for input at most until the next timer is due, and
@@ -372,26 +267,17 @@ impl Subtask {
                     };
                     if let Some((channel, message)) = message {
                         let channel = channel as usize;
-                        let advanced = match message {
-                            StreamMessage::Data(batch) => {
-                                tracker.active(channel);
-                                self.push(0, batch, watermark)?;
-                                None
-                            }
-                            StreamMessage::Watermark(wm) => tracker.update(channel, wm),
-                            StreamMessage::Idle => tracker.idle(channel),
-                            StreamMessage::EndOfStream => tracker.end(channel),
-                        };
-                        if let Some(wm) = advanced {
-                            watermark = Some(wm);
-                            self.advance_watermark(wm)?;
+                        let mut next = Some((channel, barriers.handle(channel, message)));
+                        while let Some((channel, handled)) = next {
+                            let mut input = Input {
+                                tracker: &mut tracker,
+                                barriers: &mut barriers,
+                                watermark: &mut watermark,
+                                idle: &mut idle,
+                            };
+                            self.on_input(channel, handled, &mut input)?;
+                            next = barriers.next_released();
                         }
-                        // Idle when every open input is: say so downstream.
-                        let now_idle = tracker.is_idle();
-                        if now_idle && !idle {
-                            self.broadcast(StreamMessage::Idle)?;
-                        }
-                        idle = now_idle;
                         self.flush()?;
                         if tracker.all_ended() {
                             break;
@@ -421,10 +307,89 @@ impl Subtask {
             }
         }
         for (i, out) in self.outputs.iter_mut().enumerate() {
-            out.broadcast(StreamMessage::EndOfStream)
+            out.broadcast(StreamMessage::END)
                 .map_err(|e| partition_error(e, &format!("output {i}")))?;
         }
         self.publish(Some(MAX_WATERMARK), true);
+        Ok(())
+    }
+
+    /// A message of an input channel, as the barrier handler let it through.
+    fn on_input(
+        &mut self,
+        channel: usize,
+        handled: Handled,
+        input: &mut Input<'_>,
+    ) -> anyhow::Result<()> {
+        let message = match handled {
+            Handled::Held | Handled::Waiting => return Ok(()),
+            Handled::Complete(barrier) => {
+                let alignment = input.barriers.last_alignment();
+                return self.checkpoint(barrier, Vec::new(), alignment);
+            }
+            Handled::Process(message) => message,
+        };
+        let advanced = match message {
+            StreamMessage::Data(batch) => {
+                input.tracker.active(channel);
+                self.push(0, batch, *input.watermark)?;
+                None
+            }
+            StreamMessage::Signal(Signal::Watermark(wm)) => input.tracker.update(channel, wm),
+            StreamMessage::Signal(Signal::Idle) => input.tracker.idle(channel),
+            StreamMessage::Signal(Signal::EndOfStream) => input.tracker.end(channel),
+            // The handler keeps barriers to itself.
+            StreamMessage::Signal(Signal::Barrier(_)) => None,
+        };
+        if let Some(wm) = advanced {
+            *input.watermark = Some(wm);
+            self.advance_watermark(wm)?;
+        }
+        // Idle when every open input is: say so downstream.
+        let now_idle = input.tracker.is_idle();
+        if now_idle && !*input.idle {
+            self.broadcast(StreamMessage::IDLE)?;
+        }
+        *input.idle = now_idle;
+        // A checkpoint may be complete now that an input ended.
+        if let Some(barrier) = input.barriers.after_end() {
+            let alignment = input.barriers.last_alignment();
+            self.checkpoint(barrier, Vec::new(), alignment)?;
+        }
+        Ok(())
+    }
+
+    /// Take this subtask's part of checkpoint `barrier.id`: the barrier goes
+    /// on downstream first (so that their alignment does not wait for this
+    /// snapshot), then the chain is snapshotted and acked.
+    fn checkpoint(
+        &mut self,
+        barrier: Barrier,
+        sources: Vec<(usize, Vec<SplitPosition>)>,
+        alignment: Duration,
+    ) -> anyhow::Result<()> {
+        self.broadcast(StreamMessage::Signal(Signal::Barrier(barrier)))?;
+        let mut snapshot = TaskSnapshot {
+            sources,
+            sinks: Vec::new(),
+            alignment_ms: crate::checkpoint::ms(alignment),
+        };
+        for node in &mut self.nodes {
+            if let NodeOp::Sink(sink) = &mut node.op {
+                let handle = sink.pre_commit(barrier.id).map_err(|e| {
+                    anyhow::anyhow!(
+                        "sink `{}` ({}): pre-commit of checkpoint {}: {e:#}",
+                        node.name,
+                        self.name,
+                        barrier.id
+                    )
+                })?;
+                snapshot.sinks.push((node.vertex, handle));
+            }
+        }
+        if let Some(link) = &self.checkpoints {
+            link.ack(barrier.id, snapshot);
+        }
         Ok(())
     }
 
@@ -630,7 +595,7 @@ impl Subtask {
             self.flush()?;
         }
         if idle {
-            self.broadcast(StreamMessage::Idle)?;
+            self.broadcast(StreamMessage::IDLE)?;
         }
         Ok(())
     }
@@ -656,7 +621,7 @@ impl Subtask {
         }
         // What windows fired becomes visible as time goes on.
         self.flush_sinks()?;
-        self.broadcast(StreamMessage::Watermark(wm))
+        self.broadcast(StreamMessage::watermark(wm))
     }
 
     /// Write out what the sinks hold (each at most every

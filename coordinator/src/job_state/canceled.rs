@@ -1,7 +1,7 @@
 //! Canceled: every task stopped after a cancel. Terminal.
 
+use super::JobState;
 use super::State;
-use crate::jobs::JobState;
 
 /// Canceled.
 pub struct Canceled;

@@ -1,7 +1,8 @@
 //! Canceling: a cancel was asked; the tasks are stopping.
 
+use super::JobState;
 use super::{Canceled, Failed, Finished, State, TransitionTo};
-use crate::jobs::{Execution, JobState};
+use crate::scheduler::Execution;
 
 /// A cancel was asked; its tasks are stopping.
 pub struct Canceling {

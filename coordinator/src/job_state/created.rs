@@ -1,7 +1,7 @@
 //! Created: planned and recorded; its tasks are being scheduled and deployed.
 
+use super::JobState;
 use super::{Running, State, TransitionTo};
-use crate::jobs::JobState;
 
 /// Planned; its tasks are being scheduled and deployed.
 pub struct Created {

@@ -2,8 +2,8 @@
 //! coordinator stopped while it ran; the record's `error` says which.
 //! Terminal.
 
+use super::JobState;
 use super::State;
-use crate::jobs::JobState;
 
 /// Failed; `JobInfo::error` has the reason.
 pub struct Failed;

@@ -1,7 +1,7 @@
 //! Finished: its bounded input was consumed and every task ended. Terminal.
 
+use super::JobState;
 use super::State;
-use crate::jobs::JobState;
 
 /// Every task finished.
 pub struct Finished;

@@ -21,7 +21,7 @@
 //!
 //! ```compile_fail
 //! use weir_coordinator::job_state::{Finished, Job, Running};
-//! fn restart(job: Job<Finished>, execution: weir_coordinator::jobs::Execution) -> Job<Running> {
+//! fn restart(job: Job<Finished>, execution: weir_coordinator::scheduler::Execution) -> Job<Running> {
 //!     job.to(Running { execution })
 //! }
 //! ```
@@ -40,7 +40,84 @@ pub use failed::Failed;
 pub use finished::Finished;
 pub use running::Running;
 
-use crate::jobs::{JobInfo, JobState};
+use serde::{Deserialize, Serialize};
+
+use crate::jobs::JobInfo;
+
+/// Where a job is in its life, as the API names it; the legal moves are
+/// declared in [`crate::job_state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Planned; its tasks are being scheduled and deployed.
+    Created,
+    /// Its tasks run.
+    Running,
+    /// Its bounded input was consumed, every task finished.
+    Finished,
+    /// A task failed, or the coordinator stopped while it ran.
+    Failed,
+    /// A cancel was asked; tasks are stopping.
+    Canceling,
+    /// Canceled.
+    Canceled,
+}
+
+/// A job state as the API writes it.
+pub fn state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Created => "created",
+        JobState::Running => "running",
+        JobState::Finished => "finished",
+        JobState::Failed => "failed",
+        JobState::Canceling => "canceling",
+        JobState::Canceled => "canceled",
+    }
+}
+
+impl JobState {
+    /// Whether the job has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Finished | JobState::Failed | JobState::Canceled
+        )
+    }
+}
+
+/// Where one subtask is in its life.
+///
+/// ```text
+/// created ──► scheduled ──► deploying ──► running ──► finished | failed | canceled
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Planned, not placed yet.
+    Created,
+    /// Given a slot on a worker.
+    Scheduled,
+    /// Sent to its worker.
+    Deploying,
+    /// Running.
+    Running,
+    /// Ended with its input.
+    Finished,
+    /// Failed, or its worker was lost.
+    Failed,
+    /// Canceled.
+    Canceled,
+}
+
+impl TaskState {
+    /// Whether the subtask has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Finished | TaskState::Failed | TaskState::Canceled
+        )
+    }
+}
 
 /// A state of a job.
 pub trait State {
@@ -115,7 +192,7 @@ impl Lifecycle {
     }
 
     /// Its live execution, while it has one.
-    pub fn execution(&self) -> Option<&crate::jobs::Execution> {
+    pub fn execution(&self) -> Option<&crate::scheduler::Execution> {
         match self {
             Lifecycle::Running(j) => Some(&j.state.execution),
             Lifecycle::Canceling(j) => Some(&j.state.execution),

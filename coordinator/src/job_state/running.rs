@@ -1,7 +1,8 @@
 //! Running: every task was deployed.
 
+use super::JobState;
 use super::{Canceling, Failed, Finished, State, TransitionTo};
-use crate::jobs::{Execution, JobState};
+use crate::scheduler::Execution;
 
 /// Its tasks run.
 pub struct Running {

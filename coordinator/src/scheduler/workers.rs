@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
+use weir_model::metrics::JobCounters;
 use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
 use weir_model::proto::{
@@ -22,11 +23,11 @@ use weir_model::proto::{
     SubtaskPlace,
 };
 use weir_model::{ExecutionGraph, JobGraph};
-use weir_worker::JobCounters;
-use weir_worker::task::Snapshot;
 
+use super::{Done, Execution, Scheduler};
 use crate::error::ApiError;
-use crate::jobs::{Done, Execution, Scheduler, SubtaskStatus, TaskState, subtasks_of};
+use crate::job_state::TaskState;
+use crate::jobs::{SubtaskStatus, subtasks_of};
 use crate::slot_manager::{SlotGrant, SlotManager};
 
 struct Pending {
@@ -93,33 +94,9 @@ impl Pending {
         }
     }
 
-    /// Record what a worker measured so far, per subtask: each subtask runs
-    /// on one worker, whose latest report is its figure.
+    /// Record what a worker measured so far.
     fn counted(&mut self, counts: Vec<SubtaskMetrics>) {
-        for c in counts {
-            if let Some(counters) = self
-                .counters
-                .vertices
-                .get(c.vertex as usize)
-                .and_then(|(_, subtasks)| subtasks.get(c.subtask as usize))
-            {
-                counters.store(&Snapshot {
-                    records_in: c.records_in,
-                    records_out: c.records_out,
-                    bytes_in: c.bytes_in,
-                    bytes_out: c.bytes_out,
-                    running_ns: c.running_ns,
-                    idle_ns: c.idle_ns,
-                    backpressured_ns: c.backpressured_ns,
-                    watermark: c.watermark,
-                    state_entries: c.state_entries,
-                    state_bytes: c.state_bytes,
-                    timers: c.timers,
-                    memory_bytes: c.memory_bytes,
-                    guest_call_ns: c.guest_call_ns,
-                });
-            }
-        }
+        self.counters.store(&counts);
     }
 }
 

@@ -1,0 +1,405 @@
+//! The dispatcher: accepts jobs, plans them, runs them through a
+//! [`Scheduler`] and follows each through the states of [`crate::job_state`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::RwLock;
+use weir_host::WasmRuntime;
+use weir_model::Manifest;
+use weir_model::metrics::JobCounters;
+
+use super::store::JobStore;
+use super::{
+    ExceptionInfo, GraphView, JobInfo, JobRequest, VertexStatus, count_subtasks, subtasks_of,
+};
+use crate::bundles::BundleStore;
+use crate::error::ApiError;
+use crate::job_state::{
+    Canceled, Canceling, Created, Failed, Finished, Job, JobState, Lifecycle, Running, TaskState,
+};
+use crate::scheduler::{Execution, Scheduler};
+use crate::{Submission, plan};
+
+/// The jobs of a coordinator: the dispatcher. Each job moves through the
+/// states of [`crate::job_state`].
+pub struct Jobs {
+    store: JobStore,
+    bundles: Arc<BundleStore>,
+    runtime: Arc<WasmRuntime>,
+    scheduler: Box<dyn Scheduler>,
+    entries: RwLock<BTreeMap<String, Lifecycle>>,
+    next: AtomicU64,
+    /// Every job's metrics and their history.
+    pub metrics: crate::metrics::Metrics,
+}
+
+fn unknown(id: &str) -> ApiError {
+    ApiError::not_found("job_not_found", format!("no job with id `{id}`"))
+}
+
+/// Copy a job's counts and subtask states from its execution.
+fn refresh(info: &mut JobInfo, execution: &Execution) {
+    info.vertices = execution
+        .counters
+        .report()
+        .into_iter()
+        .map(VertexStatus::from)
+        .collect();
+    info.subtasks = execution
+        .subtasks
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    count_subtasks(&mut info.subtasks, &execution.counters);
+}
+
+/// Set a job's final counts and subtask states from its execution: the
+/// subtasks still going end in `end`.
+fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
+    refresh(info, execution);
+    for t in info.subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
+        t.state = end;
+    }
+}
+
+impl Jobs {
+    /// Open the jobs kept under `data_dir/jobs`.
+    pub fn open(
+        data_dir: &std::path::Path,
+        bundles: Arc<BundleStore>,
+        runtime: Arc<WasmRuntime>,
+        scheduler: Box<dyn Scheduler>,
+    ) -> anyhow::Result<Arc<Jobs>> {
+        let (store, records) = JobStore::open(data_dir)?;
+        let mut entries = BTreeMap::new();
+        for info in records {
+            let was = info.state;
+            let job = Lifecycle::recovered(info);
+            if job.info().state != was {
+                store.persist_now(job.info())?;
+            }
+            entries.insert(job.info().id.clone(), job);
+        }
+        let jobs = Arc::new(Jobs {
+            store,
+            bundles,
+            runtime,
+            scheduler,
+            entries: RwLock::new(entries),
+            next: AtomicU64::new(0),
+            metrics: Default::default(),
+        });
+        // A sample of every running job's metrics a second, for rates and
+        // the dashboard's charts; it stops with the last reference.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&jobs);
+            handle.spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    let Some(jobs) = weak.upgrade() else { return };
+                    jobs.sample().await;
+                }
+            });
+        }
+        Ok(jobs)
+    }
+
+    async fn persist(&self, info: &JobInfo) -> Result<(), ApiError> {
+        self.store.persist(info).await
+    }
+
+    fn new_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let seed = format!("{}-{}-{n}", weir_host::now_ms(), std::process::id());
+        crate::blob::sha256_hex(seed.as_bytes())[..16].to_owned()
+    }
+
+    /// Plan and start a job.
+    pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
+        let files = self.bundles.files(&request.bundle).await?;
+        let manifest = Manifest::parse(&files.manifest)
+            .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
+        let runtime = self.runtime.clone();
+        let bytes = files.component;
+        let (component, bytes) = tokio::task::spawn_blocking(move || (runtime.load(&bytes), bytes))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let component =
+            component.map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+        let submission = Submission {
+            params: request.params.clone().into_iter().collect(),
+            parallelism: request.parallelism,
+            builtin_params: vec![("bundle_dir".into(), ".".into())],
+        };
+        let graph = plan(&manifest, &submission, &component.exported())
+            .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
+        let id = self.new_id();
+        let info = JobInfo {
+            id: id.clone(),
+            name: graph.name.clone(),
+            bundle: request.bundle,
+            state: JobState::Created,
+            error: None,
+            params: request.params,
+            vertices: JobCounters::new(&graph)
+                .report()
+                .into_iter()
+                .map(VertexStatus::from)
+                .collect(),
+            subtasks: subtasks_of(&graph, TaskState::Created),
+            graph: GraphView::of(&graph),
+            exceptions: Vec::new(),
+            submitted_at_ms: weir_host::now_ms(),
+            ended_at_ms: None,
+        };
+        self.persist(&info).await?;
+        self.entries.write().await.insert(
+            id.clone(),
+            Lifecycle::Created(Job {
+                info,
+                state: Created {
+                    cancel_requested: false,
+                },
+            }),
+        );
+
+        // The job's end is handled once it is recorded as running.
+        let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let jobs = self.clone();
+        let done_id = id.clone();
+        let done = Box::new(move |outcome: anyhow::Result<()>| {
+            tokio::spawn(async move {
+                if started_rx.await.is_ok() {
+                    jobs.finish(&done_id, outcome).await;
+                }
+            });
+        });
+        let execution = self
+            .scheduler
+            .start(&id, graph, component, bytes, done)
+            .await;
+
+        let mut entries = self.entries.write().await;
+        let Some(Lifecycle::Created(job)) = entries.remove(&id) else {
+            return Err(ApiError::internal(format!(
+                "job `{id}` left its created state"
+            )));
+        };
+        let execution = match execution {
+            Ok(execution) => execution,
+            Err(e) => {
+                // Nothing half-stored: the job was never accepted.
+                drop(entries);
+                self.store.remove(&id).await;
+                return Err(e);
+            }
+        };
+        let cancel_requested = job.state.cancel_requested;
+        let running = job.to(Running { execution });
+        let job = if cancel_requested {
+            running
+                .state
+                .execution
+                .cancel
+                .store(true, Ordering::Relaxed);
+            Lifecycle::Canceling(running.then(|r| Canceling {
+                execution: r.execution,
+            }))
+        } else {
+            Lifecycle::Running(running)
+        };
+        let info = Self::live(&job);
+        let persisted = self.persist(job.info()).await;
+        entries.insert(id, job);
+        drop(entries);
+        let _ = started.send(());
+        persisted.map(|()| info)
+    }
+
+    async fn finish(&self, id: &str, outcome: anyhow::Result<()>) {
+        let mut entries = self.entries.write().await;
+        let Some(job) = entries.remove(id) else {
+            return;
+        };
+        if let Some(execution) = job.execution() {
+            // The last figures stay for the job's page.
+            self.metrics.sample(id, &execution.counters);
+        }
+        let next = match (job, outcome) {
+            (Lifecycle::Running(mut job), Ok(())) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Finished);
+                Lifecycle::Finished(job.to(Finished))
+            }
+            (Lifecycle::Running(mut job), Err(e)) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Failed);
+                job.info.error = Some(format!("{e:#}"));
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: format!("{e:#}"),
+                });
+                Lifecycle::Failed(job.to(Failed))
+            }
+            (Lifecycle::Canceling(mut job), Ok(())) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Finished);
+                Lifecycle::Finished(job.to(Finished))
+            }
+            (Lifecycle::Canceling(mut job), Err(_)) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Canceled);
+                Lifecycle::Canceled(job.to(Canceled))
+            }
+            (other, _) => {
+                tracing::warn!("job {id} reported an end in state {:?}", other.info().state);
+                other
+            }
+        };
+        // Records are written under the lock: a job's records on disk keep
+        // the order of its state changes.
+        if let Err(e) = self.persist(next.info()).await {
+            tracing::error!("cannot record the end of job {id}: {}", e.message);
+        }
+        entries.insert(id.to_owned(), next);
+    }
+
+    fn live(job: &Lifecycle) -> JobInfo {
+        let mut info = job.info().clone();
+        if let Some(execution) = job.execution() {
+            refresh(&mut info, execution);
+        }
+        info
+    }
+
+    async fn sample(&self) {
+        let entries = self.entries.read().await;
+        for (id, job) in entries.iter() {
+            if let Some(execution) = job.execution() {
+                self.metrics.sample(id, &execution.counters);
+            }
+        }
+    }
+
+    /// The metrics of job `id`: live while it runs, its last figures after.
+    pub async fn metrics(&self, id: &str) -> Result<crate::metrics::JobMetrics, ApiError> {
+        let entries = self.entries.read().await;
+        let job = entries.get(id).ok_or_else(|| unknown(id))?;
+        let mut m = self
+            .metrics
+            .job(id, job.execution().map(|e| e.counters.as_ref()));
+        if m.vertices.is_empty() {
+            // Never sampled (it ended before a second passed, or before a
+            // restart): its counts, from its record.
+            let info = Self::live(job);
+            m.vertices = info
+                .vertices
+                .iter()
+                .map(|v| crate::metrics::VertexMetrics {
+                    name: v.name.clone(),
+                    parallelism: v.parallelism,
+                    records_in: v.records_in,
+                    records_out: v.records_out,
+                    subtasks: info
+                        .subtasks
+                        .iter()
+                        .filter(|t| t.vertex == v.name)
+                        .map(|t| crate::metrics::SubtaskMetrics {
+                            subtask: t.subtask,
+                            records_in: t.records_in,
+                            records_out: t.records_out,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect();
+        }
+        Ok(m)
+    }
+
+    /// The metrics of every running job, with its name.
+    pub async fn running_metrics(&self) -> Vec<(String, crate::metrics::JobMetrics)> {
+        let entries = self.entries.read().await;
+        entries
+            .iter()
+            .filter_map(|(id, job)| {
+                let e = job.execution()?;
+                Some((
+                    job.info().name.clone(),
+                    self.metrics.job(id, Some(&e.counters)),
+                ))
+            })
+            .collect()
+    }
+
+    /// How many jobs are in each state.
+    pub async fn states(&self) -> BTreeMap<JobState, usize> {
+        let mut n = BTreeMap::new();
+        for job in self.entries.read().await.values() {
+            *n.entry(job.info().state).or_default() += 1;
+        }
+        n
+    }
+
+    /// Every job, oldest first.
+    pub async fn list(&self) -> Vec<JobInfo> {
+        let mut all: Vec<JobInfo> = self.entries.read().await.values().map(Self::live).collect();
+        all.sort_by_key(|j| (j.submitted_at_ms, j.id.clone()));
+        all
+    }
+
+    /// One job, with live counts.
+    pub async fn get(&self, id: &str) -> Result<JobInfo, ApiError> {
+        self.entries
+            .read()
+            .await
+            .get(id)
+            .map(Self::live)
+            .ok_or_else(|| unknown(id))
+    }
+
+    /// Ask a job to stop. A job still being deployed is canceled as soon as
+    /// its tasks run.
+    pub async fn cancel(&self, id: &str) -> Result<JobInfo, ApiError> {
+        let mut entries = self.entries.write().await;
+        let job = entries.remove(id).ok_or_else(|| unknown(id))?;
+        let (next, refused) = match job {
+            Lifecycle::Created(mut job) => {
+                job.state.cancel_requested = true;
+                (Lifecycle::Created(job), None)
+            }
+            Lifecycle::Running(job) => {
+                job.state.execution.cancel.store(true, Ordering::Relaxed);
+                (
+                    Lifecycle::Canceling(job.then(|r| Canceling {
+                        execution: r.execution,
+                    })),
+                    None,
+                )
+            }
+            Lifecycle::Canceling(job) => {
+                job.state.execution.cancel.store(true, Ordering::Relaxed);
+                (Lifecycle::Canceling(job), None)
+            }
+            ended => {
+                let state = ended.info().state;
+                (ended, Some(state))
+            }
+        };
+        let info = Self::live(&next);
+        let persisted = match refused {
+            None => self.persist(next.info()).await,
+            Some(_) => Ok(()),
+        };
+        entries.insert(id.to_owned(), next);
+        drop(entries);
+        if let Some(state) = refused {
+            return Err(ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                "job_not_running",
+                format!("job `{id}` is {state:?}, not running"),
+            ));
+        }
+        persisted.map(|()| info)
+    }
+}

@@ -1,0 +1,260 @@
+//! What the REST API shows of jobs and takes for them: a job's record
+//! ([`JobInfo`]: state, counts, subtasks, graph, failures) and a submission
+//! ([`JobRequest`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use weir_model::JobGraph;
+use weir_model::metrics::{JobCounters, VertexReport};
+
+use crate::job_state::{JobState, TaskState};
+
+/// One subtask of a job: where it runs and in which state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SubtaskStatus {
+    /// The vertex's name.
+    pub vertex: String,
+    /// The subtask's index.
+    pub subtask: u32,
+    /// The worker it runs on (none when the coordinator runs it).
+    pub worker: Option<String>,
+    /// The job's slot it shares with the same index of other vertices.
+    pub slot: Option<u32>,
+    /// Its state.
+    pub state: TaskState,
+    /// Records it received.
+    #[serde(default)]
+    pub records_in: u64,
+    /// Records it emitted.
+    #[serde(default)]
+    pub records_out: u64,
+}
+
+/// Every subtask of `graph`, in `state`, not placed.
+pub fn subtasks_of(graph: &JobGraph, state: TaskState) -> Vec<SubtaskStatus> {
+    graph
+        .vertices
+        .iter()
+        .flat_map(|v| {
+            (0..v.parallelism).map(move |s| SubtaskStatus {
+                vertex: v.name.clone(),
+                subtask: s,
+                worker: None,
+                slot: None,
+                state,
+                records_in: 0,
+                records_out: 0,
+            })
+        })
+        .collect()
+}
+
+/// Set every subtask's counts from `counters`.
+pub(crate) fn count_subtasks(subtasks: &mut [SubtaskStatus], counters: &JobCounters) {
+    for t in subtasks {
+        if let Some(c) = counters
+            .vertices
+            .iter()
+            .find(|(name, _)| *name == t.vertex)
+            .and_then(|(_, subtasks)| subtasks.get(t.subtask as usize))
+        {
+            (t.records_in, t.records_out) = c.get();
+        }
+    }
+}
+
+/// Records through one vertex.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VertexStatus {
+    /// The vertex's name.
+    pub name: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// Records received, all subtasks.
+    pub records_in: u64,
+    /// Records emitted, all subtasks.
+    pub records_out: u64,
+}
+
+impl From<VertexReport> for VertexStatus {
+    fn from(r: VertexReport) -> Self {
+        VertexStatus {
+            name: r.name,
+            parallelism: r.parallelism,
+            records_in: r.records_in,
+            records_out: r.records_out,
+        }
+    }
+}
+
+/// A job's graph as the dashboard draws it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GraphView {
+    /// Its vertices, in id order.
+    pub vertices: Vec<VertexView>,
+    /// Its edges.
+    pub edges: Vec<EdgeView>,
+}
+
+/// A vertex of a [`GraphView`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VertexView {
+    /// Its name.
+    pub name: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: String,
+    /// What it runs: the operator's function, the source's or sink's type.
+    pub what: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// The task it is chained into.
+    pub task: usize,
+}
+
+/// An edge of a [`GraphView`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EdgeView {
+    /// The producing vertex (index).
+    pub from: usize,
+    /// The consuming vertex (index).
+    pub to: usize,
+    /// `forward`, `hash(...)` or `rebalance`; `chained` inside a task.
+    pub partitioning: String,
+    /// The side output it carries, if any.
+    pub side_output: Option<String>,
+}
+
+impl GraphView {
+    /// The view of `graph`.
+    pub fn of(graph: &JobGraph) -> GraphView {
+        use weir_model::graph::{SinkConfig, SourceConfig};
+        use weir_model::{Partitioning, VertexKind};
+        let tasks = graph.tasks();
+        let task_of = |v: usize| graph.task_of(&tasks, v);
+        GraphView {
+            vertices: graph
+                .vertices
+                .iter()
+                .map(|v| {
+                    let (kind, what) = match &v.kind {
+                        VertexKind::Source(c) => (
+                            "source",
+                            match c {
+                                SourceConfig::TextFile { .. } => "text-file",
+                                SourceConfig::JsonLinesFile { .. } => "json-lines-file",
+                                SourceConfig::Generator { .. } => "generator",
+                            }
+                            .to_owned(),
+                        ),
+                        VertexKind::Operator {
+                            function, window, ..
+                        } => (
+                            "operator",
+                            match window {
+                                Some(_) => format!("{function} (window)"),
+                                None => function.clone(),
+                            },
+                        ),
+                        VertexKind::Sink(c) => (
+                            "sink",
+                            match c {
+                                SinkConfig::Stdout => "stdout",
+                                SinkConfig::JsonLinesFile { .. } => "json-lines-file",
+                            }
+                            .to_owned(),
+                        ),
+                    };
+                    VertexView {
+                        name: v.name.clone(),
+                        kind: kind.to_owned(),
+                        what,
+                        parallelism: v.parallelism,
+                        task: task_of(v.id),
+                    }
+                })
+                .collect(),
+            edges: graph
+                .edges
+                .iter()
+                .map(|e| EdgeView {
+                    from: e.from,
+                    to: e.to,
+                    partitioning: if task_of(e.from) == task_of(e.to) {
+                        "chained".to_owned()
+                    } else {
+                        match &e.partitioning {
+                            Partitioning::Forward => "forward".to_owned(),
+                            Partitioning::Rebalance => "rebalance".to_owned(),
+                            Partitioning::Hash(k) => format!(
+                                "hash({})",
+                                match k {
+                                    weir_model::KeyBy::Value => "value",
+                                    weir_model::KeyBy::Key => "key",
+                                    weir_model::KeyBy::Pointer(p) => p.as_str(),
+                                }
+                            ),
+                        }
+                    },
+                    side_output: e.side_output.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A failure of a job, as its exception history keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExceptionInfo {
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// What happened: names the operator, subtask and worker, with the
+    /// guest's own message.
+    pub message: String,
+}
+
+/// What the API tells about a job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobInfo {
+    /// The job's id.
+    pub id: String,
+    /// The job's name (from the manifest).
+    pub name: String,
+    /// The bundle it runs.
+    pub bundle: String,
+    /// Its state.
+    pub state: JobState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The parameters it runs with.
+    pub params: BTreeMap<String, String>,
+    /// Its vertices, with their parallelism and counts.
+    pub vertices: Vec<VertexStatus>,
+    /// Every subtask: its worker, slot and state.
+    #[serde(default)]
+    pub subtasks: Vec<SubtaskStatus>,
+    /// Its graph: vertices and edges, as the dashboard draws them.
+    #[serde(default)]
+    pub graph: GraphView,
+    /// Its failures, oldest first.
+    #[serde(default)]
+    pub exceptions: Vec<ExceptionInfo>,
+    /// When it was submitted, ms since the epoch.
+    pub submitted_at_ms: i64,
+    /// When it ended.
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A submission, as the API receives it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    /// The bundle's id.
+    pub bundle: String,
+    /// Parallelism overriding the manifest's default.
+    #[serde(default)]
+    pub parallelism: Option<u32>,
+    /// Job parameters.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}

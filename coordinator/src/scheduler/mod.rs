@@ -1,0 +1,45 @@
+//! Schedulers: how a job's tasks get to run. The dispatcher hands a planned
+//! job to a [`Scheduler`]; [`workers::WorkerScheduler`] deploys it onto the
+//! slots that workers registered (`weir local` runs its workers in process,
+//! over the same gRPC and TCP paths).
+
+pub mod workers;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use weir_model::JobGraph;
+use weir_model::metrics::JobCounters;
+
+pub use workers::WorkerScheduler;
+
+use crate::error::ApiError;
+use crate::jobs::SubtaskStatus;
+
+/// A job's tasks as the scheduler runs them: how to stop them and watch them.
+pub struct Execution {
+    /// Set to stop it.
+    pub cancel: Arc<AtomicBool>,
+    /// Its live counts.
+    pub counters: Arc<JobCounters>,
+    /// Its subtasks, live.
+    pub subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
+}
+
+/// How a scheduler tells the end of a job.
+pub type Done = Box<dyn FnOnce(anyhow::Result<()>) + Send>;
+
+/// Runs jobs. It reports the end of a job through `done`.
+#[tonic::async_trait]
+pub trait Scheduler: Send + Sync {
+    /// Start job `id` (`graph`, with `component` and its bytes); call `done`
+    /// with the outcome. Fails (and never calls `done`) if it cannot start.
+    async fn start(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        component: Arc<weir_host::LoadedComponent>,
+        component_bytes: Vec<u8>,
+        done: Done,
+    ) -> Result<Execution, ApiError>;
+}

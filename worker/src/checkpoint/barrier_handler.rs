@@ -1,0 +1,258 @@
+//! What a task with several input channels does when a barrier arrives
+//! (Flink's `CheckpointBarrierHandler`).
+//!
+//! - **Exactly-once (aligned)**: a channel that delivered barrier `n` is
+//!   *blocked*: what it sends next belongs to checkpoint `n + 1` and is held
+//!   back until every other open channel delivered barrier `n` too. Then the
+//!   task snapshots (its state holds exactly the records before the
+//!   barrier), forwards the barrier, and the held-back messages are
+//!   processed in their order.
+//! - **At-least-once (tracking)**: nothing is held back; the task snapshots
+//!   when the last open channel delivered the barrier. Records that came
+//!   after the barrier on a faster channel are then in the snapshot as well,
+//!   and a restore replays their effect a second time.
+//!
+//! A channel that ended counts as having delivered every later barrier. A
+//! barrier with a higher id than the one being aligned means the earlier
+//! checkpoint was abandoned upstream: it is dropped and alignment starts
+//! over for the newer one.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use weir_model::{Barrier, CheckpointMode, StreamMessage};
+
+/// What the task does after handing the handler a message.
+#[derive(Debug, PartialEq)]
+pub enum Handled {
+    /// Process this message now.
+    Process(StreamMessage),
+    /// The message was held back (its channel is blocked); nothing to do.
+    Held,
+    /// Every open channel delivered this barrier: snapshot now, then forward
+    /// it; then take the held-back messages from
+    /// [`BarrierHandler::next_released`].
+    Complete(Barrier),
+    /// A barrier that needs nothing yet (others must still arrive).
+    Waiting,
+}
+
+/// Barrier alignment for one task's input channels.
+#[derive(Debug)]
+pub struct BarrierHandler {
+    /// Barriers seen per channel for the checkpoint being aligned.
+    seen: Vec<bool>,
+    ended: Vec<bool>,
+    /// The checkpoint being aligned, and when its first barrier came.
+    pending: Option<(Barrier, Instant)>,
+    /// Per channel, messages held back while it is blocked.
+    held: Vec<VecDeque<StreamMessage>>,
+    /// The newest checkpoint completed (older barriers are late and ignored).
+    last_completed: Option<u64>,
+    /// How long the last alignment took.
+    last_alignment: Duration,
+}
+
+impl BarrierHandler {
+    /// A handler for `channels` inputs.
+    pub fn new(channels: usize) -> BarrierHandler {
+        BarrierHandler {
+            seen: vec![false; channels],
+            ended: vec![false; channels],
+            pending: None,
+            held: (0..channels).map(|_| VecDeque::new()).collect(),
+            last_completed: None,
+            last_alignment: Duration::ZERO,
+        }
+    }
+
+    /// How long the last completed alignment took: from the first barrier
+    /// to the last.
+    pub fn last_alignment(&self) -> Duration {
+        self.last_alignment
+    }
+
+    /// Whether channel `channel`'s messages are held back now.
+    pub fn is_blocked(&self, channel: usize) -> bool {
+        matches!(self.pending, Some((b, _)) if b.mode == CheckpointMode::ExactlyOnce)
+            && self.seen[channel]
+    }
+
+    /// Hand over a message from `channel`. A channel that is blocked, or
+    /// still has held-back messages to release, holds this one too (its
+    /// order is kept).
+    pub fn handle(&mut self, channel: usize, message: StreamMessage) -> Handled {
+        if self.is_blocked(channel) || !self.held[channel].is_empty() {
+            self.held[channel].push_back(message);
+            return Handled::Held;
+        }
+        self.dispatch(channel, message)
+    }
+
+    /// The next held-back message of a channel that is no longer blocked,
+    /// handled as if it arrived now; `None` when none is left to release.
+    /// Call it until `None` after every [`Handled::Complete`] (and after
+    /// every other message: an abandoned alignment releases too).
+    pub fn next_released(&mut self) -> Option<(usize, Handled)> {
+        let channel =
+            (0..self.held.len()).find(|&c| !self.held[c].is_empty() && !self.is_blocked(c))?;
+        let message = self.held[channel].pop_front().expect("not empty");
+        Some((channel, self.dispatch(channel, message)))
+    }
+
+    fn dispatch(&mut self, channel: usize, message: StreamMessage) -> Handled {
+        match message {
+            StreamMessage::Signal(weir_model::Signal::Barrier(b)) => self.barrier(channel, b),
+            m if m.is_end() => {
+                self.ended[channel] = true;
+                // The end goes on to the task first; a pending checkpoint
+                // may complete with it ([`BarrierHandler::after_end`]).
+                Handled::Process(m)
+            }
+            m => Handled::Process(m),
+        }
+    }
+
+    /// After the task processed channel `channel`'s end: the barrier that
+    /// completes because this channel no longer counts, if any.
+    pub fn after_end(&mut self) -> Option<Barrier> {
+        self.try_complete()
+    }
+
+    fn barrier(&mut self, channel: usize, b: Barrier) -> Handled {
+        if self.last_completed.is_some_and(|last| b.id <= last) {
+            // A late barrier of a checkpoint already taken (or abandoned).
+            return Handled::Waiting;
+        }
+        match self.pending {
+            Some((p, _)) if b.id < p.id => return Handled::Waiting,
+            Some((p, _)) if b.id > p.id => {
+                // The pending one was abandoned upstream: start over. What
+                // was held back is released ([`Self::next_released`]) before
+                // anything newer of its channel.
+                self.abandon();
+                self.pending = Some((b, Instant::now()));
+            }
+            Some(_) => {}
+            None => self.pending = Some((b, Instant::now())),
+        }
+        self.seen[channel] = true;
+        match self.try_complete() {
+            Some(b) => Handled::Complete(b),
+            None => Handled::Waiting,
+        }
+    }
+
+    fn try_complete(&mut self) -> Option<Barrier> {
+        let (b, started) = self.pending?;
+        let all = self
+            .seen
+            .iter()
+            .zip(&self.ended)
+            .all(|(&seen, &ended)| seen || ended);
+        if !all {
+            return None;
+        }
+        self.pending = None;
+        self.last_completed = Some(b.id);
+        self.last_alignment = started.elapsed();
+        self.seen.iter_mut().for_each(|s| *s = false);
+        Some(b)
+    }
+
+    fn abandon(&mut self) {
+        self.pending = None;
+        self.seen.iter_mut().for_each(|s| *s = false);
+    }
+
+    /// Whether any channel has messages held back.
+    pub fn holds_any(&self) -> bool {
+        self.held.iter().any(|q| !q.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_model::{CheckpointKind, Record, Signal};
+
+    fn barrier(id: u64, mode: CheckpointMode) -> StreamMessage {
+        StreamMessage::Signal(Signal::Barrier(Barrier {
+            id,
+            timestamp_ms: 0,
+            kind: CheckpointKind::Checkpoint,
+            mode,
+        }))
+    }
+
+    fn data(v: &str) -> StreamMessage {
+        StreamMessage::Data(vec![Record::value(v.as_bytes().to_vec())])
+    }
+
+    #[test]
+    fn aligned_holds_back_a_channel_that_delivered_its_barrier() {
+        let mut h = BarrierHandler::new(2);
+        let eo = CheckpointMode::ExactlyOnce;
+        assert_eq!(h.handle(0, barrier(1, eo)), Handled::Waiting);
+        assert!(h.is_blocked(0));
+        assert_eq!(h.handle(0, data("after")), Handled::Held);
+        assert_eq!(
+            h.handle(1, data("before")),
+            Handled::Process(data("before"))
+        );
+        match h.handle(1, barrier(1, eo)) {
+            Handled::Complete(b) => assert_eq!(b.id, 1),
+            other => panic!("{other:?}"),
+        }
+        assert!(!h.is_blocked(0));
+        assert_eq!(
+            h.next_released(),
+            Some((0, Handled::Process(data("after"))))
+        );
+        assert_eq!(h.next_released(), None);
+        assert!(!h.holds_any());
+    }
+
+    #[test]
+    fn at_least_once_holds_nothing_back() {
+        let mut h = BarrierHandler::new(2);
+        let alo = CheckpointMode::AtLeastOnce;
+        assert_eq!(h.handle(0, barrier(1, alo)), Handled::Waiting);
+        assert!(!h.is_blocked(0));
+        assert_eq!(h.handle(0, data("x")), Handled::Process(data("x")));
+        assert!(matches!(h.handle(1, barrier(1, alo)), Handled::Complete(_)));
+    }
+
+    #[test]
+    fn an_ended_channel_counts_as_delivered() {
+        let mut h = BarrierHandler::new(2);
+        let eo = CheckpointMode::ExactlyOnce;
+        assert_eq!(h.handle(0, barrier(3, eo)), Handled::Waiting);
+        assert_eq!(
+            h.handle(1, StreamMessage::END),
+            Handled::Process(StreamMessage::END)
+        );
+        assert_eq!(h.after_end().map(|b| b.id), Some(3));
+        // Later barriers complete on the open channel alone.
+        assert!(matches!(h.handle(0, barrier(4, eo)), Handled::Complete(_)));
+    }
+
+    #[test]
+    fn a_newer_barrier_abandons_the_pending_one_and_late_ones_are_ignored() {
+        let mut h = BarrierHandler::new(2);
+        let eo = CheckpointMode::ExactlyOnce;
+        assert_eq!(h.handle(0, barrier(1, eo)), Handled::Waiting);
+        assert_eq!(h.handle(0, data("a")), Handled::Held);
+        assert_eq!(h.handle(1, barrier(2, eo)), Handled::Waiting);
+        assert!(h.is_blocked(1));
+        assert!(!h.is_blocked(0));
+        // Channel 0's held message comes before its newer ones.
+        assert_eq!(h.handle(0, data("b")), Handled::Held);
+        assert_eq!(h.next_released(), Some((0, Handled::Process(data("a")))));
+        assert_eq!(h.next_released(), Some((0, Handled::Process(data("b")))));
+        assert_eq!(h.next_released(), None);
+        assert!(matches!(h.handle(0, barrier(2, eo)), Handled::Complete(b) if b.id == 2));
+        assert_eq!(h.handle(0, barrier(1, eo)), Handled::Waiting);
+        assert!(!h.is_blocked(0));
+    }
+}
