@@ -7,15 +7,24 @@
 //!
 //! - [`memory`]: [`MemoryStateBackend`], hash maps and ordered sets: fast,
 //!   bounded by memory (the default for small state).
+//! - [`rocksdb`]: [`RocksDbStateBackend`], a RocksDB database per operator
+//!   instance, keys prefixed by their key group: for state larger than
+//!   memory.
 //!
 //! State is addressed by (state id, key[, map key]); a state id stands for a
 //! declared name, stable for the backend's life. Timers are part of the
 //! state: at most one per (key, domain, time), kept in time order. Reads and
 //! writes come a batch at a time ([`StateBackend::get_values`],
 //! [`StateBackend::apply_all`]), as the host receives them from a guest.
+//!
+//! [`snapshot`]: what a checkpoint keeps of a backend, and how it is read
+//! back (by key group, for rescaling).
 
 pub mod memory;
+pub mod rocksdb;
+pub mod snapshot;
 
+pub use self::rocksdb::RocksDbStateBackend;
 pub use memory::MemoryStateBackend;
 
 /// The shape of a keyed state.
@@ -28,6 +37,45 @@ pub enum StateKind {
     List,
     /// A map from user keys to values, per key.
     Map,
+}
+
+impl StateKind {
+    /// Its byte in stored formats.
+    pub fn byte(self) -> u8 {
+        match self {
+            StateKind::Value => 0,
+            StateKind::List => 1,
+            StateKind::Map => 2,
+        }
+    }
+
+    /// The kind a stored byte stands for.
+    pub fn from_byte(b: u8) -> anyhow::Result<StateKind> {
+        Ok(match b {
+            0 => StateKind::Value,
+            1 => StateKind::List,
+            2 => StateKind::Map,
+            k => anyhow::bail!("unknown state kind {k}"),
+        })
+    }
+}
+
+/// The id of `name` among the declared `names`: `None` when it is new, an
+/// error when it was declared with another kind.
+pub(crate) fn declared(
+    names: &[(String, StateKind)],
+    name: &str,
+    kind: StateKind,
+) -> Option<Result<u32, String>> {
+    let i = names.iter().position(|(n, _)| n == name)?;
+    Some(if names[i].1 == kind {
+        Ok(i as u32)
+    } else {
+        Err(format!(
+            "state `{name}` is already declared as {:?}, not {kind:?}",
+            names[i].1
+        ))
+    })
 }
 
 /// One keyed state entry: state `state` of the stream key `key`.
@@ -178,4 +226,7 @@ pub trait StateBackend: Send {
     fn size(&self) -> StateSize {
         StateSize::default()
     }
+    /// The synchronous part of a snapshot: everything the backend holds,
+    /// as files in the empty directory `dir` (see [`snapshot`]).
+    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<snapshot::LocalSnapshot>;
 }

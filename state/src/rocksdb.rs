@@ -1,0 +1,633 @@
+//! Keyed state and timers in RocksDB, for state larger than memory.
+//!
+//! One database per operator instance, in a directory of its own (under the
+//! worker's data directory; removed when the instance is dropped). Three
+//! column families:
+//!
+//! | family | key | value |
+//! | --- | --- | --- |
+//! | `meta` | `state/` + the state's name | its id (u32) and kind (u8) |
+//! | `state` | key group (u32) · state id (u32) · key length (u32) · key [· map key] | the value; a list's values as (u32 length · bytes)* |
+//! | `timers` | key group (u32) · domain (u8) · time (i64, sign bit flipped) · key | — |
+//!
+//! Every integer is big-endian and every keyed entry and timer starts with
+//! its key group, so the state of a range of key groups is one contiguous
+//! range of keys (what rescaling splits and merges). A map's entries are
+//! contiguous too, in map-key byte order; list appends are RocksDB merges
+//! (concatenation), so an append never reads the list.
+//!
+//! Timers fire in time order across key groups: the backend keeps, per
+//! domain and key group, the time of that group's first timer (read back
+//! from the database when it is opened) and merges the groups' runs.
+//!
+//! Writes skip RocksDB's write-ahead log: a backend's contents outlive a
+//! failure only through checkpoints.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, IteratorMode,
+    MergeOperands, Options, ReadOptions, WriteBatch, WriteOptions,
+};
+use weir_model::keygroup::key_group;
+
+use crate::snapshot::{LocalSnapshot, SnapshotFormat, files_of};
+use crate::{StateBackend, StateKey, StateKind, StateOp, StateSize, TimeDomain, Timer, TimerOp};
+
+const META: &str = "meta";
+const STATE: &str = "state";
+const TIMERS: &str = "timers";
+
+/// Memtable size per instance: a worker runs many instances, each with its
+/// own database.
+const WRITE_BUFFER_BYTES: usize = 16 << 20;
+
+/// Per domain: each key group's first timer, and the same ordered by time.
+#[derive(Default)]
+struct Heads {
+    by_group: HashMap<u32, i64>,
+    ordered: BTreeSet<(i64, u32)>,
+}
+
+impl Heads {
+    fn set(&mut self, group: u32, time: Option<i64>) {
+        if let Some(old) = self.by_group.remove(&group) {
+            self.ordered.remove(&(old, group));
+        }
+        if let Some(t) = time {
+            self.by_group.insert(group, t);
+            self.ordered.insert((t, group));
+        }
+    }
+
+    fn lower(&mut self, group: u32, time: i64) {
+        if self.by_group.get(&group).is_none_or(|&t| time < t) {
+            self.set(group, Some(time));
+        }
+    }
+}
+
+/// Keyed state and timers in a RocksDB database of their own.
+pub struct RocksDbStateBackend {
+    db: Option<DB>,
+    path: PathBuf,
+    max_parallelism: u32,
+    names: Vec<(String, StateKind)>,
+    heads: [Heads; 2],
+    write: WriteOptions,
+}
+
+fn domain_byte(d: TimeDomain) -> u8 {
+    match d {
+        TimeDomain::EventTime => 0,
+        TimeDomain::ProcessingTime => 1,
+    }
+}
+
+fn domain_index(d: TimeDomain) -> usize {
+    domain_byte(d) as usize
+}
+
+/// A time whose big-endian bytes sort as the numbers do.
+fn time_bytes(t: i64) -> [u8; 8] {
+    ((t as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+fn time_of(bytes: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[..8]);
+    (u64::from_be_bytes(b) ^ (1 << 63)) as i64
+}
+
+/// The smallest key above every key that starts with `prefix`, if any.
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xff {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// A list's values, as stored: (u32 length, bytes) each.
+fn encode_list(values: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.iter().map(|v| v.len() + 4).sum());
+    for v in values {
+        out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+fn decode_list(mut bytes: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        anyhow::ensure!(bytes.len() >= 4, "a stored list is truncated");
+        let n = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+        anyhow::ensure!(bytes.len() >= 4 + n, "a stored list is truncated");
+        out.push(bytes[4..4 + n].to_vec());
+        bytes = &bytes[4 + n..];
+    }
+    Ok(out)
+}
+
+/// Appending to a list is concatenating its encodings.
+fn concat(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+    for op in operands.iter() {
+        out.extend_from_slice(op);
+    }
+    Some(out)
+}
+
+impl RocksDbStateBackend {
+    /// Open (creating) the database in `dir`, for keys spread over
+    /// `max_parallelism` key groups. State already in `dir` (a restored
+    /// checkpoint) is kept: its states, timers and all.
+    pub fn open(dir: &Path, max_parallelism: u32) -> anyhow::Result<RocksDbStateBackend> {
+        anyhow::ensure!(max_parallelism > 0, "max parallelism must be at least 1");
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        opts.set_compression_type(DBCompressionType::Lz4);
+        opts.set_write_buffer_size(WRITE_BUFFER_BYTES);
+        opts.set_max_write_buffer_number(2);
+        let mut state = opts.clone();
+        state.set_merge_operator_associative("weir-list-append", concat);
+        let families = vec![
+            ColumnFamilyDescriptor::new(META, opts.clone()),
+            ColumnFamilyDescriptor::new(STATE, state),
+            ColumnFamilyDescriptor::new(TIMERS, opts.clone()),
+        ];
+        let db = DB::open_cf_descriptors(&opts, dir, families)
+            .map_err(|e| anyhow::anyhow!("cannot open RocksDB in {}: {e}", dir.display()))?;
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        let mut backend = RocksDbStateBackend {
+            db: Some(db),
+            path: dir.to_owned(),
+            max_parallelism,
+            names: Vec::new(),
+            heads: Default::default(),
+            write,
+        };
+        backend.load()?;
+        Ok(backend)
+    }
+
+    /// Where its files are.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write what the memtables hold out to files (writes skip the log:
+    /// until flushed, recent changes live only in memory).
+    pub fn flush(&self) -> anyhow::Result<()> {
+        for cf in [META, STATE, TIMERS] {
+            self.db()
+                .flush_cf(self.cf(cf))
+                .map_err(|e| anyhow::anyhow!("flushing RocksDB in {}: {e}", self.path.display()))?;
+        }
+        Ok(())
+    }
+
+    fn db(&self) -> &DB {
+        self.db.as_ref().expect("open until dropped")
+    }
+
+    fn cf(&self, name: &str) -> &ColumnFamily {
+        self.db().cf_handle(name).expect("created on open")
+    }
+
+    /// Read the registry of states and the timers' heads back.
+    fn load(&mut self) -> anyhow::Result<()> {
+        let mut names: Vec<(u32, String, StateKind)> = Vec::new();
+        for item in self.db().iterator_cf(self.cf(META), IteratorMode::Start) {
+            let (k, v) = item?;
+            let Some(name) = k.strip_prefix(b"state/") else {
+                continue;
+            };
+            anyhow::ensure!(v.len() == 5, "a corrupt state registry entry");
+            let id = u32::from_be_bytes(v[..4].try_into().expect("4 bytes"));
+            let kind = StateKind::from_byte(v[4])?;
+            names.push((id, String::from_utf8_lossy(name).into_owned(), kind));
+        }
+        names.sort_by_key(|(id, _, _)| *id);
+        for (i, (id, name, kind)) in names.into_iter().enumerate() {
+            anyhow::ensure!(id as usize == i, "the state registry misses id {i}");
+            self.names.push((name, kind));
+        }
+        for domain in [TimeDomain::EventTime, TimeDomain::ProcessingTime] {
+            for group in 0..self.max_parallelism {
+                let head = self.first_timer(group, domain)?;
+                self.heads[domain_index(domain)].set(group, head);
+            }
+        }
+        Ok(())
+    }
+
+    fn group(&self, key: &[u8]) -> u32 {
+        key_group(key, self.max_parallelism)
+    }
+
+    fn kind(&self, state: u32) -> anyhow::Result<StateKind> {
+        self.names
+            .get(state as usize)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| anyhow::anyhow!("state id {state} was never declared"))
+    }
+
+    /// The prefix of every entry of `state` for `key`.
+    fn entry_key(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+        self.kind(state)?;
+        let mut k = Vec::with_capacity(12 + key.len());
+        k.extend_from_slice(&self.group(key).to_be_bytes());
+        k.extend_from_slice(&state.to_be_bytes());
+        k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        k.extend_from_slice(key);
+        Ok(k)
+    }
+
+    fn map_key(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let mut k = self.entry_key(state, key)?;
+        k.extend_from_slice(map_key);
+        Ok(k)
+    }
+
+    fn timer_prefix(group: u32, domain: TimeDomain) -> [u8; 5] {
+        let g = group.to_be_bytes();
+        [g[0], g[1], g[2], g[3], domain_byte(domain)]
+    }
+
+    fn timer_key(&self, t: &Timer) -> Vec<u8> {
+        let mut k = Vec::with_capacity(13 + t.key.len());
+        k.extend_from_slice(&Self::timer_prefix(self.group(&t.key), t.domain));
+        k.extend_from_slice(&time_bytes(t.time));
+        k.extend_from_slice(&t.key);
+        k
+    }
+
+    /// Read options that keep an iteration inside `prefix`.
+    fn within(prefix: &[u8]) -> ReadOptions {
+        let mut r = ReadOptions::default();
+        if let Some(end) = successor(prefix) {
+            r.set_iterate_upper_bound(end);
+        }
+        r
+    }
+
+    fn first_timer(&self, group: u32, domain: TimeDomain) -> anyhow::Result<Option<i64>> {
+        let prefix = Self::timer_prefix(group, domain);
+        let mut it = self.db().iterator_cf_opt(
+            self.cf(TIMERS),
+            Self::within(&prefix),
+            IteratorMode::From(&prefix, Direction::Forward),
+        );
+        match it.next() {
+            Some(item) => Ok(Some(time_of(&item?.0[5..]))),
+            None => Ok(None),
+        }
+    }
+
+    /// Add one state change to `batch`.
+    fn stage(&self, batch: &mut WriteBatch, op: StateOp) -> anyhow::Result<()> {
+        let cf = self.cf(STATE);
+        match op {
+            StateOp::PutValue { target, value } => {
+                batch.put_cf(cf, self.entry_key(target.state, &target.key)?, value)
+            }
+            StateOp::ReplaceList { target, values } => {
+                let k = self.entry_key(target.state, &target.key)?;
+                if values.is_empty() {
+                    batch.delete_cf(cf, k);
+                } else {
+                    batch.put_cf(cf, k, encode_list(&values));
+                }
+            }
+            StateOp::AppendList { target, values } => {
+                if !values.is_empty() {
+                    let k = self.entry_key(target.state, &target.key)?;
+                    batch.merge_cf(cf, k, encode_list(&values));
+                }
+            }
+            StateOp::PutEntry {
+                target,
+                map_key,
+                value,
+            } => batch.put_cf(
+                cf,
+                self.map_key(target.state, &target.key, &map_key)?,
+                value,
+            ),
+            StateOp::RemoveEntry { target, map_key } => {
+                batch.delete_cf(cf, self.map_key(target.state, &target.key, &map_key)?)
+            }
+            StateOp::Clear(target) => {
+                let k = self.entry_key(target.state, &target.key)?;
+                match self.kind(target.state)? {
+                    StateKind::Value | StateKind::List => batch.delete_cf(cf, k),
+                    StateKind::Map => match successor(&k) {
+                        Some(end) => batch.delete_range_cf(cf, k, end),
+                        None => batch.delete_cf(cf, k),
+                    },
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&self, batch: WriteBatch) -> anyhow::Result<()> {
+        self.db()
+            .write_opt(batch, &self.write)
+            .map_err(|e| anyhow::anyhow!("RocksDB write in {}: {e}", self.path.display()))
+    }
+
+    /// Timer changes into `batch`; returns the key groups whose first timer
+    /// may have been deleted (to read again after the write).
+    fn stage_timers(
+        &mut self,
+        batch: &mut WriteBatch,
+        ops: Vec<TimerOp>,
+    ) -> Vec<(u32, TimeDomain)> {
+        let mut stale = Vec::new();
+        for op in ops {
+            match op {
+                TimerOp::Register(t) => {
+                    batch.put_cf(self.cf(TIMERS), self.timer_key(&t), []);
+                    let group = self.group(&t.key);
+                    self.heads[domain_index(t.domain)].lower(group, t.time);
+                }
+                TimerOp::Delete(t) => {
+                    batch.delete_cf(self.cf(TIMERS), self.timer_key(&t));
+                    let group = self.group(&t.key);
+                    if self.heads[domain_index(t.domain)].by_group.get(&group) == Some(&t.time) {
+                        stale.push((group, t.domain));
+                    }
+                }
+            }
+        }
+        stale
+    }
+
+    fn refresh_heads(&mut self, stale: Vec<(u32, TimeDomain)>) -> anyhow::Result<()> {
+        for (group, domain) in stale {
+            let head = self.first_timer(group, domain)?;
+            self.heads[domain_index(domain)].set(group, head);
+        }
+        Ok(())
+    }
+
+    fn property(&self, cf: &str, name: &str) -> u64 {
+        self.db()
+            .property_int_value_cf(self.cf(cf), name)
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for RocksDbStateBackend {
+    fn drop(&mut self) {
+        // Closed first, then its files go.
+        drop(self.db.take());
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!("cannot remove the state in {}: {e}", self.path.display());
+        }
+    }
+}
+
+impl StateBackend for RocksDbStateBackend {
+    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
+        if let Some(known) = crate::declared(&self.names, name, kind) {
+            return known;
+        }
+        let id = self.names.len() as u32;
+        let mut v = id.to_be_bytes().to_vec();
+        v.push(kind.byte());
+        let mut key = b"state/".to_vec();
+        key.extend_from_slice(name.as_bytes());
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(META), key, v);
+        self.commit(batch).map_err(|e| format!("{e:#}"))?;
+        self.names.push((name.to_owned(), kind));
+        Ok(id)
+    }
+
+    fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(self
+            .db()
+            .get_cf(self.cf(STATE), self.entry_key(state, key)?)?)
+    }
+
+    fn get_values(&self, keys: &[StateKey]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+        let cf = self.cf(STATE);
+        let encoded = keys
+            .iter()
+            .map(|k| self.entry_key(k.state, &k.key))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        self.db()
+            .multi_get_cf(encoded.iter().map(|k| (cf, k.as_slice())))
+            .into_iter()
+            .map(|r| r.map_err(anyhow::Error::from))
+            .collect()
+    }
+
+    fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
+        match self
+            .db()
+            .get_cf(self.cf(STATE), self.entry_key(state, key)?)?
+        {
+            Some(bytes) => decode_list(&bytes),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn get_entry(&self, state: u32, key: &[u8], map_key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(self
+            .db()
+            .get_cf(self.cf(STATE), self.map_key(state, key, map_key)?)?)
+    }
+
+    fn get_entries(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = self.entry_key(state, key)?;
+        let it = self.db().iterator_cf_opt(
+            self.cf(STATE),
+            Self::within(&prefix),
+            IteratorMode::From(&prefix, Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for item in it {
+            let (k, v) = item?;
+            out.push((k[prefix.len()..].to_vec(), v.into_vec()));
+        }
+        Ok(out)
+    }
+
+    fn apply(&mut self, op: StateOp) -> anyhow::Result<()> {
+        self.apply_all(vec![op], Vec::new())
+    }
+
+    fn register_timer(&mut self, timer: Timer) -> anyhow::Result<()> {
+        self.apply_all(Vec::new(), vec![TimerOp::Register(timer)])
+    }
+
+    fn delete_timer(&mut self, timer: &Timer) -> anyhow::Result<()> {
+        self.apply_all(Vec::new(), vec![TimerOp::Delete(timer.clone())])
+    }
+
+    fn apply_all(&mut self, ops: Vec<StateOp>, timers: Vec<TimerOp>) -> anyhow::Result<()> {
+        let mut batch = WriteBatch::default();
+        for op in ops {
+            self.stage(&mut batch, op)?;
+        }
+        let stale = self.stage_timers(&mut batch, timers);
+        self.commit(batch)?;
+        self.refresh_heads(stale)
+    }
+
+    fn take_due_timers(
+        &mut self,
+        domain: TimeDomain,
+        upto: i64,
+        limit: usize,
+    ) -> anyhow::Result<Vec<Timer>> {
+        let d = domain_index(domain);
+        let mut due = Vec::new();
+        // A merge of the key groups' runs: take from the group with the
+        // earliest timer everything up to the next group's earliest.
+        while due.len() < limit {
+            let mut heads = self.heads[d].ordered.iter();
+            let Some(&(first, group)) = heads.next() else {
+                break;
+            };
+            if first > upto {
+                break;
+            }
+            let bound = heads.next().map_or(upto, |&(t, _)| t.min(upto));
+            let prefix = Self::timer_prefix(group, domain);
+            let mut batch = WriteBatch::default();
+            let mut next_head = None;
+            {
+                let it = self.db().iterator_cf_opt(
+                    self.cf(TIMERS),
+                    Self::within(&prefix),
+                    IteratorMode::From(&prefix, Direction::Forward),
+                );
+                for item in it {
+                    let (k, _) = item?;
+                    let time = time_of(&k[5..]);
+                    if time > bound || due.len() >= limit {
+                        next_head = Some(time);
+                        break;
+                    }
+                    due.push(Timer {
+                        key: k[13..].to_vec(),
+                        time,
+                        domain,
+                    });
+                    batch.delete_cf(self.cf(TIMERS), &k);
+                }
+            }
+            self.commit(batch)?;
+            self.heads[d].set(group, next_head);
+        }
+        Ok(due)
+    }
+
+    fn next_timer(&self, domain: TimeDomain) -> Option<i64> {
+        self.heads[domain_index(domain)]
+            .ordered
+            .first()
+            .map(|(t, _)| *t)
+    }
+
+    fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {
+        // A RocksDB checkpoint: memtables flushed, live SST files hard
+        // linked (no copy), the database's metadata copied.
+        let target = dir.join("rocksdb");
+        rocksdb::checkpoint::Checkpoint::new(self.db())
+            .and_then(|c| c.create_checkpoint(&target))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "RocksDB checkpoint of {} into {}: {e}",
+                    self.path.display(),
+                    target.display()
+                )
+            })?;
+        Ok(LocalSnapshot {
+            format: SnapshotFormat::RocksDb,
+            files: files_of(&target, |name| name.ends_with(".sst"))?,
+        })
+    }
+
+    fn size(&self) -> StateSize {
+        StateSize {
+            entries: self.property(STATE, "rocksdb.estimate-num-keys"),
+            bytes: self.property(STATE, "rocksdb.estimate-live-data-size")
+                + self.property(STATE, "rocksdb.cur-size-all-mem-tables"),
+            timers: self.property(TIMERS, "rocksdb.estimate-num-keys"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_sort_as_their_bytes() {
+        let times = [i64::MIN, -5, -1, 0, 1, 7, i64::MAX];
+        for w in times.windows(2) {
+            assert!(time_bytes(w[0]) < time_bytes(w[1]));
+            assert_eq!(time_of(&time_bytes(w[0])), w[0]);
+        }
+    }
+
+    #[test]
+    fn lists_encode_and_successors_bound_prefixes() {
+        let l = vec![b"a".to_vec(), Vec::new(), b"xyz".to_vec()];
+        assert_eq!(decode_list(&encode_list(&l)).unwrap(), l);
+        assert!(decode_list(b"\0\0\0\x05ab").is_err());
+        assert_eq!(successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(successor(b"\xff\xff"), None);
+    }
+
+    #[test]
+    fn a_key_groups_state_is_one_range_and_its_files_go_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let mut b = RocksDbStateBackend::open(&path, 8).unwrap();
+        let s = b.register("v", StateKind::Value).unwrap();
+        for i in 0..50u32 {
+            b.apply(StateOp::PutValue {
+                target: StateKey {
+                    state: s,
+                    key: i.to_be_bytes().to_vec(),
+                },
+                value: vec![1],
+            })
+            .unwrap();
+        }
+        let mut groups = Vec::new();
+        for item in b.db().iterator_cf(b.cf(STATE), IteratorMode::Start) {
+            let (k, _) = item.unwrap();
+            let g = u32::from_be_bytes(k[..4].try_into().unwrap());
+            let key = &k[12..];
+            assert_eq!(g, key_group(key, 8));
+            groups.push(g);
+        }
+        assert_eq!(groups.len(), 50);
+        assert!(
+            groups.windows(2).all(|w| w[0] <= w[1]),
+            "sorted by key group"
+        );
+        drop(b);
+        assert!(!path.exists(), "removed with the backend");
+    }
+}

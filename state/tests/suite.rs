@@ -1,0 +1,485 @@
+//! One suite of state-backend tests, run against every backend: what a
+//! guest sees of its state and timers must not depend on where they live.
+
+use weir_state::snapshot::{LocalSnapshot, SnapshotFormat};
+use weir_state::{
+    MemoryStateBackend, RocksDbStateBackend, StateBackend, StateKey, StateKind, StateOp,
+    TimeDomain, Timer, TimerOp,
+};
+
+/// A backend under test, what keeps it alive (a directory), and how a
+/// snapshot of it is read back.
+struct Subject {
+    backend: Box<dyn StateBackend>,
+    _dir: Option<tempfile::TempDir>,
+    restore: fn(&LocalSnapshot, &std::path::Path) -> Box<dyn StateBackend>,
+}
+
+fn key(state: u32, k: &str) -> StateKey {
+    StateKey {
+        state,
+        key: k.as_bytes().to_vec(),
+    }
+}
+
+fn timer(k: &str, time: i64, domain: TimeDomain) -> Timer {
+    Timer {
+        key: k.as_bytes().to_vec(),
+        time,
+        domain,
+    }
+}
+
+fn put(state: u32, k: &str, v: &str) -> StateOp {
+    StateOp::PutValue {
+        target: key(state, k),
+        value: v.as_bytes().to_vec(),
+    }
+}
+
+fn bytes(v: &[&str]) -> Vec<Vec<u8>> {
+    v.iter().map(|s| s.as_bytes().to_vec()).collect()
+}
+
+fn values_and_kinds(mut s: Subject) {
+    let b = &mut s.backend;
+    let count = b.register("count", StateKind::Value).unwrap();
+    assert_eq!(b.register("count", StateKind::Value).unwrap(), count);
+    let e = b.register("count", StateKind::List).unwrap_err();
+    assert!(e.contains("already declared"), "{e}");
+    let other = b.register("other", StateKind::Value).unwrap();
+    assert_ne!(other, count);
+    b.apply(put(count, "a", "1")).unwrap();
+    b.apply(put(count, "a", "2")).unwrap();
+    b.apply(put(other, "a", "x")).unwrap();
+    assert_eq!(b.get_value(count, b"a").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(b.get_value(other, b"a").unwrap(), Some(b"x".to_vec()));
+    assert_eq!(b.get_value(count, b"b").unwrap(), None);
+    // The bulk read answers in order, one per request.
+    let got = b
+        .get_values(&[key(count, "b"), key(count, "a"), key(other, "a")])
+        .unwrap();
+    assert_eq!(got, vec![None, Some(b"2".to_vec()), Some(b"x".to_vec())]);
+    b.apply(StateOp::Clear(key(count, "a"))).unwrap();
+    assert_eq!(b.get_value(count, b"a").unwrap(), None);
+    assert_eq!(b.get_value(other, b"a").unwrap(), Some(b"x".to_vec()));
+    assert!(
+        b.get_value(99, b"a").is_err(),
+        "an undeclared id is an error"
+    );
+}
+
+fn keys_are_bytes_not_strings(mut s: Subject) {
+    let b = &mut s.backend;
+    let v = b.register("v", StateKind::Value).unwrap();
+    let m = b.register("m", StateKind::Map).unwrap();
+    // Keys that are prefixes of each other, empty and binary keys stay apart.
+    for k in [&b""[..], b"a", b"ab", b"\0", b"\xff\xff"] {
+        b.apply(StateOp::PutValue {
+            target: StateKey {
+                state: v,
+                key: k.to_vec(),
+            },
+            value: k.to_vec(),
+        })
+        .unwrap();
+        b.apply(StateOp::PutEntry {
+            target: StateKey {
+                state: m,
+                key: k.to_vec(),
+            },
+            map_key: b"k".to_vec(),
+            value: k.to_vec(),
+        })
+        .unwrap();
+    }
+    for k in [&b""[..], b"a", b"ab", b"\0", b"\xff\xff"] {
+        assert_eq!(b.get_value(v, k).unwrap(), Some(k.to_vec()));
+        assert_eq!(
+            b.get_entries(m, k).unwrap(),
+            vec![(b"k".to_vec(), k.to_vec())]
+        );
+    }
+    b.apply(StateOp::Clear(StateKey {
+        state: m,
+        key: b"a".to_vec(),
+    }))
+    .unwrap();
+    assert!(b.get_entries(m, b"a").unwrap().is_empty());
+    assert_eq!(b.get_entries(m, b"ab").unwrap().len(), 1);
+}
+
+fn lists(mut s: Subject) {
+    let b = &mut s.backend;
+    let l = b.register("l", StateKind::List).unwrap();
+    assert!(b.get_list(l, b"k").unwrap().is_empty());
+    b.apply(StateOp::AppendList {
+        target: key(l, "k"),
+        values: bytes(&["a", "b"]),
+    })
+    .unwrap();
+    b.apply(StateOp::AppendList {
+        target: key(l, "k"),
+        values: bytes(&["", "c"]),
+    })
+    .unwrap();
+    assert_eq!(b.get_list(l, b"k").unwrap(), bytes(&["a", "b", "", "c"]));
+    b.apply(StateOp::ReplaceList {
+        target: key(l, "k"),
+        values: bytes(&["z"]),
+    })
+    .unwrap();
+    b.apply(StateOp::AppendList {
+        target: key(l, "k"),
+        values: bytes(&["y"]),
+    })
+    .unwrap();
+    assert_eq!(b.get_list(l, b"k").unwrap(), bytes(&["z", "y"]));
+    b.apply(StateOp::ReplaceList {
+        target: key(l, "k"),
+        values: Vec::new(),
+    })
+    .unwrap();
+    assert!(b.get_list(l, b"k").unwrap().is_empty());
+    b.apply(StateOp::AppendList {
+        target: key(l, "j"),
+        values: bytes(&["1"]),
+    })
+    .unwrap();
+    b.apply(StateOp::Clear(key(l, "j"))).unwrap();
+    assert!(b.get_list(l, b"j").unwrap().is_empty());
+}
+
+fn maps(mut s: Subject) {
+    let b = &mut s.backend;
+    let m = b.register("m", StateKind::Map).unwrap();
+    for (mk, v) in [("b", "2"), ("a", "1"), ("c", "3"), ("a", "one")] {
+        b.apply(StateOp::PutEntry {
+            target: key(m, "k"),
+            map_key: mk.as_bytes().to_vec(),
+            value: v.as_bytes().to_vec(),
+        })
+        .unwrap();
+    }
+    b.apply(StateOp::PutEntry {
+        target: key(m, "other"),
+        map_key: b"a".to_vec(),
+        value: b"x".to_vec(),
+    })
+    .unwrap();
+    assert_eq!(b.get_entry(m, b"k", b"a").unwrap(), Some(b"one".to_vec()));
+    assert_eq!(b.get_entry(m, b"k", b"zz").unwrap(), None);
+    // In map-key byte order.
+    let entries = b.get_entries(m, b"k").unwrap();
+    let keys: Vec<&[u8]> = entries.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
+    b.apply(StateOp::RemoveEntry {
+        target: key(m, "k"),
+        map_key: b"b".to_vec(),
+    })
+    .unwrap();
+    assert_eq!(b.get_entries(m, b"k").unwrap().len(), 2);
+    b.apply(StateOp::Clear(key(m, "k"))).unwrap();
+    assert!(b.get_entries(m, b"k").unwrap().is_empty());
+    assert_eq!(b.get_entry(m, b"other", b"a").unwrap(), Some(b"x".to_vec()));
+}
+
+fn a_batch_applies_in_order(mut s: Subject) {
+    let b = &mut s.backend;
+    let v = b.register("v", StateKind::Value).unwrap();
+    let l = b.register("l", StateKind::List).unwrap();
+    b.apply_all(
+        vec![
+            put(v, "k", "1"),
+            put(v, "k", "2"),
+            StateOp::Clear(key(v, "gone")),
+            StateOp::AppendList {
+                target: key(l, "k"),
+                values: bytes(&["a"]),
+            },
+            StateOp::AppendList {
+                target: key(l, "k"),
+                values: bytes(&["b"]),
+            },
+        ],
+        vec![
+            TimerOp::Register(timer("k", 5, TimeDomain::EventTime)),
+            TimerOp::Delete(timer("k", 5, TimeDomain::EventTime)),
+            TimerOp::Register(timer("k", 7, TimeDomain::EventTime)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(b.get_value(v, b"k").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(b.get_list(l, b"k").unwrap(), bytes(&["a", "b"]));
+    assert_eq!(b.next_timer(TimeDomain::EventTime), Some(7));
+}
+
+fn timers_fire_in_time_order_once(mut s: Subject) {
+    let b = &mut s.backend;
+    let et = TimeDomain::EventTime;
+    for (t, k) in [(30, "a"), (10, "b"), (20, "a"), (10, "b"), (-4, "neg")] {
+        b.register_timer(timer(k, t, et)).unwrap();
+    }
+    b.register_timer(timer("a", 15, TimeDomain::ProcessingTime))
+        .unwrap();
+    b.delete_timer(&timer("a", 30, et)).unwrap();
+    b.delete_timer(&timer("nobody", 3, et)).unwrap();
+    assert_eq!(b.next_timer(et), Some(-4));
+    assert_eq!(b.next_timer(TimeDomain::ProcessingTime), Some(15));
+    let due = b.take_due_timers(et, 25, 100).unwrap();
+    let fired: Vec<(i64, &[u8])> = due.iter().map(|t| (t.time, t.key.as_slice())).collect();
+    assert_eq!(fired, [(-4, &b"neg"[..]), (10, b"b"), (20, b"a")]);
+    assert!(due.iter().all(|t| t.domain == et));
+    assert_eq!(b.next_timer(et), None);
+    assert!(b.take_due_timers(et, i64::MAX, 100).unwrap().is_empty());
+    let due = b
+        .take_due_timers(TimeDomain::ProcessingTime, 15, 100)
+        .unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(b.next_timer(TimeDomain::ProcessingTime), None);
+}
+
+fn many_timers_come_in_time_order_within_the_limit(mut s: Subject) {
+    let b = &mut s.backend;
+    let et = TimeDomain::EventTime;
+    // 2,000 keys, each with timers at three times, spread over key groups.
+    let mut expected = Vec::new();
+    for i in 0..2000 {
+        for t in [i % 7, 100 + i % 13, 1000] {
+            let k = format!("key-{i}");
+            b.register_timer(timer(&k, t, et)).unwrap();
+            expected.push((t, k));
+        }
+    }
+    expected.sort();
+    let mut fired = Vec::new();
+    loop {
+        let due = b.take_due_timers(et, 999, 256).unwrap();
+        assert!(due.len() <= 256);
+        if due.is_empty() {
+            break;
+        }
+        fired.extend(due);
+    }
+    assert!(
+        fired.windows(2).all(|w| w[0].time <= w[1].time),
+        "in time order across key groups"
+    );
+    let mut got: Vec<(i64, String)> = fired
+        .iter()
+        .map(|t| (t.time, String::from_utf8(t.key.clone()).unwrap()))
+        .collect();
+    got.sort();
+    let before: Vec<(i64, String)> = expected
+        .iter()
+        .filter(|(t, _)| *t <= 999)
+        .cloned()
+        .collect();
+    assert_eq!(got, before, "each exactly once");
+    assert_eq!(b.next_timer(et), Some(1000));
+    assert_eq!(b.take_due_timers(et, 1000, usize::MAX).unwrap().len(), 2000);
+}
+
+fn a_snapshot_holds_everything_and_reads_back(mut s: Subject) {
+    let b = &mut s.backend;
+    let v = b.register("v", StateKind::Value).unwrap();
+    let l = b.register("l", StateKind::List).unwrap();
+    let m = b.register("m", StateKind::Map).unwrap();
+    for i in 0..300 {
+        let k = format!("k{i}");
+        b.apply_all(
+            vec![
+                put(v, &k, &i.to_string()),
+                StateOp::AppendList {
+                    target: key(l, &k),
+                    values: bytes(&["a", "b"]),
+                },
+                StateOp::PutEntry {
+                    target: key(m, &k),
+                    map_key: b"x".to_vec(),
+                    value: k.as_bytes().to_vec(),
+                },
+            ],
+            vec![
+                TimerOp::Register(timer(&k, i, TimeDomain::EventTime)),
+                TimerOp::Register(timer(&k, 1000 + i, TimeDomain::ProcessingTime)),
+            ],
+        )
+        .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let snap = b.snapshot(dir.path()).unwrap();
+    assert!(!snap.files.is_empty());
+    assert!(snap.files.iter().all(|f| f.path.is_file()));
+    assert!(snap.files.iter().map(|f| f.size).sum::<u64>() > 0);
+    // Changes after the snapshot are not in it.
+    b.apply(put(v, "k0", "changed")).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let mut r = (s.restore)(&snap, into.path());
+    assert_eq!(r.register("m", StateKind::Map).unwrap(), m);
+    assert_eq!(r.register("v", StateKind::Value).unwrap(), v);
+    assert_eq!(r.register("l", StateKind::List).unwrap(), l);
+    assert_eq!(r.get_value(v, b"k0").unwrap(), Some(b"0".to_vec()));
+    for i in [1, 150, 299] {
+        let k = format!("k{i}");
+        assert_eq!(
+            r.get_value(v, k.as_bytes()).unwrap(),
+            Some(i.to_string().into_bytes())
+        );
+        assert_eq!(r.get_list(l, k.as_bytes()).unwrap(), bytes(&["a", "b"]));
+        assert_eq!(
+            r.get_entry(m, k.as_bytes(), b"x").unwrap(),
+            Some(k.clone().into_bytes())
+        );
+    }
+    assert_eq!(r.next_timer(TimeDomain::EventTime), Some(0));
+    assert_eq!(r.next_timer(TimeDomain::ProcessingTime), Some(1000));
+    assert_eq!(
+        r.take_due_timers(TimeDomain::EventTime, i64::MAX, 1000)
+            .unwrap()
+            .len(),
+        300
+    );
+}
+
+fn memory() -> Subject {
+    Subject {
+        backend: Box::new(MemoryStateBackend::new()),
+        _dir: None,
+        restore: |snap, _| {
+            assert_eq!(snap.format, SnapshotFormat::Full);
+            Box::new(MemoryStateBackend::restore(&snap.files[0].path, 0..128).unwrap())
+        },
+    }
+}
+
+fn rocksdb() -> Subject {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = RocksDbStateBackend::open(&dir.path().join("db"), 128).unwrap();
+    Subject {
+        backend: Box::new(backend),
+        _dir: Some(dir),
+        restore: |snap, into| {
+            assert_eq!(snap.format, SnapshotFormat::RocksDb);
+            // As a restore does: the files, downloaded into a directory.
+            let db = into.join("db");
+            std::fs::create_dir_all(&db).unwrap();
+            for f in &snap.files {
+                std::fs::copy(&f.path, db.join(&f.name)).unwrap();
+            }
+            Box::new(RocksDbStateBackend::open(&db, 128).unwrap())
+        },
+    }
+}
+
+/// The suite, once per backend.
+macro_rules! suite {
+    ($($test:ident),* $(,)?) => {
+        mod memory_backend {
+            $(#[test] fn $test() { super::$test(super::memory()) })*
+        }
+        mod rocksdb_backend {
+            $(#[test] fn $test() { super::$test(super::rocksdb()) })*
+        }
+    };
+}
+
+suite!(
+    values_and_kinds,
+    keys_are_bytes_not_strings,
+    lists,
+    maps,
+    a_batch_applies_in_order,
+    timers_fire_in_time_order_once,
+    many_timers_come_in_time_order_within_the_limit,
+    a_snapshot_holds_everything_and_reads_back,
+);
+
+/// A restore keeps only the key groups it is given (rescaling).
+#[test]
+fn a_memory_restore_keeps_its_key_groups() {
+    let mut b = MemoryStateBackend::with_key_groups(16);
+    let v = b.register("v", StateKind::Value).unwrap();
+    for i in 0..100 {
+        b.apply(put(v, &format!("k{i}"), "1")).unwrap();
+        b.register_timer(timer(&format!("k{i}"), i, TimeDomain::EventTime))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let snap = b.snapshot(dir.path()).unwrap();
+    let (mut low, mut high) = (
+        MemoryStateBackend::restore(&snap.files[0].path, 0..8).unwrap(),
+        MemoryStateBackend::restore(&snap.files[0].path, 8..16).unwrap(),
+    );
+    for i in 0..100 {
+        let k = format!("k{i}");
+        let group = weir_model::keygroup::key_group(k.as_bytes(), 16);
+        let (mine, other) = if group < 8 {
+            (&low, &high)
+        } else {
+            (&high, &low)
+        };
+        assert_eq!(
+            mine.get_value(v, k.as_bytes()).unwrap(),
+            Some(b"1".to_vec())
+        );
+        assert_eq!(other.get_value(v, k.as_bytes()).unwrap(), None);
+    }
+    let timers = low
+        .take_due_timers(TimeDomain::EventTime, 100, 1000)
+        .unwrap()
+        .len()
+        + high
+            .take_due_timers(TimeDomain::EventTime, 100, 1000)
+            .unwrap()
+            .len();
+    assert_eq!(timers, 100);
+    // Garbage is an error, not a panic.
+    std::fs::write(dir.path().join("bad"), b"WEIRSTATE1\0\0").unwrap();
+    assert!(MemoryStateBackend::restore(&dir.path().join("bad"), 0..16).is_err());
+}
+
+/// What RocksDB keeps survives closing and opening its directory again
+/// (a restored checkpoint is such a directory): states, values and timers.
+#[test]
+fn rocksdb_state_survives_reopening_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let copy = dir.path().join("copy");
+    {
+        let mut b = RocksDbStateBackend::open(&path, 16).unwrap();
+        let v = b.register("v", StateKind::Value).unwrap();
+        let l = b.register("l", StateKind::List).unwrap();
+        b.apply(put(v, "k", "1")).unwrap();
+        b.apply(StateOp::AppendList {
+            target: key(l, "k"),
+            values: bytes(&["a"]),
+        })
+        .unwrap();
+        b.register_timer(timer("k", 42, TimeDomain::EventTime))
+            .unwrap();
+        b.register_timer(timer("j", 7, TimeDomain::ProcessingTime))
+            .unwrap();
+        // The backend removes its own directory when dropped: keep a copy
+        // of its files, as a checkpoint would.
+        b.flush().unwrap();
+        copy_dir(&path, &copy);
+    }
+    assert!(!path.exists());
+    let mut b = RocksDbStateBackend::open(&copy, 16).unwrap();
+    let l = b.register("l", StateKind::List).unwrap();
+    let v = b.register("v", StateKind::Value).unwrap();
+    assert_eq!((v, l), (0, 1), "ids as first declared");
+    assert_eq!(b.get_value(v, b"k").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(b.get_list(l, b"k").unwrap(), bytes(&["a"]));
+    assert_eq!(b.next_timer(TimeDomain::EventTime), Some(42));
+    assert_eq!(b.next_timer(TimeDomain::ProcessingTime), Some(7));
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
