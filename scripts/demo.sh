@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
-scripts/setup.sh
+scripts/setup.sh demo
 cargo build --release -p weir
 weir="$CARGO_TARGET_DIR/release/weir"
 work="$(mktemp -d)"

@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # Idempotent set-up for building and testing Weir on a fresh machine:
-# the wasm32-wasip2 target that operator components are built for.
+# the wasm32-wasip2 target that operator components are built for, and
+# libclang (RocksDB's bindings are generated at build time). `setup.sh demo`
+# stops there: the demo needs no browser.
 set -euo pipefail
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
+fi
+apt_install() {
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    else
+        sudo apt-get update -qq
+        sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    fi
+}
+if ! dpkg -s libclang-dev >/dev/null 2>&1; then
+    apt_install libclang-dev
+fi
+if [ "${1:-}" = demo ]; then
+    exit 0
 fi
 # The dashboard's browser test: Debian's Chromium, and Playwright (the npm
 # package only, pinned in tests/browser/package-lock.json; it drives the
 # system's Chromium and downloads no browser).
 if [ ! -x /usr/bin/chromium ]; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-    else
-        sudo apt-get update -qq
-        sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-    fi
+    apt_install chromium
 fi
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
     npm ci --prefix tests/browser --no-audit --no-fund

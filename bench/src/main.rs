@@ -227,6 +227,7 @@ async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
         runtime: runtime.clone(),
         component,
         params: Vec::new(),
+        state: weir_worker::state::StateSetup::in_memory(),
     });
     let native_factory: Arc<dyn OperatorFactory> = Arc::new(native::NativeWordCount);
 
@@ -332,6 +333,7 @@ async fn windows(events: u64, runs: u32) -> anyhow::Result<()> {
         runtime: runtime.clone(),
         component,
         params: Vec::new(),
+        state: weir_worker::state::StateSetup::in_memory(),
     });
     let native: Arc<dyn OperatorFactory> = Arc::new(native_window::NativeWindows);
     println!("| query shape | variant | time (s) | events/s | windows fired |");

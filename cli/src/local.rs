@@ -16,6 +16,7 @@ use weir_coordinator::scheduler::Scheduler;
 use weir_coordinator::scheduler::WorkerScheduler;
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{HostConfig, WasmRuntime};
+use weir_model::fault_tolerance::StateBackendKind;
 
 /// Where `weir local` keeps its data when not told.
 pub fn default_data_dir() -> PathBuf {
@@ -42,6 +43,8 @@ pub struct ServeOptions {
     /// Workers to start in this process (`weir local`): how many, and
     /// their slots each.
     pub local_workers: Option<(u32, u32)>,
+    /// The default state backend of the in-process workers.
+    pub default_backend: StateBackendKind,
 }
 
 /// Serve until interrupted.
@@ -95,6 +98,10 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
                 "127.0.0.1:0",
                 slots,
                 runtime.clone(),
+                WorkerStorage {
+                    data_dir: o.data_dir.join("workers"),
+                    default_backend: o.default_backend,
+                },
             )
             .await?;
         }
@@ -143,6 +150,17 @@ pub struct StartedWorker {
     pub executor: Arc<weir_worker::executor::Executor>,
 }
 
+/// Where a worker keeps its files, and its default state backend.
+#[derive(Debug, Clone)]
+pub struct WorkerStorage {
+    /// The worker's data directory; each worker process (or in-process
+    /// worker of `weir local`) uses a directory of its own under it, named
+    /// after its id.
+    pub data_dir: PathBuf,
+    /// The state backend of jobs whose manifest names none.
+    pub default_backend: StateBackendKind,
+}
+
 static WORKERS_STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Start a worker (its data server, its task executor, and its link to the
@@ -153,6 +171,7 @@ pub async fn start_worker(
     data_listen: &str,
     slots: u32,
     runtime: Arc<WasmRuntime>,
+    storage: WorkerStorage,
 ) -> anyhow::Result<StartedWorker> {
     if slots == 0 {
         anyhow::bail!("a worker needs at least one slot");
@@ -177,6 +196,8 @@ pub async fn start_worker(
         runtime,
         server.clone(),
         coordinator.to_owned(),
+        storage.data_dir.join(&id),
+        storage.default_backend,
     );
     let rpc = tokio::net::TcpListener::bind(rpc_listen)
         .await

@@ -18,6 +18,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use weir_coordinator::Submission;
 use weir_host::{HostConfig, WasmRuntime};
+use weir_model::fault_tolerance::StateBackendKind;
+use weir_worker::state::StateSetup;
 use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
 
 #[derive(Parser)]
@@ -49,6 +51,10 @@ enum Command {
         /// CPU time per call into an operator, in milliseconds.
         #[arg(long, default_value_t = 5000)]
         call_timeout_ms: u64,
+        /// The state backend of the job unless its manifest names one: `memory` or
+        /// `rocksdb`.
+        #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
+        state_backend: StateBackendKind,
     },
     /// Build a bundle's component and its single-file archive (dist/<job>.weir).
     Build {
@@ -68,6 +74,10 @@ enum Command {
         /// Where bundles and job records are kept (default ~/.local/share/weir/local).
         #[arg(long, env = "WEIR_DATA_DIR")]
         data_dir: Option<PathBuf>,
+        /// The state backend of jobs whose manifest names none: `memory` or
+        /// `rocksdb`.
+        #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
+        state_backend: StateBackendKind,
     },
     /// Start a coordinator: the REST API and the service workers register with.
     Coordinator {
@@ -95,9 +105,13 @@ enum Command {
         /// Where the worker serves Prometheus metrics (`/metrics`).
         #[arg(long, default_value = "127.0.0.1:0")]
         metrics_listen: String,
-        /// Where the worker keeps its files.
+        /// Where the worker keeps its files (RocksDB state among them).
         #[arg(long, env = "WEIR_WORKER_DATA_DIR")]
         data_dir: PathBuf,
+        /// The state backend of jobs whose manifest names none: `memory` or
+        /// `rocksdb`.
+        #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
+        state_backend: StateBackendKind,
     },
     /// Upload a bundle (directory or archive) and start a job; prints the job id last.
     Submit {
@@ -165,6 +179,7 @@ impl ServerArgs {
             max_upload: self.max_upload_mib << 20,
             cache_dir: cache_dir(),
             local_workers,
+            default_backend: StateBackendKind::Memory,
             heartbeats: weir_coordinator::slot_manager::HeartbeatConfig {
                 interval: std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1)),
                 timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
@@ -198,8 +213,8 @@ async fn run(
     path: &Path,
     parallelism: Option<u32>,
     params: &[String],
-    memory_limit_mib: u64,
-    call_timeout_ms: u64,
+    (memory_limit_mib, call_timeout_ms): (u64, u64),
+    state_backend: StateBackendKind,
 ) -> anyhow::Result<()> {
     let params = params
         .iter()
@@ -223,10 +238,18 @@ async fn run(
     };
     let graph = weir_coordinator::plan(&bundle.manifest, &submission, &component.exported())?;
     let params = graph.params.clone().into_iter().collect();
+    // RocksDB state of this run lives in a directory of its own, removed
+    // when the run ends.
+    let state_dir = tempfile::Builder::new()
+        .prefix("weir-run-")
+        .tempdir()
+        .context("cannot create a directory for the job's state")?;
+    let state = StateSetup::for_job(&graph, "run", state_backend, state_dir.path());
     let factory = Arc::new(WasmOperatorFactory {
         runtime,
         component,
         params,
+        state,
     });
     let job = LocalJob::new(graph, factory);
     let cancel = job.cancel.clone();
@@ -394,15 +417,24 @@ async fn worker(
     data_listen: &str,
     metrics_listen: &str,
     slots: u32,
-    data_dir: &Path,
+    storage: local::WorkerStorage,
 ) -> anyhow::Result<()> {
+    let data_dir = &storage.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let runtime = WasmRuntime::new(HostConfig {
         cache_dir: Some(cache_dir()),
         ..HostConfig::default()
     })?;
-    let started = local::start_worker(coordinator, rpc_listen, data_listen, slots, runtime).await?;
+    let started = local::start_worker(
+        coordinator,
+        rpc_listen,
+        data_listen,
+        slots,
+        runtime,
+        storage,
+    )
+    .await?;
     let metrics =
         local::serve_worker_metrics(metrics_listen, started.executor.clone(), slots).await?;
     println!(
@@ -433,6 +465,7 @@ fn main() {
             params,
             memory_limit_mib,
             call_timeout_ms,
+            state_backend,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
             .and_then(|rt| {
@@ -440,8 +473,8 @@ fn main() {
                     &bundle,
                     parallelism,
                     &params,
-                    memory_limit_mib,
-                    call_timeout_ms,
+                    (memory_limit_mib, call_timeout_ms),
+                    state_backend,
                 ))
             }),
         Command::Build { bundle } => build(&bundle),
@@ -450,11 +483,13 @@ fn main() {
             workers,
             slots,
             data_dir,
+            state_backend,
         } => {
-            let options = server.options(
+            let mut options = server.options(
                 data_dir.unwrap_or_else(local::default_data_dir),
                 Some((workers, slots)),
             );
+            options.default_backend = state_backend;
             tokio::runtime::Runtime::new()
                 .context("cannot start the runtime")
                 .and_then(|rt| rt.block_on(local::serve(options)))
@@ -469,6 +504,7 @@ fn main() {
             slots,
             metrics_listen,
             data_dir,
+            state_backend,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
             .and_then(|rt| {
@@ -478,7 +514,10 @@ fn main() {
                     &data_listen,
                     &metrics_listen,
                     slots,
-                    &data_dir,
+                    local::WorkerStorage {
+                        data_dir,
+                        default_backend: state_backend,
+                    },
                 ))
             }),
         Command::Submit {

@@ -8,6 +8,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::fault_tolerance::{
+    CheckpointConfig, RestartStrategy, StateBackendKind, checkpoint_config, restart_strategy,
+    state_backend,
+};
 use crate::keygroup::DEFAULT_MAX_PARALLELISM;
 use crate::manifest::{KeyBy, Manifest, ManifestError, Setting, SinkKind, SourceKind, substitute};
 
@@ -25,6 +29,15 @@ pub struct JobGraph {
     pub edges: Vec<Edge>,
     /// The parameter values, handed to every operator.
     pub params: BTreeMap<String, String>,
+    /// Where keyed state lives (`None`: the worker's default).
+    #[serde(default)]
+    pub state_backend: Option<StateBackendKind>,
+    /// How checkpoints are taken (`None`: they are not).
+    #[serde(default)]
+    pub checkpoint: Option<CheckpointConfig>,
+    /// How the job restarts after a failure.
+    #[serde(default)]
+    pub restart: RestartStrategy,
 }
 
 /// One vertex of the graph, run as `parallelism` subtasks.
@@ -722,12 +735,28 @@ impl JobGraph {
             });
         }
 
+        let checkpoint = manifest
+            .checkpoint
+            .as_ref()
+            .map(|c| checkpoint_config(c, &params))
+            .transpose()?
+            .flatten();
+        let restart = restart_strategy(manifest.restart.as_ref(), checkpoint.is_some(), &params)?;
+        let state_backend = manifest
+            .state
+            .as_ref()
+            .map(state_backend)
+            .transpose()?
+            .flatten();
         Ok(JobGraph {
             name: manifest.job.name.clone(),
             max_parallelism,
             vertices,
             edges,
             params,
+            state_backend,
+            checkpoint,
+            restart,
         })
     }
 

@@ -90,6 +90,15 @@ pub struct Manifest {
     /// `[[sink]]` tables.
     #[serde(rename = "sink", default)]
     pub sinks: Vec<SinkSpec>,
+    /// Where keyed state lives.
+    #[serde(default)]
+    pub state: Option<crate::fault_tolerance::StateSection>,
+    /// Checkpoints (off without this table).
+    #[serde(default)]
+    pub checkpoint: Option<crate::fault_tolerance::CheckpointSection>,
+    /// How the job restarts after a failure.
+    #[serde(default)]
+    pub restart: Option<crate::fault_tolerance::RestartSection>,
 }
 
 /// The `[job]` table.

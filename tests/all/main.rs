@@ -57,6 +57,7 @@ pub fn local_job(
             runtime: rt,
             component,
             params,
+            state: weir_worker::state::StateSetup::in_memory(),
         }),
     ))
 }

@@ -231,6 +231,7 @@ async fn a_job_split_over_two_places_exchanges_data_over_tcp() {
             runtime: rt.clone(),
             component: component.clone(),
             params,
+            state: weir_worker::state::StateSetup::in_memory(),
         });
         let job = LocalJob::new(graph.clone(), factory);
         let placement = Placement {
@@ -343,6 +344,7 @@ path = "${output}"
             runtime: rt.clone(),
             component: component.clone(),
             params,
+            state: weir_worker::state::StateSetup::in_memory(),
         });
         let mut job = LocalJob::new(graph.clone(), factory);
         let (channels, acks) = CheckpointChannels::new();
@@ -412,4 +414,90 @@ path = "${output}"
         *e = (*e).max(v["count"].as_u64().unwrap());
     }
     assert_eq!(got.values().sum::<u64>(), 6000 * 8, "8 words a line");
+}
+
+/// The word count with its counts in RocksDB (`[state] backend =
+/// "rocksdb"`) at parallelism 3: exact counts, and the databases' files
+/// are gone when the job ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_word_count_on_rocksdb_counts_exactly_and_leaves_no_files() {
+    use std::collections::BTreeMap;
+    use weir_worker::state::StateSetup;
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let mut text = String::new();
+    for i in 0..4000 {
+        text.push_str(&format!("w{} w{} Same\n", i % 101, i % 7));
+    }
+    std::fs::write(&input, &text).unwrap();
+    let output = dir.path().join("out.jsonl");
+    let manifest =
+        std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
+            .unwrap()
+            + "\n[state]\nbackend = \"rocksdb\"\n";
+    let rt = runtime();
+    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let submission = Submission {
+        params: vec![
+            ("input".into(), input.display().to_string()),
+            ("output".into(), output.display().to_string()),
+        ],
+        parallelism: Some(3),
+        builtin_params: vec![("bundle_dir".into(), ".".into())],
+    };
+    let graph = plan(
+        &Manifest::parse(&manifest).unwrap(),
+        &submission,
+        &component.exported(),
+    )
+    .unwrap();
+    let data = dir.path().join("worker");
+    let state = StateSetup::for_job(
+        &graph,
+        "rocks-job",
+        weir_model::fault_tolerance::StateBackendKind::Memory,
+        &data,
+    );
+    assert_eq!(
+        state.backend,
+        weir_model::fault_tolerance::StateBackendKind::RocksDb,
+        "the manifest's choice wins over the worker's default"
+    );
+    let params = graph.params.clone().into_iter().collect();
+    let factory = Arc::new(WasmOperatorFactory {
+        runtime: rt.clone(),
+        component,
+        params,
+        state: state.clone(),
+    });
+    run_job(LocalJob::new(graph, factory)).await.unwrap();
+
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for w in text.split_whitespace() {
+        *expected.entry(w.to_lowercase()).or_default() += 1;
+    }
+    let mut got: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        got.entry(v["word"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(v["count"].as_u64().unwrap());
+    }
+    assert_eq!(got.len(), expected.len());
+    for (word, counts) in &got {
+        let n = expected[word];
+        assert_eq!(
+            counts,
+            &(1..=n).collect::<Vec<_>>(),
+            "{word}: 1..{n} in order"
+        );
+    }
+    // Each instance removed its database.
+    let left: Vec<_> = std::fs::read_dir(&state.dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    state.remove();
+    assert!(!state.dir.exists());
 }

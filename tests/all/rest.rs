@@ -43,6 +43,7 @@ impl Scheduler for EmbeddedScheduler {
             runtime: self.runtime.clone(),
             component,
             params,
+            state: weir_worker::state::StateSetup::in_memory(),
         });
         let job = LocalJob::new(graph, factory);
         let running = Execution {

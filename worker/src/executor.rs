@@ -3,6 +3,7 @@
 //! reports the outcome back.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,8 +19,10 @@ use weir_model::proto::{
 
 use crate::network::DataServer;
 use crate::operators::WasmOperatorFactory;
+use crate::state::StateSetup;
 use crate::task::Canceled;
 use crate::{JobCounters, LocalJob, Placement, run_placed};
+use weir_model::fault_tolerance::StateBackendKind;
 
 /// Runs what the coordinator deploys to this worker.
 pub struct Executor {
@@ -31,6 +34,10 @@ pub struct Executor {
     pub server: Arc<DataServer>,
     /// The coordinator's gRPC address, for reports.
     pub coordinator: String,
+    /// Where the worker keeps its files (RocksDB state under `state/`).
+    pub data_dir: PathBuf,
+    /// The state backend of jobs whose manifest names none.
+    pub default_backend: StateBackendKind,
     /// Per running job: whether the coordinator asked to cancel it.
     running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Per running job: the flag that stops its subtasks.
@@ -48,12 +55,16 @@ impl Executor {
         runtime: Arc<WasmRuntime>,
         server: Arc<DataServer>,
         coordinator: String,
+        data_dir: PathBuf,
+        default_backend: StateBackendKind,
     ) -> Arc<Self> {
         Arc::new(Executor {
             worker_id,
             runtime,
             server,
             coordinator,
+            data_dir,
+            default_backend,
             running: Mutex::default(),
             cancels: Mutex::default(),
             counters: Mutex::default(),
@@ -133,10 +144,13 @@ impl TaskExecutor for ExecutorService {
             at.insert((p.task as usize, p.subtask), addr);
         }
         let params = graph.params.clone().into_iter().collect();
+        let state =
+            StateSetup::for_job(&graph, &r.job_id, self.0.default_backend, &self.0.data_dir);
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.0.runtime.clone(),
             component,
             params,
+            state: state.clone(),
         });
         let name = graph.name.clone();
         let job = LocalJob::new(graph, factory);
@@ -173,6 +187,7 @@ impl TaskExecutor for ExecutorService {
         tokio::spawn(async move {
             let counters = job.counters.clone();
             let result = run_placed(job, Some(placement)).await;
+            state.remove();
             executor
                 .running
                 .lock()

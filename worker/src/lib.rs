@@ -9,6 +9,8 @@
 //!   [`OperatorFactory`] that creates them per subtask.
 //! - [`sources`] and [`sinks`]: the connectors (text and JSON-lines files, a
 //!   generator; stdout and JSON-lines files).
+//! - [`state`]: which state backend a job's operators get, and where
+//!   RocksDB keeps their files.
 //! - [`partition`]: how records leave a task: forward, hash by key group,
 //!   rebalance; output buffers flushed per batch.
 //! - [`watermark`]: per-channel watermark tracking (a task's watermark is the
@@ -29,6 +31,7 @@ pub mod operators;
 pub mod partition;
 pub mod sinks;
 pub mod sources;
+pub mod state;
 pub mod task;
 pub mod watermark;
 

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use weir_host::{
-    BatchContext, BatchOutput, LoadedComponent, MemoryStateBackend, OperatorError,
-    OperatorInstance, TaskIdent, WasmRuntime,
+    BatchContext, BatchOutput, LoadedComponent, OperatorError, OperatorInstance, TaskIdent,
+    WasmRuntime,
 };
 use weir_model::{Record, Vertex, VertexKind};
 use weir_state::TimeDomain;
+
+use crate::state::StateSetup;
 
 /// An operator as a task runs it: batches in, outputs out; timers fire on
 /// watermarks and on processing time.
@@ -95,7 +97,7 @@ impl StreamOperator for WasmOperator {
 }
 
 /// Creates Wasm operators from one loaded component, handing every operator
-/// the job's parameters.
+/// the job's parameters and a state backend of the job's kind.
 pub struct WasmOperatorFactory {
     /// The process's Wasm runtime.
     pub runtime: Arc<WasmRuntime>,
@@ -103,6 +105,8 @@ pub struct WasmOperatorFactory {
     pub component: Arc<LoadedComponent>,
     /// The job's parameters.
     pub params: Vec<(String, String)>,
+    /// Where its operators keep keyed state.
+    pub state: StateSetup,
 }
 
 impl OperatorFactory for WasmOperatorFactory {
@@ -113,7 +117,9 @@ impl OperatorFactory for WasmOperatorFactory {
         subtask: u32,
     ) -> Result<Box<dyn StreamOperator>, OperatorError> {
         let VertexKind::Operator {
-            function, window, ..
+            function,
+            window,
+            key_by,
         } = &vertex.kind
         else {
             unreachable!("operators are created for operator vertices only")
@@ -127,13 +133,27 @@ impl OperatorFactory for WasmOperatorFactory {
             operator: vertex.name.clone(),
             subtask,
         };
+        // Only keyed operators have keyed state: the others get an empty
+        // backend in memory, whatever the job's kind.
+        let backend = if key_by.is_some() {
+            self.state.open(vertex.id, subtask)
+        } else {
+            Ok(Box::new(weir_state::MemoryStateBackend::new())
+                as Box<dyn weir_state::StateBackend>)
+        };
+        let backend = backend.map_err(|e| OperatorError {
+            ident: ident.clone(),
+            kind: weir_host::ErrorKind::Host,
+            message: format!("state backend: {e:#}"),
+            guest_output: Vec::new(),
+        })?;
         let instance = OperatorInstance::new(
             self.runtime.clone(),
             self.component.clone(),
             function,
             config,
             ident,
-            Box::new(MemoryStateBackend::new()),
+            backend,
         )?;
         Ok(Box::new(WasmOperator(instance)))
     }

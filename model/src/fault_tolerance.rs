@@ -1,0 +1,474 @@
+//! A job's fault-tolerance settings: where its keyed state lives, how often
+//! it is checkpointed, and how the job restarts after a failure. Written in
+//! the manifest as three optional tables:
+//!
+//! ```toml
+//! [state]
+//! backend = "rocksdb"          # memory | rocksdb; default: the worker's
+//!
+//! [checkpoint]
+//! interval-ms = 1000           # checkpoints are off without this table
+//! mode = "exactly-once"        # exactly-once (aligned barriers) | at-least-once
+//! timeout-ms = 600000          # a checkpoint not complete by then is aborted
+//! min-pause-ms = 0             # from one checkpoint's end to the next trigger
+//! max-concurrent = 1           # checkpoints in flight at once
+//! retained = 1                 # completed checkpoints kept
+//!
+//! [restart]
+//! strategy = "exponential-delay"   # fixed-delay | exponential-delay | none
+//! attempts = 10                # restarts allowed (default: unlimited)
+//! delay-ms = 1000              # before the first restart (and every one, fixed)
+//! max-delay-ms = 60000         # exponential: the longest wait
+//! multiplier = 1.5             # exponential: growth per restart
+//! ```
+//!
+//! As in Flink: without `[checkpoint]` a job does not restart unless its
+//! `[restart]` says so; with it, the default is the exponential delay
+//! (1 s, growing by 1.5 up to 1 min, without limit on attempts).
+//! Every number may also be a string that uses job parameters.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::CheckpointMode;
+use crate::manifest::{ManifestError, Setting};
+
+/// Where an operator's keyed state and timers live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateBackendKind {
+    /// In the worker's memory: fastest, bounded by memory.
+    Memory,
+    /// In a RocksDB database per operator instance, under the worker's data
+    /// directory: state larger than memory, incremental checkpoints.
+    #[serde(rename = "rocksdb")]
+    RocksDb,
+}
+
+/// The `[state]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StateSection {
+    /// `memory` or `rocksdb`.
+    #[serde(default)]
+    pub backend: Option<String>,
+}
+
+/// The `[checkpoint]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CheckpointSection {
+    /// Time between two checkpoints' triggers.
+    pub interval_ms: Option<Setting>,
+    /// `exactly-once` or `at-least-once`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// A checkpoint not complete after this long is aborted.
+    #[serde(default)]
+    pub timeout_ms: Option<Setting>,
+    /// Least time from a checkpoint's end to the next one's trigger.
+    #[serde(default)]
+    pub min_pause_ms: Option<Setting>,
+    /// Checkpoints in flight at once.
+    #[serde(default)]
+    pub max_concurrent: Option<Setting>,
+    /// Completed checkpoints kept.
+    #[serde(default)]
+    pub retained: Option<Setting>,
+}
+
+/// The `[restart]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RestartSection {
+    /// `fixed-delay`, `exponential-delay` or `none`.
+    pub strategy: String,
+    /// Restarts allowed; unlimited when absent.
+    #[serde(default)]
+    pub attempts: Option<Setting>,
+    /// Wait before a restart (the first one, for the exponential delay).
+    #[serde(default)]
+    pub delay_ms: Option<Setting>,
+    /// The exponential delay's longest wait.
+    #[serde(default)]
+    pub max_delay_ms: Option<Setting>,
+    /// The exponential delay's growth per restart.
+    #[serde(default)]
+    pub multiplier: Option<f64>,
+}
+
+/// How a job takes checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointConfig {
+    /// Time between two triggers.
+    pub interval_ms: u64,
+    /// Aligned (exactly-once) or not.
+    pub mode: CheckpointMode,
+    /// A checkpoint not complete by then is aborted.
+    pub timeout_ms: u64,
+    /// Least time from one's end to the next trigger.
+    pub min_pause_ms: u64,
+    /// In flight at once.
+    pub max_concurrent: u32,
+    /// Completed ones kept.
+    pub retained: u32,
+}
+
+/// Defaults, as Flink's.
+pub const DEFAULT_CHECKPOINT_TIMEOUT_MS: u64 = 600_000;
+
+/// How a job restarts after a failure.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "strategy")]
+pub enum RestartStrategy {
+    /// A failure fails the job.
+    #[default]
+    None,
+    /// Wait `delay_ms` before every restart.
+    FixedDelay {
+        /// Restarts allowed (`None`: unlimited).
+        attempts: Option<u32>,
+        /// The wait.
+        delay_ms: u64,
+    },
+    /// Wait `delay_ms`, then `multiplier` times longer before each further
+    /// restart, at most `max_delay_ms`.
+    ExponentialDelay {
+        /// Restarts allowed (`None`: unlimited).
+        attempts: Option<u32>,
+        /// The first wait.
+        delay_ms: u64,
+        /// The longest wait.
+        max_delay_ms: u64,
+        /// Growth per restart.
+        multiplier: f64,
+    },
+}
+
+impl RestartStrategy {
+    /// The wait before restart number `attempt` (1 for the first), or
+    /// `None` when no more restarts are allowed.
+    ///
+    /// ```
+    /// use weir_model::fault_tolerance::RestartStrategy;
+    /// let s = RestartStrategy::ExponentialDelay {
+    ///     attempts: Some(4), delay_ms: 100, max_delay_ms: 250, multiplier: 2.0,
+    /// };
+    /// let waits: Vec<_> = (1..=5).map(|n| s.delay_before(n)).collect();
+    /// assert_eq!(waits, [Some(100), Some(200), Some(250), Some(250), None]);
+    /// ```
+    pub fn delay_before(&self, attempt: u32) -> Option<u64> {
+        let allowed = |limit: &Option<u32>| limit.is_none_or(|n| attempt <= n);
+        match self {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay { attempts, delay_ms } => {
+                allowed(attempts).then_some(*delay_ms)
+            }
+            RestartStrategy::ExponentialDelay {
+                attempts,
+                delay_ms,
+                max_delay_ms,
+                multiplier,
+            } => allowed(attempts).then(|| {
+                let grown = *delay_ms as f64 * multiplier.powi(attempt.saturating_sub(1) as i32);
+                (grown.min(*max_delay_ms as f64)) as u64
+            }),
+        }
+    }
+}
+
+fn resolve(
+    what: &str,
+    v: &Option<Setting>,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<u64>, ManifestError> {
+    let Some(v) = v else { return Ok(None) };
+    match v.resolve(what, params)? {
+        Some(n) if n < 0 => Err(ManifestError::BadParam(format!(
+            "{what} is {n}; it cannot be negative"
+        ))),
+        n => Ok(n.map(|n| n as u64)),
+    }
+}
+
+fn small(what: &str, n: u64) -> Result<u32, ManifestError> {
+    u32::try_from(n).map_err(|_| ManifestError::BadParam(format!("{what} = {n} is too large")))
+}
+
+/// The state backend a `[state]` table asks for (`None`: the worker's).
+pub fn state_backend(s: &StateSection) -> Result<Option<StateBackendKind>, ManifestError> {
+    match s.backend.as_deref() {
+        None => Ok(None),
+        Some("memory") => Ok(Some(StateBackendKind::Memory)),
+        Some("rocksdb") => Ok(Some(StateBackendKind::RocksDb)),
+        Some(other) => Err(ManifestError::Invalid(format!(
+            "[state] backend = {other:?}: it is \"memory\" or \"rocksdb\""
+        ))),
+    }
+}
+
+/// The checkpoint settings of a `[checkpoint]` table.
+pub fn checkpoint_config(
+    c: &CheckpointSection,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<CheckpointConfig>, ManifestError> {
+    let Some(interval_ms) = resolve("[checkpoint] interval-ms", &c.interval_ms, params)? else {
+        return Err(ManifestError::Invalid(
+            "[checkpoint] needs interval-ms (the time between two checkpoints)".into(),
+        ));
+    };
+    if interval_ms < 10 {
+        return Err(ManifestError::BadParam(format!(
+            "[checkpoint] interval-ms = {interval_ms}: at least 10"
+        )));
+    }
+    let mode = match c.mode.as_deref() {
+        None | Some("exactly-once") => CheckpointMode::ExactlyOnce,
+        Some("at-least-once") => CheckpointMode::AtLeastOnce,
+        Some(other) => {
+            return Err(ManifestError::Invalid(format!(
+                "[checkpoint] mode = {other:?}: it is \"exactly-once\" or \"at-least-once\""
+            )));
+        }
+    };
+    let timeout_ms = resolve("[checkpoint] timeout-ms", &c.timeout_ms, params)?
+        .unwrap_or(DEFAULT_CHECKPOINT_TIMEOUT_MS);
+    if timeout_ms == 0 {
+        return Err(ManifestError::BadParam(
+            "[checkpoint] timeout-ms must be above 0".into(),
+        ));
+    }
+    let max_concurrent = resolve("[checkpoint] max-concurrent", &c.max_concurrent, params)?
+        .map(|n| small("[checkpoint] max-concurrent", n))
+        .transpose()?
+        .unwrap_or(1);
+    let retained = resolve("[checkpoint] retained", &c.retained, params)?
+        .map(|n| small("[checkpoint] retained", n))
+        .transpose()?
+        .unwrap_or(1);
+    if max_concurrent == 0 || retained == 0 {
+        return Err(ManifestError::BadParam(
+            "[checkpoint] max-concurrent and retained must be at least 1".into(),
+        ));
+    }
+    Ok(Some(CheckpointConfig {
+        interval_ms,
+        mode,
+        timeout_ms,
+        min_pause_ms: resolve("[checkpoint] min-pause-ms", &c.min_pause_ms, params)?.unwrap_or(0),
+        max_concurrent,
+        retained,
+    }))
+}
+
+/// The restart strategy of a `[restart]` table, or the default for a job
+/// with or without checkpoints.
+pub fn restart_strategy(
+    r: Option<&RestartSection>,
+    checkpointed: bool,
+    params: &BTreeMap<String, String>,
+) -> Result<RestartStrategy, ManifestError> {
+    let Some(r) = r else {
+        return Ok(if checkpointed {
+            RestartStrategy::ExponentialDelay {
+                attempts: None,
+                delay_ms: 1000,
+                max_delay_ms: 60_000,
+                multiplier: 1.5,
+            }
+        } else {
+            RestartStrategy::None
+        });
+    };
+    let attempts = resolve("[restart] attempts", &r.attempts, params)?
+        .map(|n| small("[restart] attempts", n))
+        .transpose()?;
+    let delay_ms = resolve("[restart] delay-ms", &r.delay_ms, params)?;
+    let only = |fields: &[(&str, bool)]| -> Result<(), ManifestError> {
+        match fields.iter().find(|(_, set)| *set) {
+            Some((name, _)) => Err(ManifestError::Invalid(format!(
+                "[restart] strategy = {:?} takes no {name}",
+                r.strategy
+            ))),
+            None => Ok(()),
+        }
+    };
+    match r.strategy.as_str() {
+        "none" => {
+            only(&[
+                ("attempts", attempts.is_some()),
+                ("delay-ms", delay_ms.is_some()),
+                ("max-delay-ms", r.max_delay_ms.is_some()),
+                ("multiplier", r.multiplier.is_some()),
+            ])?;
+            Ok(RestartStrategy::None)
+        }
+        "fixed-delay" => {
+            only(&[
+                ("max-delay-ms", r.max_delay_ms.is_some()),
+                ("multiplier", r.multiplier.is_some()),
+            ])?;
+            Ok(RestartStrategy::FixedDelay {
+                attempts,
+                delay_ms: delay_ms.unwrap_or(1000),
+            })
+        }
+        "exponential-delay" => {
+            let delay_ms = delay_ms.unwrap_or(1000);
+            let max_delay_ms =
+                resolve("[restart] max-delay-ms", &r.max_delay_ms, params)?.unwrap_or(60_000);
+            let multiplier = r.multiplier.unwrap_or(1.5);
+            if !(multiplier.is_finite() && multiplier >= 1.0) {
+                return Err(ManifestError::BadParam(format!(
+                    "[restart] multiplier = {multiplier}: a number of at least 1"
+                )));
+            }
+            if max_delay_ms < delay_ms {
+                return Err(ManifestError::BadParam(format!(
+                    "[restart] max-delay-ms ({max_delay_ms}) is below delay-ms ({delay_ms})"
+                )));
+            }
+            Ok(RestartStrategy::ExponentialDelay {
+                attempts,
+                delay_ms,
+                max_delay_ms,
+                multiplier,
+            })
+        }
+        other => Err(ManifestError::Invalid(format!(
+            "[restart] strategy = {other:?}: it is \"fixed-delay\", \"exponential-delay\" or \"none\""
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{JobGraph, Manifest};
+
+    fn build(tables: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[params]\nevery={{ default = '250' }}\n\
+             [[source]]\nname='s'\ntype='generator'\n[[sink]]\nname='o'\ntype='stdout'\n{tables}"
+        ))?;
+        let params = m.resolve_params(&[])?;
+        JobGraph::build(&m, params, None)
+    }
+
+    fn err(tables: &str) -> String {
+        build(tables).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn without_tables_nothing_is_checkpointed_or_restarted() {
+        let g = build("").unwrap();
+        assert_eq!(g.checkpoint, None);
+        assert_eq!(g.restart, RestartStrategy::None);
+        assert_eq!(g.state_backend, None);
+    }
+
+    #[test]
+    fn checkpoint_settings_and_their_defaults() {
+        let g = build("[checkpoint]\ninterval-ms='${every}'\n[state]\nbackend='rocksdb'").unwrap();
+        assert_eq!(
+            g.checkpoint,
+            Some(CheckpointConfig {
+                interval_ms: 250,
+                mode: CheckpointMode::ExactlyOnce,
+                timeout_ms: DEFAULT_CHECKPOINT_TIMEOUT_MS,
+                min_pause_ms: 0,
+                max_concurrent: 1,
+                retained: 1,
+            })
+        );
+        assert_eq!(g.state_backend, Some(StateBackendKind::RocksDb));
+        assert!(matches!(
+            g.restart,
+            RestartStrategy::ExponentialDelay { attempts: None, .. }
+        ));
+        let g = build(
+            "[checkpoint]\ninterval-ms=100\nmode='at-least-once'\ntimeout-ms=5000\n\
+             min-pause-ms=50\nmax-concurrent=2\nretained=3",
+        )
+        .unwrap();
+        let c = g.checkpoint.unwrap();
+        assert_eq!(
+            (
+                c.mode,
+                c.timeout_ms,
+                c.min_pause_ms,
+                c.max_concurrent,
+                c.retained
+            ),
+            (CheckpointMode::AtLeastOnce, 5000, 50, 2, 3)
+        );
+        // The graph crosses to workers as JSON.
+        let g =
+            build("[checkpoint]\ninterval-ms=100\n[restart]\nstrategy='fixed-delay'\nattempts=2")
+                .unwrap();
+        let back: JobGraph = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
+        assert_eq!(back, g);
+    }
+
+    #[test]
+    fn restart_strategies() {
+        let g = build("[restart]\nstrategy='fixed-delay'\nattempts=3\ndelay-ms=20").unwrap();
+        assert_eq!(
+            g.restart,
+            RestartStrategy::FixedDelay {
+                attempts: Some(3),
+                delay_ms: 20
+            }
+        );
+        assert_eq!(g.restart.delay_before(3), Some(20));
+        assert_eq!(g.restart.delay_before(4), None);
+        let g = build("[checkpoint]\ninterval-ms=100\n[restart]\nstrategy='none'").unwrap();
+        assert_eq!(g.restart, RestartStrategy::None);
+        let g = build(
+            "[restart]\nstrategy='exponential-delay'\ndelay-ms=10\nmax-delay-ms=40\nmultiplier=3.0",
+        )
+        .unwrap();
+        let waits: Vec<_> = (1..=4).map(|n| g.restart.delay_before(n)).collect();
+        assert_eq!(waits, [Some(10), Some(30), Some(40), Some(40)]);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        for (tables, says) in [
+            ("[checkpoint]\nmode='exactly-once'", "needs interval-ms"),
+            ("[checkpoint]\ninterval-ms=0", "at least 10"),
+            ("[checkpoint]\ninterval-ms=-5", "cannot be negative"),
+            (
+                "[checkpoint]\ninterval-ms=100\nmode='twice'",
+                "\"exactly-once\" or",
+            ),
+            ("[checkpoint]\ninterval-ms=100\nretained=0", "at least 1"),
+            (
+                "[checkpoint]\ninterval-ms=100\nspeed=1",
+                "unknown field `speed`",
+            ),
+            ("[state]\nbackend='disk'", "\"memory\" or \"rocksdb\""),
+            ("[restart]\nstrategy='sometimes'", "\"fixed-delay\""),
+            (
+                "[restart]\nstrategy='none'\nattempts=2",
+                "takes no attempts",
+            ),
+            (
+                "[restart]\nstrategy='fixed-delay'\nmultiplier=2.0",
+                "takes no multiplier",
+            ),
+            (
+                "[restart]\nstrategy='exponential-delay'\nmultiplier=0.5",
+                "at least 1",
+            ),
+            (
+                "[restart]\nstrategy='exponential-delay'\ndelay-ms=100\nmax-delay-ms=50",
+                "below delay-ms",
+            ),
+        ] {
+            let e = err(tables);
+            assert!(e.contains(says), "{tables:?}: {e}");
+        }
+    }
+}
