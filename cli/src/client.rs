@@ -1,4 +1,5 @@
-//! The CLI's side of the REST API: `weir submit`, `list`, `status`, `cancel`.
+//! The CLI's side of the REST API: `weir submit`, `list`, `status`,
+//! `checkpoints`, `cancel`.
 
 use std::time::Duration;
 
@@ -6,6 +7,8 @@ use anyhow::{Context, bail};
 use reqwest::multipart::{Form, Part};
 use serde::de::DeserializeOwned;
 use weir_coordinator::bundles::BundleInfo;
+use weir_coordinator::checkpoint::CheckpointStats;
+use weir_coordinator::checkpoint::stats::CheckpointStatus;
 use weir_coordinator::error::ErrorBody;
 use weir_coordinator::jobs::{JobInfo, JobRequest, JobState};
 use weir_coordinator::metrics::JobMetrics;
@@ -97,6 +100,17 @@ impl Client {
     }
 
     /// A job's metrics.
+    /// A job's checkpoints.
+    pub async fn checkpoints(&self, id: &str) -> anyhow::Result<CheckpointStats> {
+        let r = self
+            .http
+            .get(format!("{}/v1/jobs/{id}/checkpoints", self.base))
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// A job's metrics.
     pub async fn metrics(&self, id: &str) -> anyhow::Result<JobMetrics> {
         let r = self
             .http
@@ -167,6 +181,62 @@ pub fn describe(job: &JobInfo, metrics: Option<&JobMetrics>) -> String {
             format!("{:?}", t.state).to_lowercase(),
             t.records_in,
             t.records_out
+        ));
+    }
+    out
+}
+
+/// Bytes for people.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// `weir checkpoints`: the counts, then the recent checkpoints.
+pub fn describe_checkpoints(job: &str, c: &CheckpointStats) -> String {
+    let Some(config) = &c.config else {
+        return format!("job {job} takes no checkpoints (its manifest has no [checkpoint])\n");
+    };
+    let mut out = format!(
+        "job {job}: a checkpoint every {} ms ({}); {} triggered, {} in progress, {} completed, {} failed\n",
+        config.interval_ms,
+        match config.mode {
+            weir_model::CheckpointMode::ExactlyOnce => "exactly-once",
+            weir_model::CheckpointMode::AtLeastOnce => "at-least-once",
+        },
+        c.counts.triggered,
+        c.counts.in_progress,
+        c.counts.completed,
+        c.counts.failed
+    );
+    if let Some(r) = &c.restored {
+        out.push_str(&format!(
+            "restored from checkpoint {} (attempt {})\n",
+            r.id, r.attempt
+        ));
+    }
+    out.push_str(&format!(
+        "{:>6}  {:<11}  {:>9}  {:>10}  {:>10}  {:>7}  {}\n",
+        "id", "status", "duration", "state", "uploaded", "acks", "failure"
+    ));
+    for s in &c.history {
+        out.push_str(&format!(
+            "{:>6}  {:<11}  {:>9}  {:>10}  {:>10}  {:>7}  {}\n",
+            s.id,
+            match s.status {
+                CheckpointStatus::InProgress => "in progress",
+                CheckpointStatus::Completed => "completed",
+                CheckpointStatus::Failed => "failed",
+            },
+            s.duration_ms.map(|d| format!("{d} ms")).unwrap_or_default(),
+            bytes(s.state_bytes),
+            bytes(s.uploaded_bytes),
+            format!("{}/{}", s.acknowledged, s.total),
+            s.failure.as_deref().unwrap_or("")
         ));
     }
     out

@@ -63,7 +63,10 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         512 << 20,
     )?);
     let slots = SlotManager::new(o.heartbeats);
-    let on_workers = WorkerScheduler::new(slots.clone());
+    // Checkpoints go under the data directory; workers on other machines
+    // need it mounted at the same path (or another storage, later).
+    let checkpoints = weir_state::storage::file_url(&o.data_dir.join("checkpoints"))?;
+    let on_workers = WorkerScheduler::new(slots.clone(), Some(checkpoints));
     let scheduler: Box<dyn Scheduler> = Box::new(on_workers.clone());
     let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime.clone(), scheduler)?;
     let lost = on_workers.clone();

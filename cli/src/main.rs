@@ -142,6 +142,13 @@ enum Command {
         #[command(flatten)]
         coordinator: CoordinatorArg,
     },
+    /// Show a job's checkpoints: counts and the recent ones.
+    Checkpoints {
+        /// The job's id.
+        job: String,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
     /// Cancel a running job.
     Cancel {
         /// The job's id.
@@ -548,6 +555,16 @@ fn main() {
                     let job = client.job(&job).await?;
                     let metrics = client.metrics(&job.id).await.ok();
                     print!("{}", client::describe(&job, metrics.as_ref()));
+                    Ok(())
+                })
+            }),
+        Command::Checkpoints { job, coordinator } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(async {
+                    let client = client::Client::new(&coordinator.url)?;
+                    let checkpoints = client.checkpoints(&job).await?;
+                    print!("{}", client::describe_checkpoints(&job, &checkpoints));
                     Ok(())
                 })
             }),

@@ -449,3 +449,162 @@ async fn backpressure_across_worker_processes_bounds_every_process_memory() {
         );
     }
 }
+
+/// A job with `[checkpoint] interval-ms = 200` on RocksDB, over two worker
+/// processes: checkpoints complete while it runs (every subtask
+/// acknowledges), later ones upload less than the state they refer to
+/// (incremental), only the retained checkpoints' files stay in the storage,
+/// and the counts are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_complete_incrementally_and_only_retained_files_stay() {
+    use weir_coordinator::checkpoint::CheckpointStats;
+    use weir_coordinator::checkpoint::stats::CheckpointStatus;
+    use weir_model::checkpoint::CheckpointMetadata;
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1: _w1,
+        w2: _w2,
+        rest,
+        ..
+    } = start_cluster(dir.path(), "5000").await;
+    let output = dir.path().join("out.jsonl");
+    let bundle = common::bundle(
+        dir.path(),
+        "checkpointed",
+        "wordcount",
+        &format!(
+            "[job]\nname = 'checkpointed'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '9000'\nrate = '1500'\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [state]\nbackend = 'rocksdb'\n\
+             [checkpoint]\ninterval-ms = 200\nretained = 2\n",
+            output.display()
+        ),
+    );
+    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &rest]);
+    let id = common::submitted(&o);
+    let checkpoints = || async {
+        reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+            .await
+            .unwrap()
+            .json::<CheckpointStats>()
+            .await
+            .unwrap()
+    };
+    let started = Instant::now();
+    loop {
+        let c = checkpoints().await;
+        if c.counts.completed >= 4 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{c:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The job ends by itself (its input is bounded).
+    let started = Instant::now();
+    let job = loop {
+        let job: weir_coordinator::jobs::JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if job.state.is_terminal() {
+            break job;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{job:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        job.state,
+        weir_coordinator::jobs::JobState::Finished,
+        "{job:?}"
+    );
+
+    let c = checkpoints().await;
+    assert!(c.config.is_some());
+    let completed: Vec<_> = c
+        .history
+        .iter()
+        .filter(|s| s.status == CheckpointStatus::Completed)
+        .collect();
+    assert!(completed.len() >= 4, "{c:#?}");
+    for s in &completed {
+        // 4 tasks of parallelism 2... chained: lines+split, count+counts.
+        assert_eq!((s.acknowledged, s.total), (4, 4), "{s:?}");
+        assert!(s.state_bytes > 0, "{s:?}");
+        let count = s.vertices.iter().find(|v| v.name == "count").unwrap();
+        assert!(count.state_bytes > 0, "{s:?}");
+    }
+    assert!(
+        completed[..completed.len() - 1]
+            .iter()
+            .any(|s| s.uploaded_bytes < s.state_bytes),
+        "a later checkpoint reuses files of an earlier one: {completed:#?}"
+    );
+    assert_eq!(
+        c.latest_completed.as_ref().map(|l| l.id),
+        Some(completed[0].id)
+    );
+
+    // Only the two retained checkpoints' files are left, and every file
+    // they refer to is there.
+    let storage = dir.path().join("coordinator/checkpoints").join(&id);
+    let mut metadata = Vec::new();
+    let mut files_left = std::collections::BTreeSet::new();
+    for entry in walk(&storage) {
+        let rel = entry
+            .strip_prefix(dir.path().join("coordinator/checkpoints"))
+            .unwrap();
+        let rel = rel.to_str().unwrap().to_owned();
+        if rel.ends_with("/_metadata") {
+            let m: CheckpointMetadata =
+                serde_json::from_slice(&std::fs::read(&entry).unwrap()).unwrap();
+            metadata.push(m);
+        } else {
+            files_left.insert(rel);
+        }
+    }
+    assert_eq!(metadata.len(), 2, "retained = 2: {metadata:#?}");
+    let referenced: std::collections::BTreeSet<String> = metadata
+        .iter()
+        .flat_map(|m| m.files().map(|f| f.path.clone()))
+        .collect();
+    assert_eq!(files_left, referenced, "nothing more, nothing less");
+
+    // Exact counts.
+    let mut last = std::collections::BTreeMap::<String, u64>::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let e = last
+            .entry(v["word"].as_str().unwrap().to_owned())
+            .or_default();
+        *e = (*e).max(v["count"].as_u64().unwrap());
+    }
+    assert_eq!(
+        last.values().sum::<u64>(),
+        9000 * 8,
+        "9,000 lines of 8 words"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

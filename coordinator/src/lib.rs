@@ -9,6 +9,9 @@
 //! - [`plan`]: a bundle and a submission become the [`JobGraph`] that workers
 //!   run, checked against what the component exports.
 //!
+//! - [`checkpoint`]: the checkpoint coordinator of each running job:
+//!   triggers, acknowledgements, completed checkpoints and their files.
+//!
 //! - [`slot_manager`]: the resource manager: workers register their slots
 //!   over gRPC and send heartbeats; silent workers are removed.
 //!
@@ -19,6 +22,7 @@
 
 pub mod blob;
 pub mod bundles;
+pub mod checkpoint;
 pub mod dashboard;
 pub mod error;
 pub mod job_state;

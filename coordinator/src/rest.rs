@@ -46,6 +46,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/v1/jobs/{id}/metrics", get(job_metrics))
+        .route("/v1/jobs/{id}/checkpoints", get(job_checkpoints))
         .route("/v1/cluster", get(cluster))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(prometheus_metrics))
@@ -126,6 +127,13 @@ async fn submit_job(
         ));
     }
     Ok((StatusCode::CREATED, Json(state.jobs.submit(request).await?)))
+}
+
+async fn job_checkpoints(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<crate::checkpoint::CheckpointStats>, ApiError> {
+    Ok(Json(state.jobs.checkpoints(&id).await?))
 }
 
 async fn job_metrics(
@@ -212,6 +220,7 @@ pub fn openapi_document() -> serde_json::Value {
     let id_param =
         json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
     let err = |what: &str| json!({"description": what, "content": {"application/json": {"schema": error}}});
+    let checkpoints = checkpoints_path(&id_param, err("No such job"));
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Weir coordinator", "version": env!("CARGO_PKG_VERSION")},
@@ -268,6 +277,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "history": {"type": "array", "items": {"type": "object", "properties": {"at_ms": {"type": "integer"}, "vertices": {"type": "array", "items": {"type": "object"}}}}},
                 "checkpoints": {"type": "array", "items": {"type": "object"}}
             }}}}}, "404": err("No such job")}}},
+            "/v1/jobs/{id}/checkpoints": checkpoints,
             "/metrics": {"get": {"summary": "Prometheus text: running jobs' subtasks, workers, slots, jobs per state", "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/v1/cluster": {"get": {"summary": "Workers, their slots (free and used) and last heartbeats", "responses": {"200": {"description": "The cluster", "content": {"application/json": {"schema": {"type": "object", "properties": {
                 "workers": {"type": "array", "items": {"type": "object", "properties": {
@@ -316,6 +326,27 @@ pub fn openapi_document() -> serde_json::Value {
             }}
         }}
     })
+}
+
+/// The OpenAPI path of `GET /v1/jobs/{id}/checkpoints`.
+fn checkpoints_path(
+    id_param: &serde_json::Value,
+    not_found: serde_json::Value,
+) -> serde_json::Value {
+    json!({"parameters": id_param, "get": {"summary": "A job's checkpoints: settings, counts, the latest completed, the recent history (id, status, trigger time, duration, state and uploaded bytes, per-vertex acknowledgements and alignment, sync and async times, failure), the checkpoint it was restored from", "responses": {"200": {"description": "The checkpoints", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                "config": {"type": ["object", "null"]},
+                "counts": {"type": "object", "properties": {"triggered": {"type": "integer"}, "in_progress": {"type": "integer"}, "completed": {"type": "integer"}, "failed": {"type": "integer"}}},
+                "latest_completed": {"type": ["object", "null"]},
+                "history": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "integer"}, "status": {"type": "string", "enum": ["in_progress", "completed", "failed"]},
+                    "triggered_at_ms": {"type": "integer"}, "duration_ms": {"type": ["integer", "null"]},
+                    "state_bytes": {"type": "integer"}, "uploaded_bytes": {"type": "integer"},
+                    "acknowledged": {"type": "integer"}, "total": {"type": "integer"},
+                    "vertices": {"type": "array", "items": {"type": "object"}},
+                    "failure": {"type": ["string", "null"]}
+                }}},
+                "restored": {"type": ["object", "null"]}
+            }}}}}, "404": not_found}}})
 }
 
 async fn openapi() -> Json<serde_json::Value> {

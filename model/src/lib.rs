@@ -11,12 +11,15 @@
 //!   their partitioning, and operator chaining into tasks.
 //! - [`execution`]: the [`ExecutionGraph`]: tasks expanded into subtasks, result
 //!   partitions and channels.
+//! - [`checkpoint`]: what a checkpoint holds (subtasks' state handles, the
+//!   metadata of a completed one) and where its files are.
 //! - [`fault_tolerance`]: a job's state backend, checkpoint settings and
 //!   restart strategy (the manifest's `[state]`, `[checkpoint]`, `[restart]`).
 //! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
 //!   in the one shape workers report and the coordinator keeps.
 
 pub mod bundle;
+pub mod checkpoint;
 pub mod execution;
 pub mod fault_tolerance;
 pub mod frame;

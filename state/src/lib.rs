@@ -18,11 +18,13 @@
 //! [`StateBackend::apply_all`]), as the host receives them from a guest.
 //!
 //! [`snapshot`]: what a checkpoint keeps of a backend, and how it is read
-//! back (by key group, for rescaling).
+//! back (by key group, for rescaling); [`storage`]: the blob store that
+//! checkpoints go to.
 
 pub mod memory;
 pub mod rocksdb;
 pub mod snapshot;
+pub mod storage;
 
 pub use self::rocksdb::RocksDbStateBackend;
 pub use memory::MemoryStateBackend;

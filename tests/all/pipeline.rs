@@ -347,7 +347,7 @@ path = "${output}"
             state: weir_worker::state::StateSetup::in_memory(),
         });
         let mut job = LocalJob::new(graph.clone(), factory);
-        let (channels, acks) = CheckpointChannels::new();
+        let (channels, acks) = CheckpointChannels::new(dir.path().join("snapshots"));
         job.checkpoints = Some(channels.clone());
         wiring.push((channels, acks));
         let placement = Placement {
@@ -367,7 +367,7 @@ path = "${output}"
             kind: CheckpointKind::Checkpoint,
             mode: CheckpointMode::ExactlyOnce,
         };
-        let told: usize = wiring.iter().map(|(c, _)| c.trigger(barrier)).sum();
+        let told: usize = wiring.iter().map(|(c, _)| c.trigger(barrier).told).sum();
         if told == 2 {
             triggered.push(id);
         }

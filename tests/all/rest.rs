@@ -53,6 +53,7 @@ impl Scheduler for EmbeddedScheduler {
                 &job.graph,
                 TaskState::Running,
             ))),
+            checkpoints: None,
         };
         tokio::spawn(async move { done(run_job(job).await.map(|_| ())) });
         Ok(running)

@@ -13,16 +13,23 @@ use weir_model::JobGraph;
 use weir_model::proto::job_reports_client::JobReportsClient;
 use weir_model::proto::task_executor_server::{TaskExecutor, TaskExecutorServer};
 use weir_model::proto::{
-    CancelJobRequest, CancelJobResponse, DeployJobRequest, DeployJobResponse, JobEndedRequest,
-    JobProgress,
+    AcknowledgeCheckpointRequest, CancelJobRequest, CancelJobResponse, DeclineCheckpointRequest,
+    DeployJobRequest, DeployJobResponse, JobEndedRequest, JobProgress, NotifyCheckpointRequest,
+    NotifyCheckpointResponse, TriggerCheckpointRequest, TriggerCheckpointResponse,
 };
+use weir_model::{Barrier, CheckpointKind, CheckpointMode};
 
+use crate::checkpoint::CheckpointChannels;
+use crate::checkpoint::uploader::Uploader;
 use crate::network::DataServer;
 use crate::operators::WasmOperatorFactory;
 use crate::state::StateSetup;
 use crate::task::Canceled;
 use crate::{JobCounters, LocalJob, Placement, run_placed};
 use weir_model::fault_tolerance::StateBackendKind;
+
+/// How long a job's end waits for its last snapshot uploads.
+const SNAPSHOTS_AFTER_END: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs what the coordinator deploys to this worker.
 pub struct Executor {
@@ -46,6 +53,18 @@ pub struct Executor {
     counters: Mutex<HashMap<String, Arc<JobCounters>>>,
     /// Per running job: its name.
     names: Mutex<HashMap<String, String>>,
+    /// Per running job that takes checkpoints: its wiring and uploads.
+    checkpointing: Mutex<HashMap<String, Arc<JobCheckpointing>>>,
+}
+
+/// A job's checkpointing on this worker.
+pub struct JobCheckpointing {
+    /// The job's attempt running here.
+    pub attempt: u32,
+    /// Barriers in, acks out.
+    pub channels: CheckpointChannels,
+    /// The asynchronous part of snapshots.
+    pub uploader: Arc<Uploader>,
 }
 
 impl Executor {
@@ -69,7 +88,79 @@ impl Executor {
             cancels: Mutex::default(),
             counters: Mutex::default(),
             names: Mutex::default(),
+            checkpointing: Mutex::default(),
         })
+    }
+
+    /// Upload every snapshot the job's subtasks take and acknowledge it to
+    /// the coordinator (or decline the checkpoint if the upload fails). The
+    /// returned task ends when the subtasks have ended and every upload
+    /// and acknowledgement is done.
+    fn report_snapshots(
+        self: &Arc<Self>,
+        job: String,
+        attempt: u32,
+        mut acks: tokio::sync::mpsc::UnboundedReceiver<crate::checkpoint::TaskAck>,
+        uploader: Arc<Uploader>,
+    ) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut uploads = tokio::task::JoinSet::new();
+            while let Some(ack) = acks.recv().await {
+                let (me, job, uploader) = (me.clone(), job.clone(), uploader.clone());
+                uploads.spawn(async move {
+                    let (checkpoint, task, subtask) = (ack.checkpoint, ack.task, ack.subtask);
+                    let uploaded = uploader.upload(ack).await;
+                    let result = async {
+                        let mut client = JobReportsClient::connect(me.coordinator.clone()).await?;
+                        match uploaded {
+                            Ok(state) => {
+                                client
+                                    .acknowledge_checkpoint(AcknowledgeCheckpointRequest {
+                                        job_id: job.clone(),
+                                        attempt,
+                                        checkpoint_id: checkpoint,
+                                        task: task as u32,
+                                        subtask,
+                                        state_json: serde_json::to_string(&state)?,
+                                    })
+                                    .await?;
+                            }
+                            Err(e) => {
+                                client
+                                    .decline_checkpoint(DeclineCheckpointRequest {
+                                        job_id: job.clone(),
+                                        attempt,
+                                        checkpoint_id: checkpoint,
+                                        reason: format!(
+                                            "subtask {subtask} of task {task} on worker `{}`: {e:#}",
+                                            me.worker_id
+                                        ),
+                                    })
+                                    .await?;
+                            }
+                        }
+                        anyhow::Ok(())
+                    }
+                    .await;
+                    if let Err(e) = result {
+                        tracing::warn!(job = %job, checkpoint, "cannot report a snapshot: {e:#}");
+                    }
+                });
+                // Reap the finished ones as they go.
+                while uploads.try_join_next().is_some() {}
+            }
+            while uploads.join_next().await.is_some() {}
+        })
+    }
+
+    fn checkpointing_of(&self, job: &str, attempt: u32) -> Option<Arc<JobCheckpointing>> {
+        self.checkpointing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(job)
+            .filter(|c| c.attempt == attempt)
+            .cloned()
     }
 
     /// The gRPC service.
@@ -153,7 +244,34 @@ impl TaskExecutor for ExecutorService {
             state: state.clone(),
         });
         let name = graph.name.clone();
-        let job = LocalJob::new(graph, factory);
+        let checkpointed = graph.checkpoint.is_some() && !r.checkpoint_storage.is_empty();
+        let mut job = LocalJob::new(graph, factory);
+        let mut reporting = None;
+        if checkpointed {
+            let store = weir_state::storage::open(&r.checkpoint_storage)
+                .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
+            let dir = self.0.data_dir.join("checkpoints").join(&r.job_id);
+            let (channels, acks) = CheckpointChannels::new(dir);
+            let uploader = Arc::new(Uploader::new(store, &r.job_id, r.attempt));
+            reporting =
+                Some(
+                    self.0
+                        .report_snapshots(r.job_id.clone(), r.attempt, acks, uploader.clone()),
+                );
+            job.checkpoints = Some(channels.clone());
+            self.0
+                .checkpointing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    r.job_id.clone(),
+                    Arc::new(JobCheckpointing {
+                        attempt: r.attempt,
+                        channels,
+                        uploader,
+                    }),
+                );
+        }
         let cancel = job.cancel.clone();
         self.0
             .names
@@ -182,6 +300,7 @@ impl TaskExecutor for ExecutorService {
             at,
         };
         let executor = self.0.clone();
+        let attempt = r.attempt;
         let job_id = r.job_id;
         tracing::info!(job = %job_id, "deployed");
         tokio::spawn(async move {
@@ -208,6 +327,22 @@ impl TaskExecutor for ExecutorService {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&job_id);
+            executor
+                .checkpointing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&job_id);
+            // The job's acknowledgements reach the coordinator before its
+            // end does (uploads are bounded by the checkpoint timeout).
+            if let Some(reporting) = reporting
+                && tokio::time::timeout(SNAPSHOTS_AFTER_END, reporting)
+                    .await
+                    .is_err()
+            {
+                tracing::warn!(job = %job_id, "snapshot uploads still running at the job's end");
+            }
+            let _ = tokio::fs::remove_dir_all(executor.data_dir.join("checkpoints").join(&job_id))
+                .await;
             let (outcome, error) = match result {
                 Ok(_) => ("finished", String::new()),
                 Err(_) if asked.load(Ordering::Relaxed) => ("canceled", String::new()),
@@ -225,10 +360,53 @@ impl TaskExecutor for ExecutorService {
                 outcome: outcome.into(),
                 error,
                 counts,
+                attempt,
             };
             executor.report(request).await;
         });
         Ok(Response::new(DeployJobResponse {}))
+    }
+
+    async fn trigger_checkpoint(
+        &self,
+        request: Request<TriggerCheckpointRequest>,
+    ) -> Result<Response<TriggerCheckpointResponse>, Status> {
+        let r = request.into_inner();
+        let Some(c) = self.0.checkpointing_of(&r.job_id, r.attempt) else {
+            return Err(Status::not_found(format!(
+                "attempt {} of job {} takes no checkpoints here",
+                r.attempt, r.job_id
+            )));
+        };
+        let barrier = Barrier {
+            id: r.checkpoint_id,
+            timestamp_ms: r.timestamp_ms,
+            kind: match r.kind.as_str() {
+                "savepoint" => CheckpointKind::Savepoint,
+                _ => CheckpointKind::Checkpoint,
+            },
+            mode: match r.mode.as_str() {
+                "at-least-once" => CheckpointMode::AtLeastOnce,
+                _ => CheckpointMode::ExactlyOnce,
+            },
+        };
+        let t = c.channels.trigger(barrier);
+        Ok(Response::new(TriggerCheckpointResponse {
+            triggered: t.told as u32,
+            finished: t.finished as u32,
+        }))
+    }
+
+    async fn notify_checkpoint_complete(
+        &self,
+        request: Request<NotifyCheckpointRequest>,
+    ) -> Result<Response<NotifyCheckpointResponse>, Status> {
+        let r = request.into_inner();
+        if let Some(c) = self.0.checkpointing_of(&r.job_id, r.attempt) {
+            c.uploader.completed(r.checkpoint_id);
+            c.channels.complete(r.checkpoint_id);
+        }
+        Ok(Response::new(NotifyCheckpointResponse {}))
     }
 
     async fn cancel_job(

@@ -291,6 +291,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         clock,
                         timing: crate::task::Timing::new(),
                         checkpoints,
+                        pending_commits: Default::default(),
                     }
                     .run()
                 })();

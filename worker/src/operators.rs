@@ -8,6 +8,7 @@ use weir_host::{
 };
 use weir_model::{Record, Vertex, VertexKind};
 use weir_state::TimeDomain;
+use weir_state::snapshot::LocalSnapshot;
 
 use crate::state::StateSetup;
 
@@ -42,6 +43,14 @@ pub trait StreamOperator: Send {
     fn metrics(&self) -> weir_host::InstanceMetrics {
         weir_host::InstanceMetrics::default()
     }
+
+    /// The synchronous part of a snapshot of its keyed state, as files in
+    /// the empty directory `dir`; `None` for an operator without keyed
+    /// state.
+    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
+        let _ = dir;
+        Ok(None)
+    }
 }
 
 /// Creates the operator of one subtask of an operator vertex.
@@ -55,8 +64,9 @@ pub trait OperatorFactory: Send + Sync {
     ) -> Result<Box<dyn StreamOperator>, OperatorError>;
 }
 
-/// A Wasm operator: an [`OperatorInstance`] with its state in memory.
-pub struct WasmOperator(pub OperatorInstance);
+/// A Wasm operator: an [`OperatorInstance`], and whether it is keyed (has
+/// keyed state to snapshot).
+pub struct WasmOperator(pub OperatorInstance, pub bool);
 
 impl StreamOperator for WasmOperator {
     fn process(
@@ -93,6 +103,13 @@ impl StreamOperator for WasmOperator {
 
     fn metrics(&self) -> weir_host::InstanceMetrics {
         self.0.metrics()
+    }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
+        if !self.1 {
+            return Ok(None);
+        }
+        self.0.backend_mut().snapshot(dir).map(Some)
     }
 }
 
@@ -155,6 +172,6 @@ impl OperatorFactory for WasmOperatorFactory {
             ident,
             backend,
         )?;
-        Ok(Box::new(WasmOperator(instance)))
+        Ok(Box::new(WasmOperator(instance, key_by.is_some())))
     }
 }

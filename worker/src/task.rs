@@ -128,6 +128,9 @@ pub struct Subtask {
     pub timing: Timing,
     /// Its part in checkpoints, when the job takes them.
     pub checkpoints: Option<CheckpointLink>,
+    /// Its sinks' pre-commits not committed yet, by checkpoint: (node,
+    /// handle).
+    pub pending_commits: std::collections::BTreeMap<u64, Vec<(usize, Vec<u8>)>>,
 }
 
 /// Where a subtask's time goes: waiting for input (idle), waiting for room
@@ -232,6 +235,7 @@ impl Subtask {
                 }
                 self.source_time(&mut watermark)?;
                 self.processing_timers(watermark)?;
+                self.commit_completed()?;
                 self.publish(watermark, false);
             },
             Head::Input { mut rx, channels } => {
@@ -291,6 +295,7 @@ impl Subtask {
                         return Err(Canceled.into());
                     }
                     self.processing_timers(watermark)?;
+                    self.commit_completed()?;
                     self.publish(watermark, false);
                 }
             }
@@ -369,26 +374,88 @@ impl Subtask {
         alignment: Duration,
     ) -> anyhow::Result<()> {
         self.broadcast(StreamMessage::Signal(Signal::Barrier(barrier)))?;
+        let started = Instant::now();
         let mut snapshot = TaskSnapshot {
             sources,
-            sinks: Vec::new(),
             alignment_ms: crate::checkpoint::ms(alignment),
+            ..TaskSnapshot::default()
         };
-        for node in &mut self.nodes {
-            if let NodeOp::Sink(sink) = &mut node.op {
-                let handle = sink.pre_commit(barrier.id).map_err(|e| {
-                    anyhow::anyhow!(
-                        "sink `{}` ({}): pre-commit of checkpoint {}: {e:#}",
-                        node.name,
-                        self.name,
-                        barrier.id
-                    )
-                })?;
-                snapshot.sinks.push((node.vertex, handle));
+        let dir =
+            match &self.checkpoints {
+                Some(link) => Some(link.snapshot_dir(barrier.id).map_err(|e| {
+                    anyhow::anyhow!("{}: checkpoint {}: {e:#}", self.name, barrier.id)
+                })?),
+                None => None,
+            };
+        let mut commits = Vec::new();
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            match &mut node.op {
+                NodeOp::Sink(sink) => {
+                    let handle = sink.pre_commit(barrier.id).map_err(|e| {
+                        anyhow::anyhow!(
+                            "sink `{}` ({}): pre-commit of checkpoint {}: {e:#}",
+                            node.name,
+                            self.name,
+                            barrier.id
+                        )
+                    })?;
+                    commits.push((i, handle.clone()));
+                    snapshot.sinks.push((node.vertex, handle));
+                }
+                NodeOp::Operator(op) => {
+                    if let Some(dir) = &dir {
+                        let into = dir.join(node.vertex.to_string());
+                        std::fs::create_dir_all(&into)?;
+                        if let Some(local) = op.snapshot(&into).map_err(|e| {
+                            anyhow::anyhow!(
+                                "operator `{}` ({}): snapshot of checkpoint {}: {e:#}",
+                                node.name,
+                                self.name,
+                                barrier.id
+                            )
+                        })? {
+                            snapshot.operators.push((node.vertex, local));
+                        }
+                    }
+                }
+                NodeOp::Source => {}
             }
         }
+        if !commits.is_empty() {
+            self.pending_commits.insert(barrier.id, commits);
+        }
+        snapshot.dir = dir;
+        snapshot.sync_ms = crate::checkpoint::ms(started.elapsed());
         if let Some(link) = &self.checkpoints {
             link.ack(barrier.id, snapshot);
+        }
+        Ok(())
+    }
+
+    /// Commit what the sinks pre-committed for checkpoints that completed
+    /// (a completed checkpoint also covers earlier ones that were aborted).
+    fn commit_completed(&mut self) -> anyhow::Result<()> {
+        let Some(link) = &self.checkpoints else {
+            return Ok(());
+        };
+        let Some(&done) = link.completed().iter().max() else {
+            return Ok(());
+        };
+        let later = self.pending_commits.split_off(&(done + 1));
+        let due = std::mem::replace(&mut self.pending_commits, later);
+        for (id, commits) in due {
+            for (i, handle) in commits {
+                let node = &mut self.nodes[i];
+                if let NodeOp::Sink(sink) = &mut node.op {
+                    sink.commit(id, &handle).map_err(|e| {
+                        anyhow::anyhow!(
+                            "sink `{}` ({}): commit of checkpoint {id}: {e:#}",
+                            node.name,
+                            self.name
+                        )
+                    })?;
+                }
+            }
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use super::{
     ExceptionInfo, GraphView, JobInfo, JobRequest, VertexStatus, count_subtasks, subtasks_of,
 };
 use crate::bundles::BundleStore;
+use crate::checkpoint::CheckpointStats;
 use crate::error::ApiError;
 use crate::job_state::{
     Canceled, Canceling, Created, Failed, Finished, Job, JobState, Lifecycle, Running, TaskState,
@@ -59,6 +60,9 @@ fn refresh(info: &mut JobInfo, execution: &Execution) {
 /// subtasks still going end in `end`.
 fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
     refresh(info, execution);
+    if let Some(c) = &execution.checkpoints {
+        info.checkpoints = Some(c.lock().unwrap_or_else(|p| p.into_inner()).clone());
+    }
     for t in info.subtasks.iter_mut().filter(|t| !t.state.is_terminal()) {
         t.state = end;
     }
@@ -154,6 +158,7 @@ impl Jobs {
             exceptions: Vec::new(),
             submitted_at_ms: weir_host::now_ms(),
             ended_at_ms: None,
+            checkpoints: None,
         };
         self.persist(&info).await?;
         self.entries.write().await.insert(
@@ -346,6 +351,17 @@ impl Jobs {
         let mut all: Vec<JobInfo> = self.entries.read().await.values().map(Self::live).collect();
         all.sort_by_key(|j| (j.submitted_at_ms, j.id.clone()));
         all
+    }
+
+    /// The checkpoints of job `id`: live while it runs, as they were at
+    /// its end after.
+    pub async fn checkpoints(&self, id: &str) -> Result<CheckpointStats, ApiError> {
+        let entries = self.entries.read().await;
+        let job = entries.get(id).ok_or_else(|| unknown(id))?;
+        if let Some(c) = job.execution().and_then(|e| e.checkpoints.as_ref()) {
+            return Ok(c.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        }
+        Ok(job.info().checkpoints.clone().unwrap_or_default())
     }
 
     /// One job, with live counts.

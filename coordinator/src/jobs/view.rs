@@ -243,6 +243,10 @@ pub struct JobInfo {
     pub submitted_at_ms: i64,
     /// When it ended.
     pub ended_at_ms: Option<i64>,
+    /// Its checkpoints, once it ended (`GET /v1/jobs/{id}/checkpoints`
+    /// shows them live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<crate::checkpoint::CheckpointStats>,
 }
 
 /// A submission, as the API receives it.

@@ -13,6 +13,7 @@ use weir_model::metrics::JobCounters;
 
 pub use workers::WorkerScheduler;
 
+use crate::checkpoint::CheckpointStats;
 use crate::error::ApiError;
 use crate::jobs::SubtaskStatus;
 
@@ -24,6 +25,8 @@ pub struct Execution {
     pub counters: Arc<JobCounters>,
     /// Its subtasks, live.
     pub subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
+    /// Its checkpoints, live (when it takes them).
+    pub checkpoints: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
 }
 
 /// How a scheduler tells the end of a job.

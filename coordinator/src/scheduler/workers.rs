@@ -15,16 +15,21 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
+use weir_model::checkpoint::TaskStateHandle;
 use weir_model::metrics::JobCounters;
 use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
 use weir_model::proto::{
-    CancelJobRequest, DeployJobRequest, JobEndedRequest, JobEndedResponse, SubtaskMetrics,
-    SubtaskPlace,
+    AcknowledgeCheckpointRequest, AcknowledgeCheckpointResponse, CancelJobRequest,
+    DeclineCheckpointRequest, DeclineCheckpointResponse, DeployJobRequest, JobEndedRequest,
+    JobEndedResponse, NotifyCheckpointRequest, SubtaskMetrics, SubtaskPlace,
+    TriggerCheckpointRequest,
 };
+use weir_model::{Barrier, CheckpointKind, CheckpointMode};
 use weir_model::{ExecutionGraph, JobGraph};
 
 use super::{Done, Execution, Scheduler};
+use crate::checkpoint::{CheckpointCoordinator, CheckpointGateway, CheckpointStats, Topology};
 use crate::error::ApiError;
 use crate::job_state::TaskState;
 use crate::jobs::{SubtaskStatus, subtasks_of};
@@ -41,12 +46,83 @@ struct Pending {
     /// The job's subtasks, with their workers and states.
     subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
     done: Option<Done>,
+    /// The running attempt.
+    attempt: u32,
+    /// Its checkpoints, when it takes them.
+    checkpoints: Option<Arc<CheckpointCoordinator>>,
 }
 
 /// Deploys jobs to workers.
 pub struct WorkerScheduler {
     slots: Arc<SlotManager>,
     pending: Mutex<HashMap<String, Pending>>,
+    /// Where checkpoints go (a URL the workers can reach), if anywhere.
+    checkpoint_storage: Option<String>,
+}
+
+/// Reaches the workers of one attempt of a job for its checkpoints.
+struct WorkerGateway {
+    job: String,
+    attempt: u32,
+    workers: Vec<String>,
+}
+
+#[tonic::async_trait]
+impl CheckpointGateway for WorkerGateway {
+    async fn trigger(&self, barrier: Barrier) -> anyhow::Result<(u32, u32)> {
+        let mut calls = Vec::new();
+        for rpc in &self.workers {
+            let request = TriggerCheckpointRequest {
+                job_id: self.job.clone(),
+                attempt: self.attempt,
+                checkpoint_id: barrier.id,
+                timestamp_ms: barrier.timestamp_ms,
+                kind: match barrier.kind {
+                    CheckpointKind::Checkpoint => "checkpoint".into(),
+                    CheckpointKind::Savepoint => "savepoint".into(),
+                },
+                mode: match barrier.mode {
+                    CheckpointMode::ExactlyOnce => "exactly-once".into(),
+                    CheckpointMode::AtLeastOnce => "at-least-once".into(),
+                },
+            };
+            calls.push(async move {
+                let mut c = executor(rpc).await?;
+                let r = c.trigger_checkpoint(request).await?.into_inner();
+                anyhow::Ok((r.triggered, r.finished))
+            });
+        }
+        let mut told = (0, 0);
+        for r in futures::future::join_all(calls).await {
+            let (t, f) = r?;
+            told = (told.0 + t, told.1 + f);
+        }
+        Ok(told)
+    }
+
+    async fn notify_complete(&self, id: u64) {
+        for rpc in &self.workers {
+            let request = NotifyCheckpointRequest {
+                job_id: self.job.clone(),
+                attempt: self.attempt,
+                checkpoint_id: id,
+            };
+            let rpc = rpc.clone();
+            tokio::spawn(async move {
+                let result = async {
+                    executor(&rpc)
+                        .await?
+                        .notify_checkpoint_complete(request)
+                        .await?;
+                    anyhow::Ok(())
+                }
+                .await;
+                if let Err(e) = result {
+                    tracing::warn!("cannot tell {rpc} that checkpoint {id} completed: {e:#}");
+                }
+            });
+        }
+    }
 }
 
 /// A client of a worker's task executor, with bounded waits: a worker that
@@ -103,10 +179,14 @@ impl Pending {
 impl WorkerScheduler {
     /// A scheduler over the workers of `slots`; it follows the progress
     /// their heartbeats carry.
-    pub fn new(slots: Arc<SlotManager>) -> Arc<WorkerScheduler> {
+    pub fn new(
+        slots: Arc<SlotManager>,
+        checkpoint_storage: Option<String>,
+    ) -> Arc<WorkerScheduler> {
         let scheduler = Arc::new(WorkerScheduler {
             slots: slots.clone(),
             pending: Mutex::default(),
+            checkpoint_storage,
         });
         let weak = Arc::downgrade(&scheduler);
         slots.on_progress(Box::new(move |_worker, jobs| {
@@ -157,6 +237,9 @@ impl WorkerScheduler {
     async fn maybe_end(&self, pending: &mut HashMap<String, Pending>, id: &str) {
         if pending.get(id).is_some_and(|p| p.waiting.is_empty()) {
             let mut p = pending.remove(id).expect("checked");
+            if let Some(c) = p.checkpoints.take() {
+                tokio::spawn(async move { c.stop("the job's attempt ended").await });
+            }
             self.slots.release(&p.grants).await;
             if let Some(done) = p.done.take() {
                 done(match p.failure {
@@ -206,11 +289,20 @@ impl Scheduler for Arc<WorkerScheduler> {
             t.slot = Some(t.subtask);
         }
         let subtasks = Arc::new(std::sync::Mutex::new(subtasks));
+        let storage = match (&graph.checkpoint, &self.checkpoint_storage) {
+            (Some(_), Some(url)) => Some(url.clone()),
+            _ => None,
+        };
+        let stats = storage
+            .as_ref()
+            .map(|_| Arc::new(std::sync::Mutex::new(CheckpointStats::default())));
         let running = Execution {
             cancel: Arc::default(),
             counters: counters.clone(),
             subtasks: subtasks.clone(),
+            checkpoints: stats.clone(),
         };
+        let attempt = 0;
         // Recorded before deploying: a fast worker may report at once.
         self.pending.lock().await.insert(
             id.to_owned(),
@@ -222,6 +314,8 @@ impl Scheduler for Arc<WorkerScheduler> {
                 counters,
                 subtasks,
                 done: Some(done),
+                attempt,
+                checkpoints: None,
             },
         );
         for (worker, rpc) in &workers {
@@ -233,6 +327,8 @@ impl Scheduler for Arc<WorkerScheduler> {
                 graph_json: graph_json.clone(),
                 component: component_bytes.clone(),
                 places: places.clone(),
+                attempt,
+                checkpoint_storage: storage.clone().unwrap_or_default(),
             };
             let deployed = async {
                 let mut c = executor(rpc).await?;
@@ -265,6 +361,46 @@ impl Scheduler for Arc<WorkerScheduler> {
                 }
             }
         }
+        if let (Some(config), Some(url), Some(stats)) = (&graph.checkpoint, &storage, stats) {
+            let store =
+                weir_state::storage::open(url).map_err(|e| ApiError::internal(format!("{e:#}")))?;
+            let topology = Topology {
+                job: id.to_owned(),
+                attempt,
+                tasks: exec
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.vertices
+                                .iter()
+                                .map(|&v| (v, graph.vertices[v].name.clone()))
+                                .collect(),
+                            t.parallelism,
+                        )
+                    })
+                    .collect(),
+            };
+            let gateway = Arc::new(WorkerGateway {
+                job: id.to_owned(),
+                attempt,
+                workers: workers.iter().map(|(_, rpc)| rpc.clone()).collect(),
+            });
+            let coordinator = CheckpointCoordinator::start(
+                config.clone(),
+                topology,
+                store,
+                gateway,
+                stats,
+                1,
+                Vec::new(),
+            );
+            match self.pending.lock().await.get_mut(id) {
+                Some(p) => p.checkpoints = Some(coordinator),
+                // It ended already.
+                None => coordinator.stop("the job's attempt ended").await,
+            }
+        }
         // Cancel: when the flag is set, tell every worker.
         let (cancel, me, job) = (running.cancel.clone(), self.clone(), id.to_owned());
         tokio::spawn(async move {
@@ -289,8 +425,44 @@ impl Scheduler for Arc<WorkerScheduler> {
 /// The gRPC service workers report job ends to.
 pub struct ReportsService(Arc<WorkerScheduler>);
 
+impl ReportsService {
+    /// The checkpoint coordinator of attempt `attempt` of job `job`.
+    async fn checkpoints(&self, job: &str, attempt: u32) -> Option<Arc<CheckpointCoordinator>> {
+        let pending = self.0.pending.lock().await;
+        pending
+            .get(job)
+            .filter(|p| p.attempt == attempt)
+            .and_then(|p| p.checkpoints.clone())
+    }
+}
+
 #[tonic::async_trait]
 impl JobReports for ReportsService {
+    async fn acknowledge_checkpoint(
+        &self,
+        request: Request<AcknowledgeCheckpointRequest>,
+    ) -> Result<Response<AcknowledgeCheckpointResponse>, Status> {
+        let r = request.into_inner();
+        let state: TaskStateHandle = serde_json::from_str(&r.state_json)
+            .map_err(|e| Status::invalid_argument(format!("the state handle: {e}")))?;
+        if let Some(c) = self.checkpoints(&r.job_id, r.attempt).await {
+            c.acknowledge(r.checkpoint_id, r.task as usize, r.subtask, state)
+                .await;
+        }
+        Ok(Response::new(AcknowledgeCheckpointResponse {}))
+    }
+
+    async fn decline_checkpoint(
+        &self,
+        request: Request<DeclineCheckpointRequest>,
+    ) -> Result<Response<DeclineCheckpointResponse>, Status> {
+        let r = request.into_inner();
+        if let Some(c) = self.checkpoints(&r.job_id, r.attempt).await {
+            c.decline(r.checkpoint_id, &r.reason).await;
+        }
+        Ok(Response::new(DeclineCheckpointResponse {}))
+    }
+
     async fn job_ended(
         &self,
         request: Request<JobEndedRequest>,

@@ -13,40 +13,41 @@
 //! commit when told the checkpoint completed.
 
 pub mod barrier_handler;
+pub mod uploader;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use weir_model::Barrier;
 
 pub use barrier_handler::{BarrierHandler, Handled};
+pub use weir_model::checkpoint::SplitPosition;
+use weir_state::snapshot::LocalSnapshot;
 
-/// How far a source split has been read: restoring it resumes right after.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SplitPosition {
-    /// The split's id, stable across restarts of the same job (a file's
-    /// byte range, a generator's residue class).
-    pub split: String,
-    /// Where reading resumes: a byte offset, the next sequence number.
-    pub offset: u64,
-}
-
-/// What one subtask recorded for a checkpoint.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// What one subtask recorded for a checkpoint, its keyed state still in
+/// local files (the uploader takes it from there).
+#[derive(Debug, Clone, Default)]
 pub struct TaskSnapshot {
     /// Per source vertex of the chain (by vertex id), its split positions.
     pub sources: Vec<(usize, Vec<SplitPosition>)>,
     /// Per sink vertex of the chain, what it pre-committed (its handle, to
     /// commit again after a restore).
     pub sinks: Vec<(usize, Vec<u8>)>,
+    /// Per keyed operator of the chain, its state's files.
+    pub operators: Vec<(usize, LocalSnapshot)>,
+    /// Where those files are (removed once uploaded).
+    pub dir: Option<PathBuf>,
     /// How long the barriers' alignment took, ms.
     pub alignment_ms: u64,
+    /// How long the synchronous part took, ms.
+    pub sync_ms: u64,
 }
 
 /// A subtask's acknowledgement of a checkpoint.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct TaskAck {
     /// The checkpoint.
     pub checkpoint: u64,
@@ -61,44 +62,80 @@ pub struct TaskAck {
 /// A job's checkpoint wiring in one process. Cheap to clone.
 #[derive(Clone)]
 pub struct CheckpointChannels {
-    sources: Arc<Mutex<Vec<std::sync::mpsc::Sender<Barrier>>>>,
+    inner: Arc<Mutex<Wiring>>,
     acks: UnboundedSender<TaskAck>,
+    dir: PathBuf,
+}
+
+#[derive(Default)]
+struct Wiring {
+    /// Every source subtask's trigger channel (a closed one has ended).
+    sources: Vec<std::sync::mpsc::Sender<Barrier>>,
+    /// Every subtask's channel of completed checkpoints.
+    completions: Vec<std::sync::mpsc::Sender<u64>>,
+}
+
+/// What a trigger reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Triggered {
+    /// Source subtasks told.
+    pub told: usize,
+    /// Source subtasks that ended already.
+    pub finished: usize,
 }
 
 impl CheckpointChannels {
-    /// New wiring, and where the acks arrive.
-    pub fn new() -> (CheckpointChannels, UnboundedReceiver<TaskAck>) {
+    /// New wiring whose subtasks take their local snapshots under `dir`,
+    /// and where their acks arrive.
+    pub fn new(dir: PathBuf) -> (CheckpointChannels, UnboundedReceiver<TaskAck>) {
         let (acks, rx) = unbounded_channel();
         (
             CheckpointChannels {
-                sources: Arc::default(),
+                inner: Arc::default(),
                 acks,
+                dir,
             },
             rx,
         )
     }
 
-    /// Inject `barrier` at every source subtask of the job in this process;
-    /// returns how many were told (ended ones are not).
-    pub fn trigger(&self, barrier: Barrier) -> usize {
-        let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
-        sources.retain(|s| s.send(barrier).is_ok());
-        sources.len()
+    fn wiring(&self) -> std::sync::MutexGuard<'_, Wiring> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Inject `barrier` at every source subtask of the job in this process.
+    pub fn trigger(&self, barrier: Barrier) -> Triggered {
+        let sources = &self.wiring().sources;
+        let told = sources.iter().filter(|s| s.send(barrier).is_ok()).count();
+        Triggered {
+            told,
+            finished: sources.len() - told,
+        }
+    }
+
+    /// Checkpoint `id` completed: every subtask commits what it covers.
+    pub fn complete(&self, id: u64) {
+        for c in &self.wiring().completions {
+            // An ended subtask has nothing left to commit.
+            let _ = c.send(id);
+        }
     }
 
     /// The link of one subtask: sources get their barriers through it.
     pub fn link(&self, task: usize, subtask: u32, source: bool) -> CheckpointLink {
+        let mut wiring = self.wiring();
         let triggers = source.then(|| {
             let (tx, rx) = std::sync::mpsc::channel();
-            self.sources
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(tx);
+            wiring.sources.push(tx);
             rx
         });
+        let (tx, completions) = std::sync::mpsc::channel();
+        wiring.completions.push(tx);
         CheckpointLink {
             triggers,
+            completions,
             acks: self.acks.clone(),
+            dir: self.dir.clone(),
             task,
             subtask,
         }
@@ -109,8 +146,12 @@ impl CheckpointChannels {
 pub struct CheckpointLink {
     /// A source subtask's barriers to inject.
     pub triggers: Option<std::sync::mpsc::Receiver<Barrier>>,
+    /// Checkpoints completed.
+    pub completions: std::sync::mpsc::Receiver<u64>,
     /// Where its acks go.
     pub acks: UnboundedSender<TaskAck>,
+    /// Where local snapshots are taken.
+    pub dir: PathBuf,
     /// Its task.
     pub task: usize,
     /// Its subtask index.
@@ -124,6 +165,25 @@ impl CheckpointLink {
             Some(rx) => rx.try_iter().collect(),
             None => Vec::new(),
         }
+    }
+
+    /// Checkpoints completed since the last call, in order.
+    pub fn completed(&self) -> Vec<u64> {
+        self.completions.try_iter().collect()
+    }
+
+    /// An empty directory for this subtask's files of checkpoint `id`.
+    pub fn snapshot_dir(&self, id: u64) -> anyhow::Result<PathBuf> {
+        let dir = self
+            .dir
+            .join(format!("chk-{id}"))
+            .join(format!("{}-{}", self.task, self.subtask));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        Ok(dir)
     }
 
     /// Report a snapshot.

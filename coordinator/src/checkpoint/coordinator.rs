@@ -1,0 +1,496 @@
+//! The checkpoint coordinator of one running attempt of a job (Flink's
+//! `CheckpointCoordinator`): triggers checkpoints on the job's interval,
+//! collects the subtasks' acknowledgements, completes a checkpoint when all
+//! have arrived (its metadata written, its shared files registered, older
+//! ones discarded, every worker told), and aborts it when it times out or
+//! a subtask declines, deleting what it uploaded.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use tokio::sync::{Mutex, Notify};
+use weir_model::checkpoint::{CheckpointMetadata, StateFile, SubtaskState, TaskStateHandle};
+use weir_model::fault_tolerance::CheckpointConfig;
+use weir_model::{Barrier, CheckpointKind};
+
+use super::completed::CompletedCheckpointStore;
+use super::pending::PendingCheckpoint;
+use super::shared_registry::SharedStateRegistry;
+use super::stats::{CheckpointStats, CheckpointStatus, CheckpointSummary, VertexCheckpointStats};
+
+/// How the coordinator reaches the job's tasks.
+#[tonic::async_trait]
+pub trait CheckpointGateway: Send + Sync {
+    /// Inject `barrier` at every source subtask of the attempt. Returns
+    /// how many were told and how many had finished already.
+    async fn trigger(&self, barrier: Barrier) -> anyhow::Result<(u32, u32)>;
+    /// Checkpoint `id` completed: sinks may commit.
+    async fn notify_complete(&self, id: u64);
+}
+
+/// The job's shape, as checkpoints see it.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// The job's id (the storage's folder).
+    pub job: String,
+    /// The running attempt.
+    pub attempt: u32,
+    /// Per task (chain): its vertices (id, name), and its parallelism.
+    pub tasks: Vec<(Vec<(usize, String)>, u32)>,
+}
+
+impl Topology {
+    fn subtasks(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.tasks
+            .iter()
+            .enumerate()
+            .flat_map(|(t, (_, p))| (0..*p).map(move |s| (t, s)))
+    }
+
+    fn total(&self) -> u32 {
+        self.tasks.iter().map(|(_, p)| p).sum()
+    }
+}
+
+struct Inner {
+    next_id: u64,
+    pending: std::collections::BTreeMap<u64, PendingCheckpoint>,
+    completed: CompletedCheckpointStore,
+    registry: SharedStateRegistry,
+    /// When the last checkpoint completed (for the minimum pause).
+    last_completed: Option<Instant>,
+    /// A source finished: no checkpoint can complete any more.
+    sources_finished: bool,
+}
+
+/// Checkpoints of one attempt of a job.
+pub struct CheckpointCoordinator {
+    config: CheckpointConfig,
+    topology: Topology,
+    storage: Arc<dyn ObjectStore>,
+    gateway: Arc<dyn CheckpointGateway>,
+    inner: Mutex<Inner>,
+    /// What the API shows.
+    pub stats: Arc<std::sync::Mutex<CheckpointStats>>,
+    stop: Notify,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl CheckpointCoordinator {
+    /// A coordinator for `topology`, writing to `storage`; its trigger loop
+    /// runs until [`CheckpointCoordinator::stop`]. Checkpoint ids go on
+    /// from `first_id`; `restored` holds the checkpoints retained before
+    /// (the one restored from last).
+    pub fn start(
+        config: CheckpointConfig,
+        topology: Topology,
+        storage: Arc<dyn ObjectStore>,
+        gateway: Arc<dyn CheckpointGateway>,
+        stats: Arc<std::sync::Mutex<CheckpointStats>>,
+        first_id: u64,
+        restored: Vec<CheckpointMetadata>,
+    ) -> Arc<CheckpointCoordinator> {
+        let mut completed = CompletedCheckpointStore::new(config.retained as usize);
+        let mut registry = SharedStateRegistry::default();
+        for c in restored {
+            registry.register(&c);
+            // Retained ones beyond the limit were discarded when written.
+            let _ = completed.add(c);
+        }
+        stats.lock().unwrap_or_else(|p| p.into_inner()).config = Some(config.clone());
+        let me = Arc::new(CheckpointCoordinator {
+            inner: Mutex::new(Inner {
+                next_id: first_id.max(1),
+                pending: Default::default(),
+                completed,
+                registry,
+                last_completed: None,
+                sources_finished: false,
+            }),
+            config,
+            topology,
+            storage,
+            gateway,
+            stats,
+            stop: Notify::new(),
+            stopped: Default::default(),
+        });
+        let looping = me.clone();
+        tokio::spawn(async move { looping.run().await });
+        me
+    }
+
+    /// Stop triggering; checkpoints in flight are aborted.
+    pub async fn stop(&self, why: &str) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop.notify_waiters();
+        let ids: Vec<u64> = self.inner.lock().await.pending.keys().copied().collect();
+        for id in ids {
+            self.abort(id, why).await;
+        }
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The newest completed checkpoint.
+    pub async fn latest(&self) -> Option<CheckpointMetadata> {
+        self.inner.lock().await.completed.latest().cloned()
+    }
+
+    /// Every retained checkpoint, oldest first.
+    pub async fn retained(&self) -> Vec<CheckpointMetadata> {
+        self.inner.lock().await.completed.all().cloned().collect()
+    }
+
+    async fn run(self: Arc<Self>) {
+        let interval = Duration::from_millis(self.config.interval_ms);
+        let mut next = Instant::now() + interval;
+        loop {
+            let wait = next
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stop.notified() => return,
+            }
+            if self.is_stopped() {
+                return;
+            }
+            self.abort_expired().await;
+            if Instant::now() < next {
+                continue;
+            }
+            let ready = {
+                let inner = self.inner.lock().await;
+                let paused = inner
+                    .last_completed
+                    .is_some_and(|t| t.elapsed() < Duration::from_millis(self.config.min_pause_ms));
+                if inner.sources_finished {
+                    return;
+                }
+                inner.pending.len() < self.config.max_concurrent as usize && !paused
+            };
+            if ready {
+                self.trigger().await;
+                next = Instant::now() + interval;
+            } else {
+                next = Instant::now() + Duration::from_millis(10);
+            }
+        }
+    }
+
+    async fn abort_expired(&self) {
+        let timeout = Duration::from_millis(self.config.timeout_ms);
+        let expired: Vec<(u64, String)> = {
+            let inner = self.inner.lock().await;
+            inner
+                .pending
+                .iter()
+                .filter(|(_, p)| p.started.elapsed() > timeout)
+                .map(|(id, p)| {
+                    let missing: Vec<String> = p
+                        .missing
+                        .iter()
+                        .take(5)
+                        .map(|(t, s)| format!("{}[{s}]", self.task_name(*t)))
+                        .collect();
+                    (
+                        *id,
+                        format!(
+                            "timed out after {} ms; waiting for {} subtask(s): {}",
+                            self.config.timeout_ms,
+                            p.missing.len(),
+                            missing.join(", ")
+                        ),
+                    )
+                })
+                .collect()
+        };
+        for (id, why) in expired {
+            self.abort(id, &why).await;
+        }
+    }
+
+    fn task_name(&self, task: usize) -> String {
+        self.topology
+            .tasks
+            .get(task)
+            .map(|(vertices, _)| {
+                let names: Vec<&str> = vertices.iter().map(|(_, n)| n.as_str()).collect();
+                names.join("+")
+            })
+            .unwrap_or_else(|| format!("task {task}"))
+    }
+
+    /// Trigger a checkpoint now.
+    pub async fn trigger(&self) -> Option<u64> {
+        let barrier = {
+            let mut inner = self.inner.lock().await;
+            let id = inner.next_id;
+            inner.next_id += 1;
+            let barrier = Barrier {
+                id,
+                timestamp_ms: now_ms(),
+                kind: CheckpointKind::Checkpoint,
+                mode: self.config.mode,
+            };
+            inner.pending.insert(
+                id,
+                PendingCheckpoint::new(barrier, self.topology.subtasks()),
+            );
+            barrier
+        };
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+            stats.counts.triggered += 1;
+            stats.counts.in_progress += 1;
+            stats.record(self.summary(&barrier, None, CheckpointStatus::InProgress, None));
+        }
+        match self.gateway.trigger(barrier).await {
+            Ok((_, 0)) => Some(barrier.id),
+            Ok((_, finished)) => {
+                self.inner.lock().await.sources_finished = true;
+                self.abort(
+                    barrier.id,
+                    &format!(
+                        "{finished} source subtask(s) had finished: no more checkpoints in this attempt"
+                    ),
+                )
+                .await;
+                None
+            }
+            Err(e) => {
+                self.abort(barrier.id, &format!("triggering: {e:#}")).await;
+                None
+            }
+        }
+    }
+
+    fn summary(
+        &self,
+        barrier: &Barrier,
+        pending: Option<&PendingCheckpoint>,
+        status: CheckpointStatus,
+        failure: Option<String>,
+    ) -> CheckpointSummary {
+        let mut vertices = Vec::new();
+        let (mut state_bytes, mut uploaded_bytes, mut acknowledged) = (0, 0, 0u32);
+        for (t, (chain, p)) in self.topology.tasks.iter().enumerate() {
+            let acks: Vec<&TaskStateHandle> = pending
+                .map(|pc| {
+                    pc.acks
+                        .iter()
+                        .filter(|((task, _), _)| *task == t)
+                        .map(|(_, h)| h)
+                        .collect()
+                })
+                .unwrap_or_default();
+            acknowledged += acks.len() as u32;
+            let max = |f: fn(&TaskStateHandle) -> u64| acks.iter().map(|h| f(h)).max().unwrap_or(0);
+            let first = vertices.len();
+            for (_, name) in chain {
+                vertices.push(VertexCheckpointStats {
+                    name: name.clone(),
+                    acknowledged: acks.len() as u32,
+                    total: *p,
+                    alignment_ms: max(|h| h.alignment_ms),
+                    sync_ms: max(|h| h.sync_ms),
+                    async_ms: max(|h| h.async_ms),
+                    state_bytes: 0,
+                });
+            }
+            for h in &acks {
+                state_bytes += h.state_bytes;
+                uploaded_bytes += h.uploaded_bytes;
+                for o in &h.operators {
+                    let bytes: u64 = o.files.iter().map(|f| f.size).sum();
+                    if let Some(i) = chain.iter().position(|(id, _)| *id == o.vertex) {
+                        vertices[first + i].state_bytes += bytes;
+                    }
+                }
+            }
+        }
+        let duration_ms = match status {
+            CheckpointStatus::InProgress => None,
+            _ => Some((now_ms() - barrier.timestamp_ms).max(0) as u64),
+        };
+        CheckpointSummary {
+            id: barrier.id,
+            status,
+            triggered_at_ms: barrier.timestamp_ms,
+            duration_ms,
+            state_bytes,
+            uploaded_bytes,
+            acknowledged,
+            total: self.topology.total(),
+            vertices,
+            failure,
+        }
+    }
+
+    /// Subtask `(task, subtask)` acknowledged checkpoint `id`.
+    pub async fn acknowledge(&self, id: u64, task: usize, subtask: u32, state: TaskStateHandle) {
+        let mut inner = self.inner.lock().await;
+        let Some(pending) = inner.pending.get_mut(&id) else {
+            // Late: the checkpoint was aborted (or is unknown). What the
+            // subtask uploaded for it alone goes.
+            let unused = Self::unshared(&inner.registry, &state);
+            drop(inner);
+            self.delete(unused).await;
+            return;
+        };
+        if !pending.acknowledge(task, subtask, state) {
+            return;
+        }
+        let summary_status = if pending.is_complete() {
+            CheckpointStatus::Completed
+        } else {
+            CheckpointStatus::InProgress
+        };
+        if summary_status == CheckpointStatus::InProgress {
+            let s = self.summary(&pending.barrier, Some(pending), summary_status, None);
+            drop(inner);
+            self.stats
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .record(s);
+            return;
+        }
+        let pending = inner.pending.remove(&id).expect("present");
+        let metadata = CheckpointMetadata {
+            job: self.topology.job.clone(),
+            id,
+            kind: pending.barrier.kind,
+            mode: pending.barrier.mode,
+            attempt: self.topology.attempt,
+            triggered_at_ms: pending.barrier.timestamp_ms,
+            completed_at_ms: now_ms(),
+            subtasks: pending
+                .acks
+                .iter()
+                .map(|(&(task, subtask), state)| SubtaskState {
+                    task,
+                    subtask,
+                    state: state.clone(),
+                })
+                .collect(),
+        };
+        let written = async {
+            let bytes = serde_json::to_vec_pretty(&metadata)?;
+            self.storage
+                .put(
+                    &ObjectPath::from(CheckpointMetadata::path(&metadata.job, id)),
+                    PutPayload::from(bytes),
+                )
+                .await?;
+            anyhow::Ok(())
+        }
+        .await;
+        if let Err(e) = written {
+            let unused: Vec<String> = pending
+                .acks
+                .values()
+                .flat_map(|s| Self::unshared(&inner.registry, s))
+                .collect();
+            drop(inner);
+            self.delete(unused).await;
+            self.failed(&pending, format!("writing its metadata: {e:#}"));
+            return;
+        }
+        inner.registry.register(&metadata);
+        let subsumed = inner.completed.add(metadata);
+        let mut unused = Vec::new();
+        for old in &subsumed {
+            unused.extend(old.files().filter(|f| !f.shared).map(|f| f.path.clone()));
+            unused.extend(inner.registry.release(old));
+            unused.push(CheckpointMetadata::path(&old.job, old.id));
+        }
+        inner.last_completed = Some(Instant::now());
+        // Completing a checkpoint subsumes the older ones still pending.
+        let older: Vec<u64> = inner.pending.range(..id).map(|(k, _)| *k).collect();
+        drop(inner);
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+            stats.counts.in_progress = stats.counts.in_progress.saturating_sub(1);
+            stats.counts.completed += 1;
+            stats.record(self.summary(
+                &pending.barrier,
+                Some(&pending),
+                CheckpointStatus::Completed,
+                None,
+            ));
+        }
+        tracing::info!(job = %self.topology.job, checkpoint = id, "checkpoint completed");
+        self.gateway.notify_complete(id).await;
+        for old in older {
+            self.abort(old, &format!("subsumed by checkpoint {id}"))
+                .await;
+        }
+        self.delete(unused).await;
+    }
+
+    /// A subtask could not take its part of checkpoint `id`.
+    pub async fn decline(&self, id: u64, reason: &str) {
+        self.abort(id, &format!("declined: {reason}")).await;
+    }
+
+    async fn abort(&self, id: u64, why: &str) {
+        let mut inner = self.inner.lock().await;
+        let Some(pending) = inner.pending.remove(&id) else {
+            return;
+        };
+        let unused: Vec<String> = pending
+            .acks
+            .values()
+            .flat_map(|s| Self::unshared(&inner.registry, s))
+            .collect();
+        drop(inner);
+        tracing::warn!(job = %self.topology.job, checkpoint = id, "checkpoint aborted: {why}");
+        self.failed(&pending, why.to_owned());
+        self.delete(unused).await;
+    }
+
+    fn failed(&self, pending: &PendingCheckpoint, why: String) {
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.counts.in_progress = stats.counts.in_progress.saturating_sub(1);
+        stats.counts.failed += 1;
+        stats.record(self.summary(
+            &pending.barrier,
+            Some(pending),
+            CheckpointStatus::Failed,
+            Some(why),
+        ));
+    }
+
+    /// The files of `state` that no retained checkpoint holds.
+    fn unshared(registry: &SharedStateRegistry, state: &TaskStateHandle) -> Vec<String> {
+        state
+            .operators
+            .iter()
+            .flat_map(|o| o.files.iter())
+            .filter(|f: &&StateFile| !(f.shared && registry.holds(&f.path)))
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
+    async fn delete(&self, paths: Vec<String>) {
+        for p in paths {
+            match self.storage.delete(&ObjectPath::from(p.as_str())).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => tracing::warn!("cannot delete checkpoint file {p}: {e}"),
+            }
+        }
+    }
+}
