@@ -4,6 +4,7 @@ mod contract;
 mod hostile;
 mod loading;
 mod pipeline;
+mod recovery;
 mod rest;
 mod time;
 

@@ -20,12 +20,14 @@ use weir_model::proto::{
 use weir_model::{Barrier, CheckpointKind, CheckpointMode};
 
 use crate::checkpoint::CheckpointChannels;
+use crate::checkpoint::restore::Restore;
 use crate::checkpoint::uploader::Uploader;
 use crate::network::DataServer;
 use crate::operators::WasmOperatorFactory;
 use crate::state::StateSetup;
 use crate::task::Canceled;
 use crate::{JobCounters, LocalJob, Placement, run_placed};
+use weir_model::checkpoint::CheckpointMetadata;
 use weir_model::fault_tolerance::StateBackendKind;
 
 /// How long a job's end waits for its last snapshot uploads.
@@ -235,8 +237,36 @@ impl TaskExecutor for ExecutorService {
             at.insert((p.task as usize, p.subtask), addr);
         }
         let params = graph.params.clone().into_iter().collect();
-        let state =
+        let mut state =
             StateSetup::for_job(&graph, &r.job_id, self.0.default_backend, &self.0.data_dir);
+        // A restarted attempt: this worker's share of the checkpoint's files
+        // first.
+        let restore = if r.restore_json.is_empty() {
+            None
+        } else {
+            let checkpoint: CheckpointMetadata = serde_json::from_str(&r.restore_json)
+                .map_err(|e| Status::invalid_argument(format!("the checkpoint to restore: {e}")))?;
+            let store = weir_state::storage::open(&r.checkpoint_storage)
+                .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
+            let exec = weir_model::ExecutionGraph::new(&graph);
+            let mine = self.0.server.addr();
+            let here = |task: usize, subtask: u32| {
+                exec.tasks
+                    .get(task)
+                    .is_some_and(|_| at.get(&(task, subtask)) == Some(&mine))
+            };
+            let dir = self
+                .0
+                .data_dir
+                .join("restore")
+                .join(&r.job_id)
+                .join(r.attempt.to_string());
+            let restore = Restore::download(store, checkpoint, &dir, here)
+                .await
+                .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
+            Some(Arc::new(restore))
+        };
+        state.restore = restore.clone();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.0.runtime.clone(),
             component,
@@ -246,6 +276,7 @@ impl TaskExecutor for ExecutorService {
         let name = graph.name.clone();
         let checkpointed = graph.checkpoint.is_some() && !r.checkpoint_storage.is_empty();
         let mut job = LocalJob::new(graph, factory);
+        job.restore = restore.clone();
         let mut reporting = None;
         if checkpointed {
             let store = weir_state::storage::open(&r.checkpoint_storage)
@@ -253,6 +284,12 @@ impl TaskExecutor for ExecutorService {
             let dir = self.0.data_dir.join("checkpoints").join(&r.job_id);
             let (channels, acks) = CheckpointChannels::new(dir);
             let uploader = Arc::new(Uploader::new(store, &r.job_id, r.attempt));
+            if let Some(restore) = &restore {
+                // Files the checkpoint holds need no second upload.
+                for (subtask, o) in restore.handles() {
+                    uploader.seed(o.vertex, subtask, &o.files);
+                }
+            }
             reporting =
                 Some(
                     self.0
@@ -343,6 +380,8 @@ impl TaskExecutor for ExecutorService {
             }
             let _ = tokio::fs::remove_dir_all(executor.data_dir.join("checkpoints").join(&job_id))
                 .await;
+            let _ =
+                tokio::fs::remove_dir_all(executor.data_dir.join("restore").join(&job_id)).await;
             let (outcome, error) = match result {
                 Ok(_) => ("finished", String::new()),
                 Err(_) if asked.load(Ordering::Relaxed) => ("canceled", String::new()),

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use weir_model::frame::ChannelKey;
 
 use crate::checkpoint::CheckpointChannels;
+use crate::checkpoint::restore::Restore;
 use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
@@ -48,6 +49,9 @@ pub struct LocalJob {
     pub counters: Arc<JobCounters>,
     /// Checkpoint wiring, when the job takes checkpoints.
     pub checkpoints: Option<CheckpointChannels>,
+    /// The checkpoint it starts from (its keyed state is in the factory's
+    /// state setup).
+    pub restore: Option<Arc<Restore>>,
 }
 
 impl LocalJob {
@@ -60,6 +64,7 @@ impl LocalJob {
             cancel: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(JobCounters::new(&graph)),
             checkpoints: None,
+            restore: None,
             graph,
         }
     }
@@ -213,8 +218,17 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             let head = match &graph.vertices[t.vertices[0]].kind {
                 VertexKind::Source(config) => {
                     let v = &graph.vertices[t.vertices[0]];
-                    let source = crate::sources::open(config, s, v.parallelism)
+                    let mut source = crate::sources::open(config, s, v.parallelism)
                         .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
+                    if let Some(r) = &job.restore {
+                        source.restore(&r.positions(t.id, s, v.id)).map_err(|e| {
+                            anyhow::anyhow!(
+                                "source `{}`: restoring checkpoint {}: {e:#}",
+                                v.name,
+                                r.checkpoint.id
+                            )
+                        })?;
+                    }
                     Head::Source(source)
                 }
                 _ => {
@@ -250,11 +264,14 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                 c.link(t.id, s, source)
             });
             let batch_size = job.batch_size;
+            let restore = job.restore.clone();
+            let task_id = t.id;
             let rt = runtime.clone();
             let name = format!("{}[{s}]", graph.vertices[vertices[0]].name);
             handles.push(tokio::task::spawn_blocking(move || {
                 let result = (|| {
                     let mut nodes = Vec::new();
+                    let mut pending_commits = std::collections::BTreeMap::new();
                     for (((&v, (main, side)), sink), counters) in vertices
                         .iter()
                         .zip(nodes_routes)
@@ -268,6 +285,14 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                 NodeOp::Operator(factory.create(&graph.name, vertex, s)?)
                             }
                             VertexKind::Sink(_) => {
+                                if let Some(r) = &restore
+                                    && let Some(h) = r.sink_handle(task_id, s, v)
+                                {
+                                    pending_commits
+                                        .entry(r.checkpoint.id)
+                                        .or_insert_with(Vec::new)
+                                        .push((nodes.len(), h));
+                                }
                                 NodeOp::Sink(sink.expect("opened above").subtask())
                             }
                         };
@@ -291,7 +316,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         clock,
                         timing: crate::task::Timing::new(),
                         checkpoints,
-                        pending_commits: Default::default(),
+                        pending_commits,
                     }
                     .run()
                 })();

@@ -153,7 +153,7 @@ impl OperatorFactory for WasmOperatorFactory {
         // Only keyed operators have keyed state: the others get an empty
         // backend in memory, whatever the job's kind.
         let backend = if key_by.is_some() {
-            self.state.open(vertex.id, subtask)
+            self.state.open(vertex.id, subtask, vertex.parallelism)
         } else {
             Ok(Box::new(weir_state::MemoryStateBackend::new())
                 as Box<dyn weir_state::StateBackend>)

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use weir_model::JobGraph;
+use weir_model::keygroup::key_groups_of;
+
+use crate::checkpoint::restore::Restore;
 use weir_model::fault_tolerance::StateBackendKind;
 use weir_state::{MemoryStateBackend, RocksDbStateBackend, StateBackend};
 
@@ -24,6 +27,8 @@ pub struct StateSetup {
     /// Tells instances of the same subtask apart (a restarted one gets a
     /// fresh directory).
     instances: Arc<AtomicU64>,
+    /// The checkpoint the job starts from, if any.
+    pub restore: Option<Arc<Restore>>,
 }
 
 impl StateSetup {
@@ -34,6 +39,7 @@ impl StateSetup {
             dir: PathBuf::new(),
             max_parallelism: weir_model::keygroup::DEFAULT_MAX_PARALLELISM,
             instances: Arc::default(),
+            restore: None,
         }
     }
 
@@ -50,20 +56,48 @@ impl StateSetup {
             dir: data_dir.join("state").join(job_id),
             max_parallelism: graph.max_parallelism,
             instances: Arc::default(),
+            restore: None,
         }
     }
 
-    /// A backend for subtask `subtask` of vertex `vertex`.
-    pub fn open(&self, vertex: usize, subtask: u32) -> anyhow::Result<Box<dyn StateBackend>> {
-        Ok(match self.backend {
-            StateBackendKind::Memory => {
+    /// A backend for subtask `subtask` (of `parallelism`) of vertex
+    /// `vertex`: empty, or holding the key groups it owns in the
+    /// checkpoint the job starts from.
+    pub fn open(
+        &self,
+        vertex: usize,
+        subtask: u32,
+        parallelism: u32,
+    ) -> anyhow::Result<Box<dyn StateBackend>> {
+        let restored = self
+            .restore
+            .as_ref()
+            .and_then(|r| r.operator(vertex, subtask).map(|(f, d)| (r, f, d)));
+        let groups = key_groups_of(subtask, self.max_parallelism, parallelism);
+        Ok(match (self.backend, restored) {
+            (StateBackendKind::Memory, None) => {
                 Box::new(MemoryStateBackend::with_key_groups(self.max_parallelism))
             }
-            StateBackendKind::RocksDb => {
+            (StateBackendKind::Memory, Some((_, "full", dir))) => {
+                Box::new(MemoryStateBackend::restore(&dir.join("state.bin"), groups)?)
+            }
+            (StateBackendKind::RocksDb, restored) => {
                 let n = self.instances.fetch_add(1, Ordering::Relaxed);
                 let dir = self.dir.join(format!("{vertex}-{subtask}-{n}"));
+                match restored {
+                    None => {}
+                    Some((_, "rocksdb", from)) => link_files(from, &dir)?,
+                    Some((r, format, _)) => anyhow::bail!(
+                        "checkpoint {} holds this operator's state in the {format} format; the job now keeps it in rocksdb",
+                        r.checkpoint.id
+                    ),
+                }
                 Box::new(RocksDbStateBackend::open(&dir, self.max_parallelism)?)
             }
+            (StateBackendKind::Memory, Some((r, format, _))) => anyhow::bail!(
+                "checkpoint {} holds this operator's state in the {format} format; the job now keeps it in memory",
+                r.checkpoint.id
+            ),
         })
     }
 
@@ -77,6 +111,20 @@ impl StateSetup {
             tracing::warn!("cannot remove {}: {e}", self.dir.display());
         }
     }
+}
+
+/// Hard-link (or, across file systems, copy) every file of `from` into the
+/// new directory `to`.
+fn link_files(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let target = to.join(e.file_name());
+        if std::fs::hard_link(e.path(), &target).is_err() {
+            std::fs::copy(e.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// Parse a backend's name, as flags and the manifest write it.

@@ -196,6 +196,10 @@ impl Subtask {
 
     /// Run until the input ends, the job is canceled, or something fails.
     pub fn run(mut self) -> anyhow::Result<()> {
+        // A restored checkpoint's pre-commits are committed (again) first.
+        if let Some(&restored) = self.pending_commits.keys().next_back() {
+            self.commit_through(restored)?;
+        }
         let mut watermark: Option<i64> = None;
         match std::mem::replace(
             &mut self.head,
@@ -441,6 +445,11 @@ impl Subtask {
         let Some(&done) = link.completed().iter().max() else {
             return Ok(());
         };
+        self.commit_through(done)
+    }
+
+    /// Commit every pre-commit of checkpoints up to `done`.
+    fn commit_through(&mut self, done: u64) -> anyhow::Result<()> {
         let later = self.pending_commits.split_off(&(done + 1));
         let due = std::mem::replace(&mut self.pending_commits, later);
         for (id, commits) in due {

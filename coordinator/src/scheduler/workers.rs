@@ -329,6 +329,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 places: places.clone(),
                 attempt,
                 checkpoint_storage: storage.clone().unwrap_or_default(),
+                restore_json: String::new(),
             };
             let deployed = async {
                 let mut c = executor(rpc).await?;

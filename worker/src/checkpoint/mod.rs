@@ -13,6 +13,7 @@
 //! commit when told the checkpoint completed.
 
 pub mod barrier_handler;
+pub mod restore;
 pub mod uploader;
 
 use std::sync::{Arc, Mutex};
