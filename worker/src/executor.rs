@@ -248,13 +248,8 @@ impl TaskExecutor for ExecutorService {
                 .map_err(|e| Status::invalid_argument(format!("the checkpoint to restore: {e}")))?;
             let store = weir_state::storage::open(&r.checkpoint_storage)
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
-            let exec = weir_model::ExecutionGraph::new(&graph);
             let mine = self.0.server.addr();
-            let here = |task: usize, subtask: u32| {
-                exec.tasks
-                    .get(task)
-                    .is_some_and(|_| at.get(&(task, subtask)) == Some(&mine))
-            };
+            let here = |task: usize, subtask: u32| at.get(&(task, subtask)) == Some(&mine);
             let dir = self
                 .0
                 .data_dir
