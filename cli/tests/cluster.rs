@@ -39,6 +39,23 @@ struct Cluster {
     w1: common::Proc,
     w2: common::Proc,
     rest: String,
+    /// The coordinator's address for workers.
+    rpc: String,
+}
+
+/// Start another worker process (2 slots) for the coordinator at `rpc`.
+fn start_worker(dir: &std::path::Path, name: &str, rpc: &str) -> common::Proc {
+    let d = dir.join(name);
+    start(&[
+        "worker",
+        "--coordinator",
+        rpc,
+        "--slots",
+        "2",
+        "--data-dir",
+        d.to_str().unwrap(),
+    ])
+    .0
 }
 
 async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Cluster {
@@ -79,6 +96,7 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
         w1,
         w2,
         rest,
+        rpc,
     }
 }
 
@@ -319,6 +337,7 @@ async fn backpressure_across_worker_processes_bounds_every_process_memory() {
         w1,
         w2,
         rest,
+        ..
     } = start_cluster(dir.path(), "5000").await;
     let bundle = common::bundle(
         dir.path(),
@@ -607,4 +626,157 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The word count with checkpoints every 200 ms on RocksDB, over three
+/// worker processes: SIGKILL of a worker that runs its subtasks makes the
+/// job restart on the other two from the latest completed checkpoint. The
+/// failure is in the job's history with its attempt, the job finishes, and
+/// each word's counts after the restart go on from the checkpoint's to the
+/// exact total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
+    use weir_coordinator::checkpoint::CheckpointStats;
+    use weir_coordinator::jobs::{JobInfo, JobState};
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1,
+        w2,
+        rest,
+        rpc,
+        ..
+    } = start_cluster(dir.path(), "1500").await;
+    let w3 = start_worker(dir.path(), "w3", &rpc);
+    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
+    let mut workers = vec![w1, w2, w3];
+
+    let output = dir.path().join("out.jsonl");
+    let bundle = common::bundle(
+        dir.path(),
+        "restarting",
+        "wordcount",
+        &format!(
+            "[job]\nname = 'restarting'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '16000'\nrate = '1600'\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [state]\nbackend = 'rocksdb'\n\
+             [checkpoint]\ninterval-ms = 200\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 200\n",
+            output.display()
+        ),
+    );
+    let id = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]));
+    let job = || async {
+        reqwest::get(format!("{rest}/v1/jobs/{id}"))
+            .await
+            .unwrap()
+            .json::<JobInfo>()
+            .await
+            .unwrap()
+    };
+    let checkpoints = || async {
+        reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+            .await
+            .unwrap()
+            .json::<CheckpointStats>()
+            .await
+            .unwrap()
+    };
+    let started = Instant::now();
+    while checkpoints().await.counts.completed < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no checkpoints"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Kill the worker that runs subtask 0.
+    let running = job().await;
+    let victim = running.subtasks[0].worker.clone().unwrap();
+    let i = workers
+        .iter()
+        .position(|w| victim.ends_with(&format!("-{}", w.0.id())))
+        .expect("the worker runs here");
+    let mut killed = workers.remove(i);
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+
+    let started = Instant::now();
+    let ended = loop {
+        let j = job().await;
+        if j.state.is_terminal() {
+            break j;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "{j:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    assert_eq!(ended.exceptions.len(), 1, "{:#?}", ended.exceptions);
+    assert_eq!(ended.exceptions[0].attempt, 0);
+    assert!(
+        ended.exceptions[0].message.contains(&victim),
+        "names the lost worker: {}",
+        ended.exceptions[0].message
+    );
+    assert!(
+        ended
+            .subtasks
+            .iter()
+            .all(|t| t.worker.as_deref() != Some(victim.as_str())),
+        "attempt 1 runs on the other workers: {:?}",
+        ended.subtasks
+    );
+    let c = checkpoints().await;
+    let restored = c.restored.clone().expect("restored from a checkpoint");
+    assert_eq!(restored.attempt, 1);
+    assert!(restored.id >= 3, "{c:#?}");
+
+    // Per word: attempt 0's counts, then attempt 1's going on from the
+    // checkpoint's, contiguous, up to the exact total.
+    let mut sequences = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        sequences
+            .entry(v["word"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(v["count"].as_u64().unwrap());
+    }
+    // (A word that attempt 0 did not count past the checkpoint shows no
+    // restart: its counts are contiguous all along.)
+    let mut total = 0;
+    let mut restarted = 0;
+    for (word, seq) in &sequences {
+        let restart = seq.windows(2).position(|w| w[1] <= w[0]).map(|p| p + 1);
+        let after = &seq[restart.unwrap_or(0)..];
+        let from = after[0];
+        let last = *after.last().unwrap();
+        assert_eq!(
+            after,
+            &(from..=last).collect::<Vec<_>>()[..],
+            "`{word}`: {seq:?}"
+        );
+        if restart.is_some() {
+            restarted += 1;
+            // Every word was counted before checkpoint 3: a restart from
+            // scratch would start again at 1.
+            assert!(from > 1, "`{word}` starts over: {seq:?}");
+        }
+        total += last;
+    }
+    assert_eq!(
+        total,
+        16_000 * 8,
+        "every word counted exactly once in the end"
+    );
+    assert!(restarted > 0, "attempt 0 wrote past the checkpoint");
 }

@@ -13,7 +13,7 @@ use weir_coordinator::bundles::{BundleInfo, BundleStore};
 use weir_coordinator::error::ErrorBody;
 use weir_coordinator::jobs::{JobInfo, JobState, Jobs, TaskState, subtasks_of};
 use weir_coordinator::rest::{AppState, app};
-use weir_coordinator::scheduler::{Done, Execution, Scheduler};
+use weir_coordinator::scheduler::{Done, Events, Execution, Scheduler};
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{LoadedComponent, WasmRuntime};
 use weir_model::JobGraph;
@@ -37,6 +37,7 @@ impl Scheduler for EmbeddedScheduler {
         component: Arc<LoadedComponent>,
         _component_bytes: Vec<u8>,
         done: Done,
+        _events: Events,
     ) -> Result<Execution, weir_coordinator::error::ApiError> {
         let params = graph.params.clone().into_iter().collect();
         let factory = Arc::new(WasmOperatorFactory {

@@ -326,8 +326,10 @@ impl TaskExecutor for ExecutorService {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(r.job_id.clone(), job.counters.clone());
+        // Channels are named by job and attempt: subtasks of two attempts
+        // never exchange data.
         let placement = Placement {
-            job_id: r.job_id.clone(),
+            job_id: format!("{}#{}", r.job_id, r.attempt),
             server: self.0.server.clone(),
             at,
         };

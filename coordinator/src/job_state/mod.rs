@@ -5,6 +5,9 @@
 //! ```text
 //! created ──► running ──► finished
 //!                ├──────► failed
+//!                ├─► restarting ──► running   (the next attempt, from the latest checkpoint)
+//!                │        ├───────► failed    (it could not be deployed)
+//!                │        └───────► canceling
 //!                └─► canceling ──► canceled
 //!                        ├───────► finished   (it ended before the cancel reached it)
 //!                        └───────► failed     (a task failed on its own)
@@ -31,6 +34,7 @@ mod canceling;
 mod created;
 mod failed;
 mod finished;
+mod restarting;
 mod running;
 
 pub use canceled::Canceled;
@@ -38,6 +42,7 @@ pub use canceling::Canceling;
 pub use created::Created;
 pub use failed::Failed;
 pub use finished::Finished;
+pub use restarting::Restarting;
 pub use running::Running;
 
 use serde::{Deserialize, Serialize};
@@ -61,6 +66,8 @@ pub enum JobState {
     Canceling,
     /// Canceled.
     Canceled,
+    /// An attempt failed; the next one is being deployed.
+    Restarting,
 }
 
 /// A job state as the API writes it.
@@ -72,6 +79,7 @@ pub fn state_name(state: JobState) -> &'static str {
         JobState::Failed => "failed",
         JobState::Canceling => "canceling",
         JobState::Canceled => "canceled",
+        JobState::Restarting => "restarting",
     }
 }
 
@@ -170,6 +178,8 @@ pub enum Lifecycle {
     Running(Job<Running>),
     /// See [`Canceling`].
     Canceling(Job<Canceling>),
+    /// See [`Restarting`].
+    Restarting(Job<Restarting>),
     /// See [`Finished`].
     Finished(Job<Finished>),
     /// See [`Failed`].
@@ -185,6 +195,7 @@ impl Lifecycle {
             Lifecycle::Created(j) => &j.info,
             Lifecycle::Running(j) => &j.info,
             Lifecycle::Canceling(j) => &j.info,
+            Lifecycle::Restarting(j) => &j.info,
             Lifecycle::Finished(j) => &j.info,
             Lifecycle::Failed(j) => &j.info,
             Lifecycle::Canceled(j) => &j.info,
@@ -196,6 +207,7 @@ impl Lifecycle {
         match self {
             Lifecycle::Running(j) => Some(&j.state.execution),
             Lifecycle::Canceling(j) => Some(&j.state.execution),
+            Lifecycle::Restarting(j) => Some(&j.state.execution),
             _ => None,
         }
     }
@@ -216,7 +228,7 @@ impl Lifecycle {
                 info,
                 state: Failed,
             }),
-            JobState::Created | JobState::Running | JobState::Canceling => {
+            JobState::Created | JobState::Running | JobState::Canceling | JobState::Restarting => {
                 info.state = JobState::Failed;
                 info.error = Some("the coordinator stopped while the job ran".into());
                 info.ended_at_ms = Some(weir_host::now_ms());

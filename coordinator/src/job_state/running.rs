@@ -1,7 +1,7 @@
 //! Running: every task was deployed.
 
 use super::JobState;
-use super::{Canceling, Failed, Finished, State, TransitionTo};
+use super::{Canceling, Failed, Finished, Restarting, State, TransitionTo};
 use crate::scheduler::Execution;
 
 /// Its tasks run.
@@ -17,3 +17,5 @@ impl State for Running {
 impl TransitionTo<Finished> for Running {}
 impl TransitionTo<Failed> for Running {}
 impl TransitionTo<Canceling> for Running {}
+// An attempt failed; the restart strategy allows another.
+impl TransitionTo<Restarting> for Running {}

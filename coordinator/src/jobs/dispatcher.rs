@@ -18,9 +18,16 @@ use crate::bundles::BundleStore;
 use crate::checkpoint::CheckpointStats;
 use crate::error::ApiError;
 use crate::job_state::{
-    Canceled, Canceling, Created, Failed, Finished, Job, JobState, Lifecycle, Running, TaskState,
+    Canceled, Canceling, Created, Failed, Finished, Job, JobState, Lifecycle, Restarting, Running,
+    TaskState,
 };
-use crate::scheduler::{Execution, Scheduler};
+
+/// What the scheduler tells of a job, in order.
+enum Told {
+    Event(ExecutionEvent),
+    Done(anyhow::Result<()>),
+}
+use crate::scheduler::{Events, Execution, ExecutionEvent, Scheduler};
 use crate::{Submission, plan};
 
 /// The jobs of a coordinator: the dispatcher. Each job moves through the
@@ -159,6 +166,8 @@ impl Jobs {
             submitted_at_ms: weir_host::now_ms(),
             ended_at_ms: None,
             checkpoints: None,
+            attempt: 0,
+            restarts: 0,
         };
         self.persist(&info).await?;
         self.entries.write().await.insert(
@@ -171,20 +180,36 @@ impl Jobs {
             }),
         );
 
-        // The job's end is handled once it is recorded as running.
+        // What the scheduler tells of the job (restarts, its end) is handled
+        // in order, once the job is recorded as running.
         let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let (tell, mut told) = tokio::sync::mpsc::unbounded_channel::<Told>();
         let jobs = self.clone();
-        let done_id = id.clone();
-        let done = Box::new(move |outcome: anyhow::Result<()>| {
-            tokio::spawn(async move {
-                if started_rx.await.is_ok() {
-                    jobs.finish(&done_id, outcome).await;
+        let told_id = id.clone();
+        tokio::spawn(async move {
+            if started_rx.await.is_err() {
+                return;
+            }
+            while let Some(t) = told.recv().await {
+                match t {
+                    Told::Event(e) => jobs.on_event(&told_id, e).await,
+                    Told::Done(outcome) => {
+                        jobs.finish(&told_id, outcome).await;
+                        return;
+                    }
                 }
-            });
+            }
+        });
+        let on_done = tell.clone();
+        let done = Box::new(move |outcome: anyhow::Result<()>| {
+            let _ = on_done.send(Told::Done(outcome));
+        });
+        let events: Events = Arc::new(move |e| {
+            let _ = tell.send(Told::Event(e));
         });
         let execution = self
             .scheduler
-            .start(&id, graph, component, bytes, done)
+            .start(&id, graph, component, bytes, done, events)
             .await;
 
         let mut entries = self.entries.write().await;
@@ -224,6 +249,48 @@ impl Jobs {
         persisted.map(|()| info)
     }
 
+    /// A restart of job `id`: its failure joins the exception history, with
+    /// the attempt; the job is restarting, then running again.
+    async fn on_event(&self, id: &str, event: ExecutionEvent) {
+        let mut entries = self.entries.write().await;
+        let Some(job) = entries.remove(id) else {
+            return;
+        };
+        let next = match (job, event) {
+            (Lifecycle::Running(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: failure,
+                    attempt,
+                });
+                job.info.restarts += 1;
+                Lifecycle::Restarting(job.then(|r| Restarting {
+                    execution: r.execution,
+                }))
+            }
+            (Lifecycle::Restarting(mut job), ExecutionEvent::Restarted { attempt, .. }) => {
+                job.info.attempt = attempt;
+                Lifecycle::Running(job.then(|r| Running {
+                    execution: r.execution,
+                }))
+            }
+            // Canceling: its failure is still worth keeping.
+            (Lifecycle::Canceling(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: failure,
+                    attempt,
+                });
+                Lifecycle::Canceling(job)
+            }
+            (other, _) => other,
+        };
+        if let Err(e) = self.persist(next.info()).await {
+            tracing::error!("cannot record a restart of job {id}: {}", e.message);
+        }
+        entries.insert(id.to_owned(), next);
+    }
+
     async fn finish(&self, id: &str, outcome: anyhow::Result<()>) {
         let mut entries = self.entries.write().await;
         let Some(job) = entries.remove(id) else {
@@ -244,6 +311,7 @@ impl Jobs {
                 job.info.exceptions.push(ExceptionInfo {
                     at_ms: weir_host::now_ms(),
                     message: format!("{e:#}"),
+                    attempt: job.info.attempt,
                 });
                 Lifecycle::Failed(job.to(Failed))
             }
@@ -254,6 +322,20 @@ impl Jobs {
             (Lifecycle::Canceling(mut job), Err(_)) => {
                 settle(&mut job.info, &job.state.execution, TaskState::Canceled);
                 Lifecycle::Canceled(job.to(Canceled))
+            }
+            (Lifecycle::Restarting(mut job), outcome) => {
+                settle(&mut job.info, &job.state.execution, TaskState::Failed);
+                let why = match outcome {
+                    Ok(()) => "the job ended while it restarted".to_owned(),
+                    Err(e) => format!("{e:#}"),
+                };
+                job.info.error = Some(why.clone());
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: why,
+                    attempt: job.info.attempt + 1,
+                });
+                Lifecycle::Failed(job.to(Failed))
             }
             (other, _) => {
                 tracing::warn!("job {id} reported an end in state {:?}", other.info().state);
@@ -396,6 +478,15 @@ impl Jobs {
             Lifecycle::Canceling(job) => {
                 job.state.execution.cancel.store(true, Ordering::Relaxed);
                 (Lifecycle::Canceling(job), None)
+            }
+            Lifecycle::Restarting(job) => {
+                job.state.execution.cancel.store(true, Ordering::Relaxed);
+                (
+                    Lifecycle::Canceling(job.then(|r| Canceling {
+                        execution: r.execution,
+                    })),
+                    None,
+                )
             }
             ended => {
                 let state = ended.info().state;

@@ -211,6 +211,9 @@ pub struct ExceptionInfo {
     /// What happened: names the operator, subtask and worker, with the
     /// guest's own message.
     pub message: String,
+    /// The attempt that failed (0 for the first).
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// What the API tells about a job.
@@ -247,6 +250,12 @@ pub struct JobInfo {
     /// shows them live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<crate::checkpoint::CheckpointStats>,
+    /// The attempt running (0 for the first; one more per restart).
+    #[serde(default)]
+    pub attempt: u32,
+    /// How often it restarted.
+    #[serde(default)]
+    pub restarts: u32,
 }
 
 /// A submission, as the API receives it.

@@ -32,11 +32,35 @@ pub struct Execution {
 /// How a scheduler tells the end of a job.
 pub type Done = Box<dyn FnOnce(anyhow::Result<()>) + Send>;
 
+/// What a scheduler tells the dispatcher while a job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionEvent {
+    /// Attempt `attempt` failed with `failure`; the restart strategy allows
+    /// another.
+    Restarting {
+        /// The attempt that failed.
+        attempt: u32,
+        /// Why.
+        failure: String,
+    },
+    /// Attempt `attempt` was deployed, from checkpoint `checkpoint` if any.
+    Restarted {
+        /// The new attempt.
+        attempt: u32,
+        /// The completed checkpoint it starts from.
+        checkpoint: Option<u64>,
+    },
+}
+
+/// Where a scheduler sends [`ExecutionEvent`]s.
+pub type Events = Arc<dyn Fn(ExecutionEvent) + Send + Sync>;
+
 /// Runs jobs. It reports the end of a job through `done`.
 #[tonic::async_trait]
 pub trait Scheduler: Send + Sync {
     /// Start job `id` (`graph`, with `component` and its bytes); call `done`
-    /// with the outcome. Fails (and never calls `done`) if it cannot start.
+    /// with the outcome, and `events` when it restarts. Fails (and never
+    /// calls `done`) if it cannot start.
     async fn start(
         &self,
         id: &str,
@@ -44,5 +68,6 @@ pub trait Scheduler: Send + Sync {
         component: Arc<weir_host::LoadedComponent>,
         component_bytes: Vec<u8>,
         done: Done,
+        events: Events,
     ) -> Result<Execution, ApiError>;
 }

@@ -10,12 +10,13 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
-use weir_model::checkpoint::TaskStateHandle;
+use weir_model::checkpoint::{CheckpointMetadata, TaskStateHandle};
+use weir_model::fault_tolerance::RestartStrategy;
 use weir_model::metrics::JobCounters;
 use weir_model::proto::job_reports_server::{JobReports, JobReportsServer};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
@@ -28,7 +29,8 @@ use weir_model::proto::{
 use weir_model::{Barrier, CheckpointKind, CheckpointMode};
 use weir_model::{ExecutionGraph, JobGraph};
 
-use super::{Done, Execution, Scheduler};
+use super::{Done, Events, Execution, ExecutionEvent, Scheduler};
+use crate::checkpoint::stats::RestoredCheckpoint;
 use crate::checkpoint::{CheckpointCoordinator, CheckpointGateway, CheckpointStats, Topology};
 use crate::error::ApiError;
 use crate::job_state::TaskState;
@@ -50,7 +52,30 @@ struct Pending {
     attempt: u32,
     /// Its checkpoints, when it takes them.
     checkpoints: Option<Arc<CheckpointCoordinator>>,
+    /// What every attempt deploys.
+    plan: Arc<Plan>,
+    /// The job's cancel flag.
+    cancel: Arc<AtomicBool>,
+    /// Where restarts are told.
+    events: Events,
+    /// Between two attempts.
+    restarting: bool,
 }
+
+/// What every attempt of a job deploys.
+#[derive(Clone)]
+struct Plan {
+    graph: JobGraph,
+    graph_json: String,
+    component: Vec<u8>,
+    /// The checkpoint storage's URL, when the job takes checkpoints.
+    storage: Option<String>,
+    stats: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
+}
+
+/// How long a restart waits for enough free slots (a lost worker's
+/// replacement registering).
+const RESTART_SLOT_WAIT: Duration = Duration::from_secs(30);
 
 /// Deploys jobs to workers.
 pub struct WorkerScheduler {
@@ -210,7 +235,7 @@ impl WorkerScheduler {
     }
 
     /// A worker is gone: its jobs fail, naming it.
-    pub async fn worker_lost(&self, worker: &str) {
+    pub async fn worker_lost(self: &Arc<Self>, worker: &str) {
         let mut pending = self.pending.lock().await;
         let ids: Vec<String> = pending
             .iter()
@@ -234,19 +259,41 @@ impl WorkerScheduler {
         }
     }
 
-    async fn maybe_end(&self, pending: &mut HashMap<String, Pending>, id: &str) {
-        if pending.get(id).is_some_and(|p| p.waiting.is_empty()) {
-            let mut p = pending.remove(id).expect("checked");
-            if let Some(c) = p.checkpoints.take() {
-                tokio::spawn(async move { c.stop("the job's attempt ended").await });
-            }
-            self.slots.release(&p.grants).await;
-            if let Some(done) = p.done.take() {
-                done(match p.failure {
-                    None => Ok(()),
-                    Some(f) => Err(anyhow::anyhow!(f)),
-                });
-            }
+    /// The attempt running job `id` has ended on every worker: the job ends,
+    /// or, after a failure that its restart strategy allows, restarts.
+    async fn maybe_end(self: &Arc<Self>, pending: &mut HashMap<String, Pending>, id: &str) {
+        let Some(p) = pending.get_mut(id) else {
+            return;
+        };
+        if !p.waiting.is_empty() || p.restarting {
+            return;
+        }
+        let mut retained = Vec::new();
+        if let Some(c) = p.checkpoints.take() {
+            retained = c.retained().await;
+            tokio::spawn(async move { c.stop("the job's attempt ended").await });
+        }
+        self.slots.release(&p.grants).await;
+        p.grants.clear();
+        let canceled = p.cancel.load(Ordering::Relaxed);
+        let next = p.attempt + 1;
+        if let (Some(failure), false) = (&p.failure, canceled)
+            && let Some(delay) = p.plan.graph.restart.delay_before(next)
+        {
+            p.restarting = true;
+            (p.events)(ExecutionEvent::Restarting {
+                attempt: p.attempt,
+                failure: failure.clone(),
+            });
+            self.restart(id.to_owned(), next, Duration::from_millis(delay), retained);
+            return;
+        }
+        let mut p = pending.remove(id).expect("checked");
+        if let Some(done) = p.done.take() {
+            done(match (p.failure, canceled) {
+                (None, _) => Ok(()),
+                (Some(f), _) => Err(anyhow::anyhow!(f)),
+            });
         }
     }
 }
@@ -260,13 +307,115 @@ impl Scheduler for Arc<WorkerScheduler> {
         _component: Arc<weir_host::LoadedComponent>,
         component_bytes: Vec<u8>,
         done: Done,
+        events: Events,
     ) -> Result<Execution, ApiError> {
-        let exec = ExecutionGraph::new(&graph);
-        let grants = self
-            .slots
-            .allocate(exec.slots_needed())
-            .await
-            .map_err(|e| ApiError::unprocessable("not_enough_slots", e))?;
+        let graph_json =
+            serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+        let storage = match (&graph.checkpoint, &self.checkpoint_storage) {
+            (Some(_), Some(url)) => Some(url.clone()),
+            _ => None,
+        };
+        let stats = storage
+            .as_ref()
+            .map(|_| Arc::new(std::sync::Mutex::new(CheckpointStats::default())));
+        let counters = Arc::new(JobCounters::new(&graph));
+        let subtasks = Arc::new(std::sync::Mutex::new(subtasks_of(
+            &graph,
+            TaskState::Scheduled,
+        )));
+        let running = Execution {
+            cancel: Arc::default(),
+            counters: counters.clone(),
+            subtasks: subtasks.clone(),
+            checkpoints: stats.clone(),
+        };
+        let plan = Arc::new(Plan {
+            graph,
+            graph_json,
+            component: component_bytes,
+            storage,
+            stats,
+        });
+        // Recorded before deploying: a fast worker may report at once.
+        self.pending.lock().await.insert(
+            id.to_owned(),
+            Pending {
+                grants: Vec::new(),
+                waiting: BTreeSet::new(),
+                failure: None,
+                secondary: false,
+                counters,
+                subtasks,
+                done: Some(done),
+                attempt: 0,
+                checkpoints: None,
+                plan,
+                cancel: running.cancel.clone(),
+                events,
+                restarting: false,
+            },
+        );
+        if let Err(e) = self.deploy(id, 0, None, Vec::new(), false).await {
+            // Nothing half-started: the job was never accepted.
+            if let Some(mut p) = self.pending.lock().await.remove(id) {
+                p.done.take();
+            }
+            return Err(e);
+        }
+        // Cancel: when the flag is set, tell every worker of the attempt
+        // running then.
+        let (cancel, me, job) = (running.cancel.clone(), self.clone(), id.to_owned());
+        tokio::spawn(async move {
+            let mut told: Option<u32> = None;
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let (attempt, waiting): (u32, Vec<String>) = match me.pending.lock().await.get(&job)
+                {
+                    None => return,
+                    Some(p) => (
+                        p.attempt,
+                        p.waiting.iter().map(|(_, rpc)| rpc.clone()).collect(),
+                    ),
+                };
+                if cancel.load(Ordering::Relaxed) && told != Some(attempt) {
+                    for rpc in waiting {
+                        cancel_now(&rpc, &job).await;
+                    }
+                    told = Some(attempt);
+                }
+            }
+        });
+        Ok(running)
+    }
+}
+
+impl WorkerScheduler {
+    /// Deploy attempt `attempt` of job `id` onto free slots (waiting a
+    /// bounded time for them on a restart), from `restore` if given, and
+    /// start its checkpoint coordinator.
+    async fn deploy(
+        self: &Arc<Self>,
+        id: &str,
+        attempt: u32,
+        restore: Option<CheckpointMetadata>,
+        retained: Vec<CheckpointMetadata>,
+        wait_for_slots: bool,
+    ) -> Result<(), ApiError> {
+        let Some(plan) = self.pending.lock().await.get(id).map(|p| p.plan.clone()) else {
+            return Err(ApiError::internal(format!("job `{id}` is gone")));
+        };
+        let graph = &plan.graph;
+        let exec = ExecutionGraph::new(graph);
+        let waited = tokio::time::Instant::now();
+        let grants = loop {
+            match self.slots.allocate(exec.slots_needed()).await {
+                Ok(g) => break g,
+                Err(e) if !wait_for_slots || waited.elapsed() > RESTART_SLOT_WAIT => {
+                    return Err(ApiError::unprocessable("not_enough_slots", e));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        };
         let places: Vec<SubtaskPlace> = exec
             .vertices
             .iter()
@@ -276,60 +425,45 @@ impl Scheduler for Arc<WorkerScheduler> {
                 data_address: grants[v.slot as usize].data_address.clone(),
             })
             .collect();
-        let graph_json =
-            serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
         let workers: BTreeSet<(String, String)> = grants
             .iter()
             .map(|g| (g.worker_id.clone(), g.rpc_address.clone()))
             .collect();
-        let counters = Arc::new(JobCounters::new(&graph));
-        let mut subtasks = subtasks_of(&graph, TaskState::Scheduled);
-        for t in &mut subtasks {
-            t.worker = Some(grants[t.subtask as usize].worker_id.clone());
-            t.slot = Some(t.subtask);
+        {
+            let mut pending = self.pending.lock().await;
+            let Some(p) = pending.get_mut(id) else {
+                self.slots.release(&grants).await;
+                return Err(ApiError::internal(format!("job `{id}` is gone")));
+            };
+            p.grants = grants.clone();
+            p.waiting = workers.clone();
+            p.attempt = attempt;
+            p.failure = None;
+            p.secondary = false;
+            p.restarting = false;
+            let mut subtasks = subtasks_of(graph, TaskState::Scheduled);
+            for t in &mut subtasks {
+                t.worker = Some(grants[t.subtask as usize].worker_id.clone());
+                t.slot = Some(t.subtask);
+            }
+            *p.subtasks.lock().unwrap_or_else(|p| p.into_inner()) = subtasks;
         }
-        let subtasks = Arc::new(std::sync::Mutex::new(subtasks));
-        let storage = match (&graph.checkpoint, &self.checkpoint_storage) {
-            (Some(_), Some(url)) => Some(url.clone()),
-            _ => None,
+        let restore_json = match &restore {
+            Some(c) => serde_json::to_string(c).map_err(|e| ApiError::internal(e.to_string()))?,
+            None => String::new(),
         };
-        let stats = storage
-            .as_ref()
-            .map(|_| Arc::new(std::sync::Mutex::new(CheckpointStats::default())));
-        let running = Execution {
-            cancel: Arc::default(),
-            counters: counters.clone(),
-            subtasks: subtasks.clone(),
-            checkpoints: stats.clone(),
-        };
-        let attempt = 0;
-        // Recorded before deploying: a fast worker may report at once.
-        self.pending.lock().await.insert(
-            id.to_owned(),
-            Pending {
-                grants: grants.clone(),
-                waiting: workers.clone(),
-                failure: None,
-                secondary: false,
-                counters,
-                subtasks,
-                done: Some(done),
-                attempt,
-                checkpoints: None,
-            },
-        );
         for (worker, rpc) in &workers {
             if let Some(p) = self.pending.lock().await.get(id) {
                 p.set_state(worker, TaskState::Deploying);
             }
             let request = DeployJobRequest {
                 job_id: id.to_owned(),
-                graph_json: graph_json.clone(),
-                component: component_bytes.clone(),
+                graph_json: plan.graph_json.clone(),
+                component: plan.component.clone(),
                 places: places.clone(),
                 attempt,
-                checkpoint_storage: storage.clone().unwrap_or_default(),
-                restore_json: String::new(),
+                checkpoint_storage: plan.storage.clone().unwrap_or_default(),
+                restore_json: restore_json.clone(),
             };
             let deployed = async {
                 let mut c = executor(rpc).await?;
@@ -339,12 +473,13 @@ impl Scheduler for Arc<WorkerScheduler> {
             .await;
             if let Err(e) = deployed {
                 let mut pending = self.pending.lock().await;
-                if let Some(mut p) = pending.remove(id) {
+                if let Some(p) = pending.get_mut(id) {
                     for (_, other) in &p.waiting {
                         cancel_on(other, id);
                     }
+                    p.waiting.clear();
                     self.slots.release(&p.grants).await;
-                    p.done.take();
+                    p.grants.clear();
                 }
                 return Err(ApiError::internal(format!(
                     "deploying to worker `{worker}` at {rpc}: {e:#}"
@@ -362,7 +497,9 @@ impl Scheduler for Arc<WorkerScheduler> {
                 }
             }
         }
-        if let (Some(config), Some(url), Some(stats)) = (&graph.checkpoint, &storage, stats) {
+        if let (Some(config), Some(url), Some(stats)) =
+            (&graph.checkpoint, &plan.storage, &plan.stats)
+        {
             let store =
                 weir_state::storage::open(url).map_err(|e| ApiError::internal(format!("{e:#}")))?;
             let topology = Topology {
@@ -387,39 +524,100 @@ impl Scheduler for Arc<WorkerScheduler> {
                 attempt,
                 workers: workers.iter().map(|(_, rpc)| rpc.clone()).collect(),
             });
+            if let Some(r) = &restore {
+                stats.lock().unwrap_or_else(|p| p.into_inner()).restored =
+                    Some(RestoredCheckpoint {
+                        id: r.id,
+                        attempt,
+                        at_ms: weir_host::now_ms(),
+                    });
+            }
+            let first_id = retained.iter().map(|c| c.id + 1).max().unwrap_or(1);
+            let first_id = first_id.max(
+                stats
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .history
+                    .first()
+                    .map_or(1, |s| s.id + 1),
+            );
             let coordinator = CheckpointCoordinator::start(
                 config.clone(),
                 topology,
                 store,
                 gateway,
-                stats,
-                1,
-                Vec::new(),
+                stats.clone(),
+                first_id,
+                retained,
             );
             match self.pending.lock().await.get_mut(id) {
-                Some(p) => p.checkpoints = Some(coordinator),
+                Some(p) if p.attempt == attempt && !p.waiting.is_empty() => {
+                    p.checkpoints = Some(coordinator)
+                }
                 // It ended already.
-                None => coordinator.stop("the job's attempt ended").await,
+                _ => coordinator.stop("the job's attempt ended").await,
             }
         }
-        // Cancel: when the flag is set, tell every worker.
-        let (cancel, me, job) = (running.cancel.clone(), self.clone(), id.to_owned());
+        Ok(())
+    }
+
+    /// Restart job `id` after `delay`, from the newest of `retained`.
+    fn restart(
+        self: &Arc<Self>,
+        id: String,
+        attempt: u32,
+        delay: Duration,
+        retained: Vec<CheckpointMetadata>,
+    ) {
+        let me = self.clone();
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let waiting: Vec<String> = match me.pending.lock().await.get(&job) {
-                    None => return,
-                    Some(p) => p.waiting.iter().map(|(_, rpc)| rpc.clone()).collect(),
+            tokio::time::sleep(delay).await;
+            {
+                let mut pending = me.pending.lock().await;
+                let Some(p) = pending.get_mut(&id) else {
+                    return;
                 };
-                if cancel.load(Ordering::Relaxed) {
-                    for rpc in waiting {
-                        cancel_now(&rpc, &job).await;
-                    }
+                if p.cancel.load(Ordering::Relaxed) {
+                    // Canceled while it waited: it ends canceled.
+                    p.restarting = false;
+                    p.failure = Some("canceled".into());
+                    me.maybe_end(&mut pending, &id).await;
                     return;
                 }
             }
+            let restore = retained.last().cloned();
+            let checkpoint = restore.as_ref().map(|c| c.id);
+            match me.deploy(&id, attempt, restore, retained, true).await {
+                Ok(()) => {
+                    if let Some(p) = me.pending.lock().await.get(&id) {
+                        (p.events)(ExecutionEvent::Restarted {
+                            attempt,
+                            checkpoint,
+                        });
+                    }
+                }
+                Err(e) => {
+                    let mut pending = me.pending.lock().await;
+                    if let Some(p) = pending.get_mut(&id) {
+                        p.restarting = false;
+                        p.failure = Some(format!(
+                            "restarting (attempt {attempt}) failed: {}",
+                            e.message
+                        ));
+                        p.waiting.clear();
+                        // No further restart after a failed deployment.
+                        p.plan = Arc::new(Plan {
+                            graph: JobGraph {
+                                restart: RestartStrategy::None,
+                                ..p.plan.graph.clone()
+                            },
+                            ..(*p.plan).clone()
+                        });
+                    }
+                    me.maybe_end(&mut pending, &id).await;
+                }
+            }
         });
-        Ok(running)
     }
 }
 
@@ -473,6 +671,10 @@ impl JobReports for ReportsService {
         let Some(p) = pending.get_mut(&r.job_id) else {
             return Ok(Response::new(JobEndedResponse {}));
         };
+        if r.attempt != p.attempt || p.restarting {
+            // A report of an attempt the job no longer runs.
+            return Ok(Response::new(JobEndedResponse {}));
+        }
         p.counted(r.counts);
         p.waiting.retain(|(w, _)| *w != r.worker_id);
         p.set_state(
