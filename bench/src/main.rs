@@ -228,6 +228,7 @@ async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
         component,
         params: Vec::new(),
         state: weir_worker::state::StateSetup::in_memory(),
+        attempt: 0,
     });
     let native_factory: Arc<dyn OperatorFactory> = Arc::new(native::NativeWordCount);
 
@@ -334,6 +335,7 @@ async fn windows(events: u64, runs: u32) -> anyhow::Result<()> {
         component,
         params: Vec::new(),
         state: weir_worker::state::StateSetup::in_memory(),
+        attempt: 0,
     });
     let native: Arc<dyn OperatorFactory> = Arc::new(native_window::NativeWindows);
     println!("| query shape | variant | time (s) | events/s | windows fired |");

@@ -257,6 +257,7 @@ async fn run(
         component,
         params,
         state,
+        attempt: 0,
     });
     let job = LocalJob::new(graph, factory);
     let cancel = job.cancel.clone();

@@ -741,19 +741,31 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     assert_eq!(restored.attempt, 1);
     assert!(restored.id >= 3, "{c:#?}");
 
-    // Per word: attempt 0's counts, then attempt 1's going on from the
-    // checkpoint's, contiguous, up to the exact total.
+    restarted_counts_are_exact(&output, 16_000 * 8, |v| {
+        (
+            v["word"].as_str().unwrap().to_owned(),
+            v["count"].as_u64().unwrap(),
+        )
+    });
+}
+
+/// Per word, in `output` (at-least-once: attempt 0's lines, then attempt
+/// 1's): the counts after the restart go on from the checkpoint's,
+/// contiguous, and the words' last counts add up to `total`. `read` takes a
+/// line's word and count.
+fn restarted_counts_are_exact(
+    output: &std::path::Path,
+    total: u64,
+    read: impl Fn(&serde_json::Value) -> (String, u64),
+) {
     let mut sequences = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    for line in std::fs::read_to_string(&output).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        sequences
-            .entry(v["word"].as_str().unwrap().to_owned())
-            .or_default()
-            .push(v["count"].as_u64().unwrap());
+    for line in std::fs::read_to_string(output).unwrap().lines() {
+        let (word, count) = read(&serde_json::from_str(line).unwrap());
+        sequences.entry(word).or_default().push(count);
     }
     // (A word that attempt 0 did not count past the checkpoint shows no
     // restart: its counts are contiguous all along.)
-    let mut total = 0;
+    let mut sum = 0;
     let mut restarted = 0;
     for (word, seq) in &sequences {
         let restart = seq.windows(2).position(|w| w[1] <= w[0]).map(|p| p + 1);
@@ -767,16 +779,80 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
         );
         if restart.is_some() {
             restarted += 1;
-            // Every word was counted before checkpoint 3: a restart from
-            // scratch would start again at 1.
+            // Every word was counted before the checkpoint restored: a
+            // restart from scratch would start again at 1.
             assert!(from > 1, "`{word}` starts over: {seq:?}");
         }
-        total += last;
+        sum += last;
     }
-    assert_eq!(
-        total,
-        16_000 * 8,
-        "every word counted exactly once in the end"
-    );
+    assert_eq!(sum, total, "every word counted exactly once in the end");
     assert!(restarted > 0, "attempt 0 wrote past the checkpoint");
+}
+
+/// A guest that traps at a chosen record on the first attempt only: the
+/// job restarts from its latest checkpoint (the failure, with the guest's
+/// message, in its history), and its counts come out exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
+    use weir_coordinator::jobs::{JobInfo, JobState};
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1: _w1,
+        w2: _w2,
+        rest,
+        ..
+    } = start_cluster(dir.path(), "5000").await;
+    let output = dir.path().join("out.jsonl");
+    let bundle = common::bundle(
+        dir.path(),
+        "trapping",
+        "test-guests",
+        &format!(
+            "[job]\nname = 'trapping'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '1500'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '12000'\nrate = '1500'\n\
+             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
+             [[operator]]\nname = 'words'\nfunction = 'words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count-words'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 150\n\
+             [restart]\nstrategy = 'exponential-delay'\ndelay-ms = 100\nmax-delay-ms = 1000\n",
+            output.display()
+        ),
+    );
+    let id = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]));
+    let started = Instant::now();
+    let ended = loop {
+        let j: JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if j.state.is_terminal() {
+            break j;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "{j:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    let failure = &ended.exceptions[0];
+    assert_eq!(failure.attempt, 0);
+    assert!(
+        failure.message.contains("injected failure at line 1500")
+            && failure.message.contains("fail"),
+        "the operator and the guest's message: {}",
+        failure.message
+    );
+    restarted_counts_are_exact(&output, 12_000 * 8, |v| {
+        (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
+    });
 }

@@ -600,6 +600,33 @@ pub struct OpenContext {
 }
 
 impl OpenContext {
+    /// The attempt of the job this instance runs in: 0 for the first run,
+    /// one more every time the job restarts after a failure (Flink's
+    /// `getAttemptNumber`). State restored from a checkpoint is the same
+    /// whatever the attempt; this is for operators that must behave
+    /// differently on a retry (tests that fail once, say).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// # struct Op { retry: bool }
+    /// # impl Process for Op {
+    /// #     type In = i64;
+    /// #     type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { retry: ctx.attempt_number() > 0 })
+    /// }
+    /// #     fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { ctx.emit(n); Ok(()) }
+    /// # }
+    /// # let h = weir::testing::Harness::process_operator::<Op>(&[("weir.attempt", "2")]).unwrap();
+    /// ```
+    pub fn attempt_number(&self) -> u32 {
+        self.param("weir.attempt")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The job parameter `name`, as given.
     ///
     /// # Example

@@ -59,6 +59,7 @@ pub fn local_job(
             component,
             params,
             state: weir_worker::state::StateSetup::in_memory(),
+            attempt: 0,
         }),
     ))
 }

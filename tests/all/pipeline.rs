@@ -232,6 +232,7 @@ async fn a_job_split_over_two_places_exchanges_data_over_tcp() {
             component: component.clone(),
             params,
             state: weir_worker::state::StateSetup::in_memory(),
+            attempt: 0,
         });
         let job = LocalJob::new(graph.clone(), factory);
         let placement = Placement {
@@ -345,6 +346,7 @@ path = "${output}"
             component: component.clone(),
             params,
             state: weir_worker::state::StateSetup::in_memory(),
+            attempt: 0,
         });
         let mut job = LocalJob::new(graph.clone(), factory);
         let (channels, acks) = CheckpointChannels::new(dir.path().join("snapshots"));
@@ -470,6 +472,7 @@ async fn the_word_count_on_rocksdb_counts_exactly_and_leaves_no_files() {
         component,
         params,
         state: state.clone(),
+        attempt: 0,
     });
     run_job(LocalJob::new(graph, factory)).await.unwrap();
 

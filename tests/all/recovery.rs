@@ -93,6 +93,7 @@ fn job(graph: &JobGraph, state: StateSetup) -> LocalJob {
             component,
             params,
             state,
+            attempt: 0,
         }),
     )
 }

@@ -45,6 +45,7 @@ impl Scheduler for EmbeddedScheduler {
             component,
             params,
             state: weir_worker::state::StateSetup::in_memory(),
+            attempt: 0,
         });
         let job = LocalJob::new(graph, factory);
         let running = Execution {

@@ -267,6 +267,7 @@ impl TaskExecutor for ExecutorService {
             component,
             params,
             state: state.clone(),
+            attempt: r.attempt,
         });
         let name = graph.name.clone();
         let checkpointed = graph.checkpoint.is_some() && !r.checkpoint_storage.is_empty();

@@ -124,6 +124,8 @@ pub struct WasmOperatorFactory {
     pub params: Vec<(String, String)>,
     /// Where its operators keep keyed state.
     pub state: StateSetup,
+    /// The job's attempt (operators read it as `weir.attempt`).
+    pub attempt: u32,
 }
 
 impl OperatorFactory for WasmOperatorFactory {
@@ -145,6 +147,7 @@ impl OperatorFactory for WasmOperatorFactory {
         if let Some(w) = window {
             config.extend(w.config());
         }
+        config.push(("weir.attempt".into(), self.attempt.to_string()));
         let ident = TaskIdent {
             job: job.to_owned(),
             operator: vertex.name.clone(),

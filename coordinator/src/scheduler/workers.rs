@@ -113,8 +113,15 @@ impl CheckpointGateway for WorkerGateway {
             };
             calls.push(async move {
                 let mut c = executor(rpc).await?;
-                let r = c.trigger_checkpoint(request).await?.into_inner();
-                anyhow::Ok((r.triggered, r.finished))
+                match c.trigger_checkpoint(request).await {
+                    Ok(r) => {
+                        let r = r.into_inner();
+                        anyhow::Ok((r.triggered, r.finished))
+                    }
+                    // The attempt's share on that worker has ended.
+                    Err(s) if s.code() == tonic::Code::NotFound => Ok((0, 1)),
+                    Err(s) => Err(s.into()),
+                }
             });
         }
         let mut told = (0, 0);
