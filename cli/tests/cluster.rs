@@ -595,20 +595,13 @@ async fn checkpoints_complete_incrementally_and_only_retained_files_stay() {
         .collect();
     assert_eq!(files_left, referenced, "nothing more, nothing less");
 
-    // Exact counts.
-    let mut last = std::collections::BTreeMap::<String, u64>::new();
-    for line in std::fs::read_to_string(&output).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let e = last
-            .entry(v["word"].as_str().unwrap().to_owned())
-            .or_default();
-        *e = (*e).max(v["count"].as_u64().unwrap());
-    }
-    assert_eq!(
-        last.values().sum::<u64>(),
-        9000 * 8,
-        "9,000 lines of 8 words"
-    );
+    // Exact counts, committed: every count of every word once.
+    exactly_once(&output, 9000 * 8, |v| {
+        (
+            v["word"].as_str().unwrap().to_owned(),
+            v["count"].as_u64().unwrap(),
+        )
+    });
 }
 
 /// Every file under `dir`.
@@ -741,7 +734,7 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     assert_eq!(restored.attempt, 1);
     assert!(restored.id >= 3, "{c:#?}");
 
-    restarted_counts_are_exact(&output, 16_000 * 8, |v| {
+    exactly_once(&output, 16_000 * 8, |v| {
         (
             v["word"].as_str().unwrap().to_owned(),
             v["count"].as_u64().unwrap(),
@@ -749,44 +742,46 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     });
 }
 
-/// Per word, in `output` (at-least-once: attempt 0's lines, then attempt
-/// 1's): the counts after the restart go on from the checkpoint's,
-/// contiguous, and the words' last counts add up to `total`. `read` takes a
+/// The committed output of an exactly-once file sink (the part files in
+/// view in the directory `output`): for every word, each count from 1 to
+/// its total exactly once, and the totals add up to `total`. `read` takes a
 /// line's word and count.
-fn restarted_counts_are_exact(
+fn exactly_once(
     output: &std::path::Path,
     total: u64,
     read: impl Fn(&serde_json::Value) -> (String, u64),
 ) {
-    let mut sequences = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    for line in std::fs::read_to_string(output).unwrap().lines() {
-        let (word, count) = read(&serde_json::from_str(line).unwrap());
-        sequences.entry(word).or_default().push(count);
-    }
-    // (A word that attempt 0 did not count past the checkpoint shows no
-    // restart: its counts are contiguous all along.)
-    let mut sum = 0;
-    let mut restarted = 0;
-    for (word, seq) in &sequences {
-        let restart = seq.windows(2).position(|w| w[1] <= w[0]).map(|p| p + 1);
-        let after = &seq[restart.unwrap_or(0)..];
-        let from = after[0];
-        let last = *after.last().unwrap();
-        assert_eq!(
-            after,
-            &(from..=last).collect::<Vec<_>>()[..],
-            "`{word}`: {seq:?}"
-        );
-        if restart.is_some() {
-            restarted += 1;
-            // Every word was counted before the checkpoint restored: a
-            // restart from scratch would start again at 1.
-            assert!(from > 1, "`{word}` starts over: {seq:?}");
+    let mut counts = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    let mut parts = 0;
+    for entry in std::fs::read_dir(output).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.starts_with('.') {
+            continue;
         }
-        sum += last;
+        assert!(
+            name.starts_with("part-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
+        parts += 1;
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let (word, count) = read(&serde_json::from_str(line).unwrap());
+            counts.entry(word).or_default().push(count);
+        }
     }
-    assert_eq!(sum, total, "every word counted exactly once in the end");
-    assert!(restarted > 0, "attempt 0 wrote past the checkpoint");
+    assert!(parts > 1, "parts committed with the checkpoints");
+    let mut sum = 0;
+    for (word, mut seen) in counts {
+        seen.sort_unstable();
+        let n = seen.len() as u64;
+        assert_eq!(
+            seen,
+            (1..=n).collect::<Vec<_>>(),
+            "`{word}`: each count once"
+        );
+        sum += n;
+    }
+    assert_eq!(sum, total, "nothing lost, nothing twice");
 }
 
 /// A guest that traps at a chosen record on the first attempt only: the
@@ -852,7 +847,7 @@ async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
         "the operator and the guest's message: {}",
         failure.message
     );
-    restarted_counts_are_exact(&output, 12_000 * 8, |v| {
+    exactly_once(&output, 12_000 * 8, |v| {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
 }

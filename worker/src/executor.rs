@@ -273,6 +273,7 @@ impl TaskExecutor for ExecutorService {
         let checkpointed = graph.checkpoint.is_some() && !r.checkpoint_storage.is_empty();
         let mut job = LocalJob::new(graph, factory);
         job.restore = restore.clone();
+        job.attempt = r.attempt;
         let mut reporting = None;
         if checkpointed {
             let store = weir_state::storage::open(&r.checkpoint_storage)

@@ -19,8 +19,10 @@ use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
 use crate::sinks::SharedSink;
+use crate::sinks::part_files::PartFileSink;
 use crate::task::{Canceled, ChainNode, EventClock, Head, NodeOp, Route, Subtask};
 use crate::watermark::WatermarkGenerator;
+use weir_model::graph::SinkConfig;
 use weir_model::metrics::{Counters, JobCounters, VertexReport};
 
 /// Where one chain node's main and side outputs go.
@@ -52,6 +54,8 @@ pub struct LocalJob {
     /// The checkpoint it starts from (its keyed state is in the factory's
     /// state setup).
     pub restore: Option<Arc<Restore>>,
+    /// The job's attempt (0 first).
+    pub attempt: u32,
 }
 
 impl LocalJob {
@@ -65,6 +69,7 @@ impl LocalJob {
             counters: Arc::new(JobCounters::new(&graph)),
             checkpoints: None,
             restore: None,
+            attempt: 0,
             graph,
         }
     }
@@ -115,14 +120,21 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     let here =
         |task: usize, subtask: u32| placement.as_ref().is_none_or(|p| p.is_local(task, subtask));
 
-    // Sinks open before anything runs, so a bad path fails at once.
+    // Sinks open before anything runs, so a bad path fails at once. With
+    // checkpoints, a JSON-lines file sink is a directory of part files,
+    // one writer per subtask.
+    let transactional = |config: &SinkConfig| {
+        graph.checkpoint.is_some() && matches!(config, SinkConfig::JsonLinesFile { .. })
+    };
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
         let task = exec.task_of(v.id);
         if !(0..v.parallelism).any(|s| here(task, s)) {
             continue;
         }
-        if let VertexKind::Sink(config) = &v.kind {
+        if let VertexKind::Sink(config) = &v.kind
+            && !transactional(config)
+        {
             let sink = SharedSink::open(config, placement.is_some())
                 .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?;
             sinks.insert(v.id, sink);
@@ -265,6 +277,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             });
             let batch_size = job.batch_size;
             let restore = job.restore.clone();
+            let attempt = job.attempt;
             let task_id = t.id;
             let rt = runtime.clone();
             let name = format!("{}[{s}]", graph.vertices[vertices[0]].name);
@@ -284,7 +297,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             VertexKind::Operator { .. } => {
                                 NodeOp::Operator(factory.create(&graph.name, vertex, s)?)
                             }
-                            VertexKind::Sink(_) => {
+                            VertexKind::Sink(config) => {
                                 if let Some(r) = &restore
                                     && let Some(h) = r.sink_handle(task_id, s, v)
                                 {
@@ -293,7 +306,25 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                         .or_insert_with(Vec::new)
                                         .push((nodes.len(), h));
                                 }
-                                NodeOp::Sink(sink.expect("opened above").subtask())
+                                match (sink, config) {
+                                    (Some(shared), _) => NodeOp::Sink(shared.subtask()),
+                                    (None, SinkConfig::JsonLinesFile { path }) => {
+                                        let restored = restore.as_ref().map(|r| r.checkpoint.id);
+                                        let parts = PartFileSink::open(
+                                            std::path::Path::new(path),
+                                            s,
+                                            attempt,
+                                            restored,
+                                        )
+                                        .map_err(|e| {
+                                            anyhow::anyhow!("sink `{}`: {e:#}", vertex.name)
+                                        })?;
+                                        NodeOp::Sink(Box::new(parts))
+                                    }
+                                    (None, SinkConfig::Stdout) => {
+                                        unreachable!("stdout is always shared")
+                                    }
+                                }
                             }
                         };
                         nodes.push(ChainNode {

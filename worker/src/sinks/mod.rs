@@ -1,5 +1,10 @@
-//! Sinks: where records leave the job. Every subtask of a sink vertex writes
-//! through one shared writer, a batch at a time.
+//! Sinks: where records leave the job. Stdout and the plain JSON-lines file
+//! sink: every subtask of a sink vertex writes through one shared writer, a
+//! batch at a time (at-least-once). With checkpoints, the JSON-lines file
+//! sink is [`part_files::PartFileSink`]: a directory of part files
+//! committed with the checkpoints (exactly-once).
+
+pub mod part_files;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

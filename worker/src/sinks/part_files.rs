@@ -1,0 +1,297 @@
+//! The exactly-once JSON-lines file sink: a directory of part files,
+//! written with a two-phase commit (Flink's `FileSink` shape).
+//!
+//! Each subtask writes its records to a hidden in-progress file
+//! (`.part-<subtask>-a<attempt>-<k>.inprogress`). On a checkpoint's barrier
+//! it closes the file as the checkpoint's pending part
+//! (`.part-<subtask>-<checkpoint>.pending`, still hidden) and pre-commits
+//! every part not committed yet; when a checkpoint completes its parts are
+//! renamed into view (`part-<subtask>-<checkpoint>.jsonl`). Renaming is the
+//! commit, and doing it again finds the part in view already: commits are
+//! idempotent, so a restored checkpoint's parts are committed again safely.
+//! On a restore, what the failed attempt wrote after the checkpoint (its
+//! in-progress files, pending parts of later checkpoints, and the final
+//! part of a subtask that had finished) is removed. At the end of a bounded
+//! input, the last part is committed at once.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use weir_model::Record;
+
+use super::Sink;
+
+/// One subtask's part files.
+pub struct PartFileSink {
+    dir: PathBuf,
+    subtask: u32,
+    attempt: u32,
+    /// The open in-progress file, if records came since the last
+    /// pre-commit.
+    current: Option<(BufWriter<File>, PathBuf)>,
+    files: u64,
+    /// Parts pre-committed and not committed yet, by checkpoint.
+    uncommitted: std::collections::BTreeMap<u64, ()>,
+    /// The newest checkpoint pre-committed (the final part's number follows
+    /// it).
+    last: u64,
+}
+
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl PartFileSink {
+    /// The sink of `subtask` in `dir` for attempt `attempt`, which starts
+    /// from checkpoint `restored` (`None`: from the beginning).
+    pub fn open(
+        dir: &Path,
+        subtask: u32,
+        attempt: u32,
+        restored: Option<u64>,
+    ) -> anyhow::Result<PartFileSink> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        // What a failed attempt left of this subtask after the checkpoint
+        // the job goes on from.
+        let after = restored.unwrap_or(0);
+        for e in std::fs::read_dir(dir)? {
+            let name = name_of(&e?.path());
+            let stale = if let Some(rest) = name.strip_prefix(&format!(".part-{subtask}-a")) {
+                rest.ends_with(".inprogress")
+            } else if let Some(id) = name
+                .strip_prefix(&format!(".part-{subtask}-"))
+                .and_then(|r| r.strip_suffix(".pending"))
+            {
+                id.parse::<u64>().is_ok_and(|id| id > after)
+            } else if let Some(id) = name
+                .strip_prefix(&format!("part-{subtask}-"))
+                .and_then(|r| r.strip_suffix(".jsonl"))
+            {
+                id.parse::<u64>().is_ok_and(|id| id > after)
+            } else {
+                false
+            };
+            if stale {
+                std::fs::remove_file(dir.join(&name))?;
+            }
+        }
+        Ok(PartFileSink {
+            dir: dir.to_owned(),
+            subtask,
+            attempt,
+            current: None,
+            files: 0,
+            uncommitted: Default::default(),
+            last: after,
+        })
+    }
+
+    fn pending(&self, checkpoint: u64) -> PathBuf {
+        self.dir
+            .join(format!(".part-{}-{checkpoint}.pending", self.subtask))
+    }
+
+    fn visible(&self, checkpoint: u64) -> PathBuf {
+        self.dir
+            .join(format!("part-{}-{checkpoint}.jsonl", self.subtask))
+    }
+
+    /// Close the in-progress file as the pending part of `checkpoint`;
+    /// false when nothing was written since the last one.
+    fn close_as(&mut self, checkpoint: u64) -> anyhow::Result<bool> {
+        let Some((mut w, path)) = self.current.take() else {
+            return Ok(false);
+        };
+        w.flush()?;
+        let file = w
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
+        file.sync_all()?;
+        std::fs::rename(&path, self.pending(checkpoint))?;
+        Ok(true)
+    }
+
+    fn commit_part(&self, checkpoint: u64) -> anyhow::Result<()> {
+        let (pending, visible) = (self.pending(checkpoint), self.visible(checkpoint));
+        match std::fs::rename(&pending, &visible) {
+            Ok(()) => Ok(()),
+            // Committed already (a commit after a restore).
+            Err(_) if visible.exists() => Ok(()),
+            Err(e) => Err(anyhow::anyhow!(
+                "committing {}: {e} (the part is lost)",
+                pending.display()
+            )),
+        }
+    }
+}
+
+impl Sink for PartFileSink {
+    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        if self.current.is_none() {
+            self.files += 1;
+            let path = self.dir.join(format!(
+                ".part-{}-a{}-{}.inprogress",
+                self.subtask, self.attempt, self.files
+            ));
+            let file = File::create(&path)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+            self.current = Some((BufWriter::with_capacity(1 << 20, file), path));
+        }
+        let (w, path) = self.current.as_mut().expect("opened above");
+        for r in batch {
+            w.write_all(&r.value)?;
+            w.write_all(b"\n")
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        // The end of the input: the last part is committed at once.
+        let last = self.last + 1;
+        if self.close_as(last)? {
+            self.commit_part(last)?;
+        }
+        for (&id, ()) in &self.uncommitted {
+            self.commit_part(id)?;
+        }
+        self.uncommitted.clear();
+        Ok(())
+    }
+
+    fn pre_commit(&mut self, checkpoint: u64) -> anyhow::Result<Vec<u8>> {
+        if self.close_as(checkpoint)? {
+            self.uncommitted.insert(checkpoint, ());
+        }
+        self.last = self.last.max(checkpoint);
+        // The handle: every part not committed yet, so that a restore
+        // commits the ones whose commit a failure cut short too.
+        let ids: Vec<u64> = self.uncommitted.keys().copied().collect();
+        Ok(serde_json::to_vec(&ids)?)
+    }
+
+    fn commit(&mut self, _checkpoint: u64, handle: &[u8]) -> anyhow::Result<()> {
+        let ids: Vec<u64> = serde_json::from_slice(handle)
+            .map_err(|e| anyhow::anyhow!("a part file sink's commit handle: {e}"))?;
+        for id in ids {
+            self.commit_part(id)?;
+            self.uncommitted.remove(&id);
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) -> anyhow::Result<()> {
+        if let Some((_, path)) = self.current.take() {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn visible(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| name_of(&e.unwrap().path()))
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn lines(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in visible(dir) {
+            out.extend(
+                std::fs::read_to_string(dir.join(n))
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned),
+            );
+        }
+        out
+    }
+
+    fn batch(values: &[&str]) -> Vec<Record> {
+        values
+            .iter()
+            .map(|v| Record::value(v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn parts_become_visible_when_their_checkpoint_completes_and_commits_repeat_safely() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = PartFileSink::open(dir.path(), 0, 0, None).unwrap();
+        s.write(&batch(&["1", "2"])).unwrap();
+        let h1 = s.pre_commit(1).unwrap();
+        s.write(&batch(&["3"])).unwrap();
+        assert!(visible(dir.path()).is_empty(), "nothing before a commit");
+        s.commit(1, &h1).unwrap();
+        s.commit(1, &h1).unwrap();
+        assert_eq!(lines(dir.path()), ["1", "2"]);
+        // Checkpoint 2 aborted: its part waits for 3, which commits both.
+        let _h2 = s.pre_commit(2).unwrap();
+        s.write(&batch(&["4"])).unwrap();
+        let h3 = s.pre_commit(3).unwrap();
+        s.commit(3, &h3).unwrap();
+        assert_eq!(lines(dir.path()), ["1", "2", "3", "4"]);
+        s.write(&batch(&["5"])).unwrap();
+        s.finish().unwrap();
+        assert_eq!(lines(dir.path()), ["1", "2", "3", "4", "5"]);
+        assert_eq!(
+            visible(dir.path()),
+            [
+                "part-0-1.jsonl",
+                "part-0-2.jsonl",
+                "part-0-3.jsonl",
+                "part-0-4.jsonl"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_restore_commits_the_checkpoints_parts_and_drops_what_came_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = PartFileSink::open(dir.path(), 3, 0, None).unwrap();
+        s.write(&batch(&["a"])).unwrap();
+        let h1 = s.pre_commit(1).unwrap();
+        // Checkpoint 1 completes, but the failure comes before the commit.
+        s.write(&batch(&["b"])).unwrap();
+        let _h2 = s.pre_commit(2).unwrap();
+        s.write(&batch(&["c"])).unwrap();
+        drop(s);
+        // Attempt 1 from checkpoint 1: its part is committed, the rest goes.
+        let mut r = PartFileSink::open(dir.path(), 3, 1, Some(1)).unwrap();
+        r.commit(1, &h1).unwrap();
+        assert_eq!(lines(dir.path()), ["a"]);
+        let hidden: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| name_of(&e.unwrap().path()))
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(hidden.is_empty(), "{hidden:?}");
+        r.write(&batch(&["b"])).unwrap();
+        r.finish().unwrap();
+        assert_eq!(lines(dir.path()), ["a", "b"]);
+        // A subtask's final part from a failed attempt goes on a restore
+        // from an earlier checkpoint.
+        let again = PartFileSink::open(dir.path(), 3, 2, Some(1)).unwrap();
+        drop(again);
+        assert_eq!(lines(dir.path()), ["a"]);
+        // Other subtasks' files are not touched.
+        std::fs::write(dir.path().join("part-4-9.jsonl"), "x\n").unwrap();
+        PartFileSink::open(dir.path(), 3, 3, Some(0)).unwrap();
+        assert_eq!(lines(dir.path()), ["x"]);
+    }
+}
