@@ -851,3 +851,200 @@ async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
 }
+
+/// The job at `rest` with id `id`.
+async fn job_info(rest: &str, id: &str) -> weir_coordinator::jobs::JobInfo {
+    reqwest::get(format!("{rest}/v1/jobs/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Poll job `id` until `ok` holds (a minute at most).
+async fn job_until(
+    rest: &str,
+    id: &str,
+    what: &str,
+    ok: impl Fn(&weir_coordinator::jobs::JobInfo) -> bool,
+) -> weir_coordinator::jobs::JobInfo {
+    let started = Instant::now();
+    loop {
+        let j = job_info(rest, id).await;
+        if ok(&j) {
+            return j;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: {j:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A bundle of the test guests: words from a generator through `fail-once`
+/// (which panics at its subtask's `fail-at`-th line on the first
+/// `fail-attempts` attempts), counted per word into the exactly-once file
+/// sink at `output`, with the given `[checkpoint]` and `[restart]` tables.
+fn failing_bundle(
+    dir: &std::path::Path,
+    name: &str,
+    lines: u64,
+    fail_attempts: u32,
+    output: &std::path::Path,
+    tables: &str,
+) -> std::path::PathBuf {
+    common::bundle(
+        dir,
+        name,
+        "test-guests",
+        &format!(
+            "[job]\nname = '{name}'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '1000'\nfail-attempts = '{fail_attempts}'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '{lines}'\nrate = '2000'\n\
+             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
+             [[operator]]\nname = 'words'\nfunction = 'words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count-words'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n{tables}",
+            output.display()
+        ),
+    )
+}
+
+/// Restarts used up: the job fails, and its history holds every attempt's
+/// failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_restarts_are_used_up_fails_with_every_failure_listed() {
+    use weir_coordinator::jobs::JobState;
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1: _w1,
+        w2: _w2,
+        rest,
+        ..
+    } = start_cluster(dir.path(), "5000").await;
+    let output = dir.path().join("out");
+    let bundle = failing_bundle(
+        dir.path(),
+        "hopeless",
+        100_000,
+        100,
+        &output,
+        "[checkpoint]\ninterval-ms = 100\n[restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 50\n",
+    );
+    let id = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]));
+    let ended = job_until(&rest, &id, "the job fails", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Failed, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (2, 2), "{ended:#?}");
+    let attempts: Vec<u32> = ended.exceptions.iter().map(|e| e.attempt).collect();
+    assert_eq!(attempts, [0, 1, 2], "{:#?}", ended.exceptions);
+    assert!(
+        ended
+            .exceptions
+            .iter()
+            .all(|e| e.message.contains("injected failure at line 1000")),
+        "{:#?}",
+        ended.exceptions
+    );
+    assert!(ended.error.unwrap().contains("injected failure"));
+}
+
+/// The newest checkpoint cannot be read when the job restarts (a file of it
+/// corrupt, then one missing): each is reported, the previous completed
+/// checkpoint is restored instead, and the committed output is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpoint() {
+    use weir_coordinator::checkpoint::CheckpointStats;
+    use weir_coordinator::jobs::JobState;
+    use weir_model::checkpoint::CheckpointMetadata;
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1: _w1,
+        w2: _w2,
+        rest,
+        ..
+    } = start_cluster(dir.path(), "5000").await;
+    let output = dir.path().join("out");
+    let bundle = failing_bundle(
+        dir.path(),
+        "tampered",
+        8000,
+        2,
+        &output,
+        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
+    );
+    let id = common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]));
+    let storage = dir.path().join("coordinator/checkpoints").join(&id);
+    // The newest retained checkpoint's metadata, and one of its state files.
+    let newest = || {
+        let mut all: Vec<CheckpointMetadata> = walk(&storage)
+            .into_iter()
+            .filter(|p| p.ends_with("_metadata"))
+            .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+            .collect();
+        all.sort_by_key(|m| m.id);
+        let m = all.pop().expect("a completed checkpoint");
+        let file = m.files().next().expect("keyed state").path.clone();
+        (m.id, dir.path().join("coordinator/checkpoints").join(file))
+    };
+    let mut tampered = Vec::new();
+    for (restarts, how) in [(1, "corrupt"), (2, "missing")] {
+        job_until(&rest, &id, "restarting", |j| {
+            j.restarts == restarts && j.state == JobState::Restarting
+        })
+        .await;
+        let (checkpoint, file) = newest();
+        if how == "corrupt" {
+            let mut bytes = std::fs::read(&file).unwrap();
+            bytes.iter_mut().for_each(|b| *b ^= 0x5a);
+            std::fs::write(&file, bytes).unwrap();
+        } else {
+            std::fs::remove_file(&file).unwrap();
+        }
+        tampered.push(checkpoint);
+    }
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    let messages: Vec<&str> = ended
+        .exceptions
+        .iter()
+        .map(|e| e.message.as_str())
+        .collect();
+    for (checkpoint, says) in tampered.iter().zip(["is corrupt", "is missing"]) {
+        assert!(
+            messages.iter().any(|m| m
+                .contains(&format!("checkpoint {checkpoint} cannot be restored"))
+                && m.contains(says)),
+            "{messages:#?}"
+        );
+    }
+    let c: CheckpointStats = reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let restored = c.restored.expect("restored");
+    assert!(
+        !tampered.contains(&restored.id),
+        "{restored:?} {tampered:?}"
+    );
+    exactly_once(&output, 8000 * 8, |v| {
+        (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
+    });
+}

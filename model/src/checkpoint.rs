@@ -45,6 +45,9 @@ pub struct StateFile {
     pub size: u64,
     /// Shared between checkpoints (an SST file), reference-counted.
     pub shared: bool,
+    /// The hex sha256 of its bytes: a restore refuses a file that changed.
+    #[serde(default)]
+    pub sha256: String,
 }
 
 /// An operator's keyed state in a checkpoint.

@@ -274,6 +274,23 @@ impl Jobs {
                     execution: r.execution,
                 }))
             }
+            (
+                Lifecycle::Restarting(mut job),
+                ExecutionEvent::RestoreFailed {
+                    attempt,
+                    checkpoint,
+                    reason,
+                },
+            ) => {
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: format!(
+                        "checkpoint {checkpoint} cannot be restored, an older one is tried: {reason}"
+                    ),
+                    attempt,
+                });
+                Lifecycle::Restarting(job)
+            }
             // Canceling: its failure is still worth keeping.
             (Lifecycle::Canceling(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
                 job.info.exceptions.push(ExceptionInfo {

@@ -43,6 +43,16 @@ pub enum ExecutionEvent {
         /// Why.
         failure: String,
     },
+    /// Attempt `attempt` could not start from checkpoint `checkpoint`
+    /// (`reason`); an older one is tried, if any.
+    RestoreFailed {
+        /// The attempt.
+        attempt: u32,
+        /// The checkpoint that could not be read.
+        checkpoint: u64,
+        /// Why.
+        reason: String,
+    },
     /// Attempt `attempt` was deployed, from checkpoint `checkpoint` if any.
     Restarted {
         /// The new attempt.

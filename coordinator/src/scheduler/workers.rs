@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use object_store::ObjectStoreExt;
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 use weir_model::checkpoint::{CheckpointMetadata, TaskStateHandle};
@@ -71,6 +72,49 @@ struct Plan {
     /// The checkpoint storage's URL, when the job takes checkpoints.
     storage: Option<String>,
     stats: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
+}
+
+/// The code of a deployment that failed because a worker could not read
+/// the checkpoint to restore.
+const RESTORE_FAILED: &str = "restore_failed";
+
+/// Whether every file of `checkpoint` is in the storage at `url` as it was
+/// written: its size and its sha256 (workers check them again as they
+/// download).
+async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), String> {
+    use sha2::Digest;
+    let store = weir_state::storage::open(url).map_err(|e| format!("{e:#}"))?;
+    for f in checkpoint.files() {
+        let path = object_store::path::Path::from(f.path.as_str());
+        let bytes = match store.get(&path).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .map_err(|e| format!("checkpoint {}: reading {}: {e}", checkpoint.id, f.path))?,
+            Err(e) => {
+                return Err(format!(
+                    "checkpoint {}: {} is missing: {e}",
+                    checkpoint.id, f.path
+                ));
+            }
+        };
+        if bytes.len() as u64 != f.size {
+            return Err(format!(
+                "checkpoint {}: {} has {} bytes, the checkpoint says {}",
+                checkpoint.id,
+                f.path,
+                bytes.len(),
+                f.size
+            ));
+        }
+        if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256 {
+            return Err(format!(
+                "checkpoint {}: {} is corrupt (its sha256 is not the one recorded)",
+                checkpoint.id, f.path
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How long a restart waits for enough free slots (a lost worker's
@@ -479,6 +523,11 @@ impl WorkerScheduler {
             }
             .await;
             if let Err(e) = deployed {
+                // The worker could not read the checkpoint's files.
+                let code = match e.downcast_ref::<Status>() {
+                    Some(s) if s.code() == tonic::Code::FailedPrecondition => RESTORE_FAILED,
+                    _ => "deploy_failed",
+                };
                 let mut pending = self.pending.lock().await;
                 if let Some(p) = pending.get_mut(id) {
                     for (_, other) in &p.waiting {
@@ -488,9 +537,11 @@ impl WorkerScheduler {
                     self.slots.release(&p.grants).await;
                     p.grants.clear();
                 }
-                return Err(ApiError::internal(format!(
-                    "deploying to worker `{worker}` at {rpc}: {e:#}"
-                )));
+                return Err(ApiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    code,
+                    format!("deploying to worker `{worker}` at {rpc}: {e:#}"),
+                ));
             }
             if let Some(p) = self.pending.lock().await.get(id) {
                 // Unless it already reported its end.
@@ -592,10 +643,46 @@ impl WorkerScheduler {
                     return;
                 }
             }
-            let restore = retained.last().cloned();
-            let checkpoint = restore.as_ref().map(|c| c.id);
-            match me.deploy(&id, attempt, restore, retained, true).await {
-                Ok(()) => {
+            // The newest retained checkpoint first; one that cannot be read
+            // (a missing or corrupt file) is reported and the previous one
+            // is tried.
+            let mut retained = retained;
+            let storage = me
+                .pending
+                .lock()
+                .await
+                .get(&id)
+                .and_then(|p| p.plan.storage.clone());
+            let outcome = loop {
+                let restore = retained.last().cloned();
+                let checkpoint = restore.as_ref().map(|c| c.id);
+                if let (Some(c), Some(url)) = (&restore, &storage)
+                    && let Err(reason) = check_files(url, c).await
+                {
+                    retained.pop();
+                    if let Some(p) = me.pending.lock().await.get(&id) {
+                        (p.events)(ExecutionEvent::RestoreFailed {
+                            attempt,
+                            checkpoint: c.id,
+                            reason: reason.clone(),
+                        });
+                    }
+                    if retained.is_empty() {
+                        break Err(ApiError::new(
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            RESTORE_FAILED,
+                            format!("no retained checkpoint can be restored: {reason}"),
+                        ));
+                    }
+                    continue;
+                }
+                break me
+                    .deploy(&id, attempt, restore, retained.clone(), true)
+                    .await
+                    .map(|()| checkpoint);
+            };
+            match outcome {
+                Ok(checkpoint) => {
                     if let Some(p) = me.pending.lock().await.get(&id) {
                         (p.events)(ExecutionEvent::Restarted {
                             attempt,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use sha2::Digest;
 use weir_model::checkpoint::{CheckpointMetadata, OperatorStateHandle, SplitPosition};
 
 /// A checkpoint to start from, its files for this worker's subtasks on
@@ -62,6 +63,14 @@ impl Restore {
                             f.path,
                             bytes.len(),
                             f.size
+                        );
+                    }
+                    if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256
+                    {
+                        anyhow::bail!(
+                            "checkpoint {}: {} is corrupt (its sha256 is not the one the checkpoint recorded)",
+                            checkpoint.id,
+                            f.path
                         );
                     }
                     tokio::fs::write(into.join(&f.name), &bytes).await?;

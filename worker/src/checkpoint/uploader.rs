@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use sha2::Digest;
 use weir_model::checkpoint::{OperatorStateHandle, StateFile, TaskStateHandle};
 use weir_state::snapshot::SnapshotFormat;
 
@@ -81,15 +82,17 @@ impl Uploader {
         }
     }
 
-    async fn put(&self, path: &str, file: &std::path::Path) -> anyhow::Result<()> {
+    /// Upload `file` to `path`; returns its sha256.
+    async fn put(&self, path: &str, file: &std::path::Path) -> anyhow::Result<String> {
         let bytes = tokio::fs::read(file)
             .await
             .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
         self.store
             .put(&ObjectPath::from(path), PutPayload::from(bytes))
             .await
             .map_err(|e| anyhow::anyhow!("uploading {path}: {e}"))?;
-        Ok(())
+        Ok(sha256)
     }
 
     /// Upload a subtask's snapshot; returns what its acknowledgement holds.
@@ -137,13 +140,14 @@ impl Uploader {
                         } else {
                             format!("{}/chk-{id}/{vertex}-{subtask}/{}", self.job, f.name)
                         };
-                        self.put(&path, &f.path).await?;
+                        let sha256 = self.put(&path, &f.path).await?;
                         handle.uploaded_bytes += f.size;
                         StateFile {
                             name: f.name.clone(),
                             path,
                             size: f.size,
                             shared: f.shared,
+                            sha256,
                         }
                     }
                 };
