@@ -148,6 +148,17 @@ pub fn describe(job: &JobInfo, metrics: Option<&JobMetrics>) -> String {
     if let Some(e) = &job.error {
         out.push_str(&format!("error: {e}\n"));
     }
+    if job.restarts > 0 {
+        out.push_str(&format!(
+            "attempt {}: restarted {} time{} after failures:\n",
+            job.attempt,
+            job.restarts,
+            if job.restarts == 1 { "" } else { "s" }
+        ));
+        for e in &job.exceptions {
+            out.push_str(&format!("  attempt {}: {}\n", e.attempt, e.message));
+        }
+    }
     for v in &job.vertices {
         out.push_str(&format!(
             "  {:<16} parallelism {:>2}  records in {:>10}  out {:>10}",

@@ -490,6 +490,69 @@ pub fn prometheus_text(families: Vec<prometheus::proto::MetricFamily>) -> String
 }
 
 /// A gauge family without labels, for figures of the whole process.
+/// Per job that takes checkpoints or has restarted (its id, name, its
+/// checkpoints and its restarts): `weir_checkpoints_completed_total`,
+/// `weir_checkpoints_failed_total`, `weir_checkpoint_last_duration_ms`,
+/// `weir_checkpoint_last_size_bytes`, `weir_checkpoint_last_uploaded_bytes`
+/// and `weir_job_restarts_total`.
+///
+/// ```
+/// use weir_coordinator::checkpoint::CheckpointStats;
+/// use weir_coordinator::metrics::{checkpoint_families, prometheus_text};
+/// let mut c = CheckpointStats::default();
+/// c.counts.completed = 3;
+/// let text = prometheus_text(checkpoint_families(&[("j1".into(), "wc".into(), c, 2)]).unwrap());
+/// assert!(text.contains("weir_checkpoints_completed_total{job=\"j1\",job_name=\"wc\"} 3"), "{text}");
+/// assert!(text.contains("weir_job_restarts_total{job=\"j1\",job_name=\"wc\"} 2"), "{text}");
+/// ```
+pub fn checkpoint_families(
+    jobs: &[(String, String, crate::checkpoint::CheckpointStats, u32)],
+) -> prometheus::Result<Vec<prometheus::proto::MetricFamily>> {
+    use prometheus::{GaugeVec, IntCounterVec, Opts, Registry};
+    let labels = ["job", "job_name"];
+    let registry = Registry::new();
+    let counter = |name: &str, help: &str| IntCounterVec::new(Opts::new(name, help), &labels);
+    let gauge = |name: &str, help: &str| GaugeVec::new(Opts::new(name, help), &labels);
+    let completed = counter("weir_checkpoints_completed_total", "Checkpoints completed.")?;
+    let failed = counter("weir_checkpoints_failed_total", "Checkpoints aborted.")?;
+    let restarts = counter("weir_job_restarts_total", "Restarts of a job.")?;
+    let duration = gauge(
+        "weir_checkpoint_last_duration_ms",
+        "From the trigger of the latest completed checkpoint to its last acknowledgement.",
+    )?;
+    let size = gauge(
+        "weir_checkpoint_last_size_bytes",
+        "State the latest completed checkpoint refers to.",
+    )?;
+    let uploaded = gauge(
+        "weir_checkpoint_last_uploaded_bytes",
+        "Bytes uploaded for the latest completed checkpoint.",
+    )?;
+    for (id, name, c, r) in jobs {
+        let l = [id.as_str(), name.as_str()];
+        completed.with_label_values(&l).inc_by(c.counts.completed);
+        failed.with_label_values(&l).inc_by(c.counts.failed);
+        restarts.with_label_values(&l).inc_by(u64::from(*r));
+        if let Some(last) = &c.latest_completed {
+            duration
+                .with_label_values(&l)
+                .set(last.duration_ms.unwrap_or(0) as f64);
+            size.with_label_values(&l).set(last.state_bytes as f64);
+            uploaded
+                .with_label_values(&l)
+                .set(last.uploaded_bytes as f64);
+        }
+    }
+    registry.register(Box::new(completed))?;
+    registry.register(Box::new(failed))?;
+    registry.register(Box::new(restarts))?;
+    registry.register(Box::new(duration))?;
+    registry.register(Box::new(size))?;
+    registry.register(Box::new(uploaded))?;
+    Ok(registry.gather())
+}
+
+/// One gauge, with no labels.
 pub fn gauge(
     name: &str,
     help: &str,

@@ -150,6 +150,10 @@ async fn prometheus_metrics(
 ) -> Result<([(axum::http::HeaderName, &'static str); 1], String), ApiError> {
     let internal = |e: prometheus::Error| ApiError::internal(e.to_string());
     let mut families = job_families(&state.jobs.running_metrics().await).map_err(internal)?;
+    families.extend(
+        crate::metrics::checkpoint_families(&state.jobs.fault_tolerance().await)
+            .map_err(internal)?,
+    );
     let c = state.slots.cluster().await;
     families.push(
         gauge(

@@ -436,6 +436,26 @@ impl Jobs {
             .collect()
     }
 
+    /// Every running job's checkpoints and restarts: id, name, checkpoints,
+    /// restarts (for the Prometheus metrics).
+    pub async fn fault_tolerance(&self) -> Vec<(String, String, CheckpointStats, u32)> {
+        let entries = self.entries.read().await;
+        entries
+            .iter()
+            .filter_map(|(id, job)| {
+                let e = job.execution()?;
+                let stats = e
+                    .checkpoints
+                    .as_ref()
+                    .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                    .unwrap_or_default();
+                let info = job.info();
+                (stats.config.is_some() || info.restarts > 0)
+                    .then(|| (id.clone(), info.name.clone(), stats, info.restarts))
+            })
+            .collect()
+    }
+
     /// How many jobs are in each state.
     pub async fn states(&self) -> BTreeMap<JobState, usize> {
         let mut n = BTreeMap::new();
