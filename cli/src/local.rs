@@ -72,7 +72,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     let lost = on_workers.clone();
     slots.watch(move |worker| {
         let (lost, worker) = (lost.clone(), worker.to_owned());
-        tokio::spawn(async move { lost.worker_lost(&worker).await });
+        tokio::spawn(async move { lost.worker_lost(&worker, "it missed its heartbeats").await });
     });
 
     let listener = tokio::net::TcpListener::bind(&o.listen)

@@ -128,6 +128,17 @@ impl SlotManager {
         })
     }
 
+    /// Remove worker `id` now, with its slots (it is known to be gone before
+    /// its heartbeats time out). Returns whether it was registered. A worker
+    /// that is alive after all registers again with its next heartbeat.
+    pub async fn remove(&self, id: &str) -> bool {
+        let removed = self.workers.write().await.remove(id).is_some();
+        if removed {
+            tracing::warn!(worker = %id, "worker unreachable: removed with its slots");
+        }
+        removed
+    }
+
     /// The cluster now.
     pub async fn cluster(&self) -> ClusterInfo {
         let workers = self.workers.read().await;

@@ -117,6 +117,10 @@ async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), S
     Ok(())
 }
 
+/// How long a worker may take to accept a connection when a broken data
+/// connection makes the coordinator ask whether it is still there.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long a restart waits for enough free slots (a lost worker's
 /// replacement registering).
 const RESTART_SLOT_WAIT: Duration = Duration::from_secs(30);
@@ -286,7 +290,7 @@ impl WorkerScheduler {
     }
 
     /// A worker is gone: its jobs fail, naming it.
-    pub async fn worker_lost(self: &Arc<Self>, worker: &str) {
+    pub async fn worker_lost(self: &Arc<Self>, worker: &str, why: &str) {
         let mut pending = self.pending.lock().await;
         let ids: Vec<String> = pending
             .iter()
@@ -298,9 +302,7 @@ impl WorkerScheduler {
             p.waiting.retain(|(w, _)| w != worker);
             p.set_state(worker, TaskState::Failed);
             if p.failure.is_none() || p.secondary {
-                p.failure = Some(format!(
-                    "worker `{worker}` was lost: it missed its heartbeats"
-                ));
+                p.failure = Some(format!("worker `{worker}` was lost: {why}"));
                 p.secondary = false;
             }
             for (_, rpc) in &p.waiting {
@@ -619,6 +621,30 @@ impl WorkerScheduler {
         Ok(())
     }
 
+    /// Treat every worker of `workers` (id, executor address) that does not
+    /// accept a connection within [`PROBE_TIMEOUT`] as lost.
+    async fn probe(self: &Arc<Self>, workers: Vec<(String, String)>) {
+        for (worker, rpc) in workers {
+            let reachable = async {
+                tonic::transport::Endpoint::from_shared(rpc.clone())?
+                    .connect_timeout(PROBE_TIMEOUT)
+                    .connect()
+                    .await?;
+                anyhow::Ok(())
+            }
+            .await;
+            if let Err(e) = reachable {
+                tracing::warn!(worker = %worker, "unreachable after a broken data connection: {e:#}");
+                self.slots.remove(&worker).await;
+                self.worker_lost(
+                    &worker,
+                    "it does not answer after a data connection to it broke",
+                )
+                .await;
+            }
+        }
+    }
+
     /// Restart job `id` after `delay`, from the newest of `retained`.
     fn restart(
         self: &Arc<Self>,
@@ -789,6 +815,11 @@ impl JobReports for ReportsService {
                     p.failure = Some(format!("on worker `{}`: {}", r.worker_id, r.error));
                     p.secondary = true;
                 }
+                // A data connection broke: a worker that no longer answers
+                // is lost now, not only when its heartbeats time out.
+                let others: Vec<(String, String)> = p.waiting.iter().cloned().collect();
+                let me = self.0.clone();
+                tokio::spawn(async move { me.probe(others).await });
             }
             _ => {
                 p.failure
