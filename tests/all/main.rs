@@ -104,3 +104,22 @@ pub fn values(records: &[weir_model::Record]) -> Vec<serde_json::Value> {
         .map(|r| serde_json::from_slice(&r.value).unwrap())
         .collect()
 }
+
+/// What a file sink wrote at `path`: the file, or, from a job that takes
+/// checkpoints, the part files in view in the directory (hidden ones are not
+/// output), in name order.
+pub fn committed_output(path: &std::path::Path) -> String {
+    if path.is_file() {
+        return std::fs::read_to_string(path).unwrap();
+    }
+    let mut parts: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    parts.sort();
+    parts
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}

@@ -408,7 +408,7 @@ path = "${output}"
 
     // The counts are those of the words generated.
     let mut got: BTreeMap<String, u64> = BTreeMap::new();
-    for line in std::fs::read_to_string(&output).unwrap().lines() {
+    for line in crate::committed_output(&output).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let e = got
             .entry(v["word"].as_str().unwrap().to_owned())

@@ -120,11 +120,11 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     let here =
         |task: usize, subtask: u32| placement.as_ref().is_none_or(|p| p.is_local(task, subtask));
 
-    // Sinks open before anything runs, so a bad path fails at once. With
-    // checkpoints, a JSON-lines file sink is a directory of part files,
-    // one writer per subtask.
+    // Sinks open before anything runs, so a bad path fails at once. When
+    // the job takes checkpoints, a JSON-lines file sink is a directory of
+    // part files, one writer per subtask.
     let transactional = |config: &SinkConfig| {
-        graph.checkpoint.is_some() && matches!(config, SinkConfig::JsonLinesFile { .. })
+        job.checkpoints.is_some() && matches!(config, SinkConfig::JsonLinesFile { .. })
     };
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
