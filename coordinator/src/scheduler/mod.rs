@@ -3,6 +3,9 @@
 //! slots that workers registered (`weir local` runs its workers in process,
 //! over the same gRPC and TCP paths).
 
+mod gateway;
+mod reports;
+mod restart;
 pub mod workers;
 
 use std::sync::Arc;
@@ -11,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use weir_model::JobGraph;
 use weir_model::metrics::JobCounters;
 
+pub use reports::ReportsService;
 pub use workers::WorkerScheduler;
 
 use crate::checkpoint::CheckpointStats;

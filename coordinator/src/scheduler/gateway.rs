@@ -1,0 +1,117 @@
+//! How the coordinator calls a worker's task executor: bounded waits,
+//! cancels in the background, and the checkpoint calls of one attempt of a
+//! job ([`WorkerGateway`]).
+
+use std::time::Duration;
+
+use tonic::transport::Channel;
+use weir_model::proto::task_executor_client::TaskExecutorClient;
+use weir_model::proto::{CancelJobRequest, NotifyCheckpointRequest, TriggerCheckpointRequest};
+use weir_model::{Barrier, CheckpointKind, CheckpointMode};
+
+use crate::checkpoint::CheckpointGateway;
+
+/// Reaches the workers of one attempt of a job for its checkpoints.
+pub(super) struct WorkerGateway {
+    pub(super) job: String,
+    pub(super) attempt: u32,
+    pub(super) workers: Vec<String>,
+}
+
+#[tonic::async_trait]
+impl CheckpointGateway for WorkerGateway {
+    async fn trigger(&self, barrier: Barrier) -> anyhow::Result<(u32, u32)> {
+        let mut calls = Vec::new();
+        for rpc in &self.workers {
+            let request = TriggerCheckpointRequest {
+                job_id: self.job.clone(),
+                attempt: self.attempt,
+                checkpoint_id: barrier.id,
+                timestamp_ms: barrier.timestamp_ms,
+                kind: match barrier.kind {
+                    CheckpointKind::Checkpoint => "checkpoint".into(),
+                    CheckpointKind::Savepoint => "savepoint".into(),
+                },
+                mode: match barrier.mode {
+                    CheckpointMode::ExactlyOnce => "exactly-once".into(),
+                    CheckpointMode::AtLeastOnce => "at-least-once".into(),
+                },
+            };
+            calls.push(async move {
+                let mut c = executor(rpc).await?;
+                match c.trigger_checkpoint(request).await {
+                    Ok(r) => {
+                        let r = r.into_inner();
+                        anyhow::Ok((r.triggered, r.finished))
+                    }
+                    // The attempt's share on that worker has ended.
+                    Err(s) if s.code() == tonic::Code::NotFound => Ok((0, 1)),
+                    Err(s) => Err(s.into()),
+                }
+            });
+        }
+        let mut told = (0, 0);
+        for r in futures::future::join_all(calls).await {
+            let (t, f) = r?;
+            told = (told.0 + t, told.1 + f);
+        }
+        Ok(told)
+    }
+
+    async fn notify_complete(&self, id: u64) {
+        for rpc in &self.workers {
+            let request = NotifyCheckpointRequest {
+                job_id: self.job.clone(),
+                attempt: self.attempt,
+                checkpoint_id: id,
+            };
+            let rpc = rpc.clone();
+            tokio::spawn(async move {
+                let result = async {
+                    executor(&rpc)
+                        .await?
+                        .notify_checkpoint_complete(request)
+                        .await?;
+                    anyhow::Ok(())
+                }
+                .await;
+                if let Err(e) = result {
+                    tracing::warn!("cannot tell {rpc} that checkpoint {id} completed: {e:#}");
+                }
+            });
+        }
+    }
+}
+
+/// A client of a worker's task executor, with bounded waits: a worker that
+/// does not answer must not hold the coordinator up.
+pub(super) async fn executor(rpc: &str) -> anyhow::Result<TaskExecutorClient<Channel>> {
+    let channel = tonic::transport::Endpoint::from_shared(rpc.to_owned())?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(60))
+        .connect()
+        .await?;
+    Ok(TaskExecutorClient::new(channel).max_encoding_message_size(512 << 20))
+}
+
+/// Cancel `job` on the worker at `rpc`, in the background (callers hold the
+/// scheduler's lock).
+pub(super) fn cancel_on(rpc: &str, job: &str) {
+    let (rpc, job) = (rpc.to_owned(), job.to_owned());
+    tokio::spawn(async move { cancel_now(&rpc, &job).await });
+}
+
+pub(super) async fn cancel_now(rpc: &str, job: &str) {
+    let result = async {
+        let mut c = executor(rpc).await?;
+        c.cancel_job(CancelJobRequest {
+            job_id: job.to_owned(),
+        })
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!("cannot cancel job {job} on {rpc}: {e:#}");
+    }
+}

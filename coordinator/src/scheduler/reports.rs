@@ -1,0 +1,110 @@
+//! The gRPC service workers report to: the ends of their shares of jobs,
+//! and the acknowledgements and declines of checkpoints.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use weir_model::checkpoint::TaskStateHandle;
+use weir_model::proto::job_reports_server::JobReports;
+use weir_model::proto::{
+    AcknowledgeCheckpointRequest, AcknowledgeCheckpointResponse, DeclineCheckpointRequest,
+    DeclineCheckpointResponse, JobEndedRequest, JobEndedResponse,
+};
+
+use super::gateway::cancel_on;
+use super::workers::WorkerScheduler;
+use crate::checkpoint::CheckpointCoordinator;
+use crate::job_state::TaskState;
+
+/// The gRPC service workers report job ends to.
+pub struct ReportsService(pub(super) Arc<WorkerScheduler>);
+
+impl ReportsService {
+    /// The checkpoint coordinator of attempt `attempt` of job `job`.
+    async fn checkpoints(&self, job: &str, attempt: u32) -> Option<Arc<CheckpointCoordinator>> {
+        let pending = self.0.pending.lock().await;
+        pending
+            .get(job)
+            .filter(|p| p.attempt == attempt)
+            .and_then(|p| p.checkpoints.clone())
+    }
+}
+
+#[tonic::async_trait]
+impl JobReports for ReportsService {
+    async fn acknowledge_checkpoint(
+        &self,
+        request: Request<AcknowledgeCheckpointRequest>,
+    ) -> Result<Response<AcknowledgeCheckpointResponse>, Status> {
+        let r = request.into_inner();
+        let state: TaskStateHandle = serde_json::from_str(&r.state_json)
+            .map_err(|e| Status::invalid_argument(format!("the state handle: {e}")))?;
+        if let Some(c) = self.checkpoints(&r.job_id, r.attempt).await {
+            c.acknowledge(r.checkpoint_id, r.task as usize, r.subtask, state)
+                .await;
+        }
+        Ok(Response::new(AcknowledgeCheckpointResponse {}))
+    }
+
+    async fn decline_checkpoint(
+        &self,
+        request: Request<DeclineCheckpointRequest>,
+    ) -> Result<Response<DeclineCheckpointResponse>, Status> {
+        let r = request.into_inner();
+        if let Some(c) = self.checkpoints(&r.job_id, r.attempt).await {
+            c.decline(r.checkpoint_id, &r.reason).await;
+        }
+        Ok(Response::new(DeclineCheckpointResponse {}))
+    }
+
+    async fn job_ended(
+        &self,
+        request: Request<JobEndedRequest>,
+    ) -> Result<Response<JobEndedResponse>, Status> {
+        let r = request.into_inner();
+        let mut pending = self.0.pending.lock().await;
+        let Some(p) = pending.get_mut(&r.job_id) else {
+            return Ok(Response::new(JobEndedResponse {}));
+        };
+        if r.attempt != p.attempt || p.restarting {
+            // A report of an attempt the job no longer runs.
+            return Ok(Response::new(JobEndedResponse {}));
+        }
+        p.counted(r.counts);
+        p.waiting.retain(|(w, _)| *w != r.worker_id);
+        p.set_state(
+            &r.worker_id,
+            match r.outcome.as_str() {
+                "finished" => TaskState::Finished,
+                "canceled" => TaskState::Canceled,
+                _ => TaskState::Failed,
+            },
+        );
+        match r.outcome.as_str() {
+            "finished" => {}
+            "canceled" => {
+                p.failure.get_or_insert_with(|| "canceled".into());
+            }
+            "disconnected" => {
+                if p.failure.is_none() {
+                    p.failure = Some(format!("on worker `{}`: {}", r.worker_id, r.error));
+                    p.secondary = true;
+                }
+                // A data connection broke: a worker that no longer answers
+                // is lost now, not only when its heartbeats time out.
+                let others: Vec<(String, String)> = p.waiting.iter().cloned().collect();
+                let me = self.0.clone();
+                tokio::spawn(async move { me.probe(others).await });
+            }
+            _ => {
+                p.failure
+                    .get_or_insert_with(|| format!("on worker `{}`: {}", r.worker_id, r.error));
+                for (_, rpc) in &p.waiting {
+                    cancel_on(rpc, &r.job_id);
+                }
+            }
+        }
+        self.0.maybe_end(&mut pending, &r.job_id).await;
+        Ok(Response::new(JobEndedResponse {}))
+    }
+}
