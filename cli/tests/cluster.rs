@@ -348,12 +348,7 @@ async fn backpressure_across_worker_processes_bounds_every_process_memory() {
          [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 4\n\
          [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
     );
-    let id = common::submitted(&weir(&[
-        "submit",
-        bundle.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]));
+    let id = submit(&rest, &bundle);
 
     let pids = [coordinator.0.id(), w1.0.id(), w2.0.id()];
     // (RSS KiB of coordinator, worker 1, worker 2; source out; slow in)
@@ -504,8 +499,7 @@ async fn checkpoints_complete_incrementally_and_only_retained_files_stay() {
             output.display()
         ),
     );
-    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", &rest]);
-    let id = common::submitted(&o);
+    let id = submit(&rest, &bundle);
     let checkpoints = || async {
         reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
             .await
@@ -662,12 +656,7 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
             output.display()
         ),
     );
-    let id = common::submitted(&weir(&[
-        "submit",
-        bundle.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]));
+    let id = submit(&rest, &bundle);
     let job = || async {
         reqwest::get(format!("{rest}/v1/jobs/{id}"))
             .await
@@ -817,12 +806,7 @@ async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
             output.display()
         ),
     );
-    let id = common::submitted(&weir(&[
-        "submit",
-        bundle.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]));
+    let id = submit(&rest, &bundle);
     let started = Instant::now();
     let ended = loop {
         let j: JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
@@ -935,12 +919,7 @@ async fn a_job_whose_restarts_are_used_up_fails_with_every_failure_listed() {
         &output,
         "[checkpoint]\ninterval-ms = 100\n[restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 50\n",
     );
-    let id = common::submitted(&weir(&[
-        "submit",
-        bundle.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]));
+    let id = submit(&rest, &bundle);
     let ended = job_until(&rest, &id, "the job fails", |j| j.state.is_terminal()).await;
     assert_eq!(ended.state, JobState::Failed, "{ended:#?}");
     assert_eq!((ended.attempt, ended.restarts), (2, 2), "{ended:#?}");
@@ -983,12 +962,7 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
         &output,
         "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
     );
-    let id = common::submitted(&weir(&[
-        "submit",
-        bundle.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]));
+    let id = submit(&rest, &bundle);
     let storage = dir.path().join("coordinator/checkpoints").join(&id);
     // The newest retained checkpoint's metadata, and one of its state files.
     let newest = || {
@@ -1047,4 +1021,15 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
     exactly_once(&output, 8000 * 8, |v| {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
+}
+
+/// Submit the bundle directory `bundle` to the coordinator at `rest`;
+/// returns the job's id.
+fn submit(rest: &str, bundle: &std::path::Path) -> String {
+    common::submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        rest,
+    ]))
 }
