@@ -563,6 +563,23 @@ async fn checkpoints_complete_incrementally_and_only_retained_files_stay() {
         c.latest_completed.as_ref().map(|l| l.id),
         Some(completed[0].id)
     );
+    // `weir checkpoints` prints the same.
+    let o = weir(&["checkpoints", &id, "--coordinator", &rest]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        printed.contains("a checkpoint every 200 ms (exactly-once)")
+            && printed.contains(&format!("{} completed", c.counts.completed)),
+        "{printed}"
+    );
+    assert_eq!(
+        printed
+            .lines()
+            .filter(|l| l.contains(" completed "))
+            .count(),
+        completed.len(),
+        "{printed}"
+    );
 
     // Only the two retained checkpoints' files are left, and every file
     // they refer to is there.
@@ -722,6 +739,14 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     let restored = c.restored.clone().expect("restored from a checkpoint");
     assert_eq!(restored.attempt, 1);
     assert!(restored.id >= 3, "{c:#?}");
+    // `weir status` tells the restart and its cause.
+    let o = weir(&["status", &id, "--coordinator", &rest]);
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        printed.contains("attempt 1: restarted 1 time after failures")
+            && printed.contains(&format!("attempt 0: worker `{victim}` was lost")),
+        "{printed}"
+    );
 
     exactly_once(&output, 16_000 * 8, |v| {
         (
