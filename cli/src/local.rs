@@ -224,9 +224,15 @@ pub async fn start_worker(
         rpc_address: rpc_address.clone(),
     };
     let coordinator = coordinator.to_owned();
-    let reporting = executor.clone();
+    let (reporting, stopping) = (executor.clone(), executor.clone());
     let agent = tokio::spawn(async move {
-        weir_worker::agent::run(&coordinator, me, move || reporting.progress()).await
+        weir_worker::agent::run(
+            &coordinator,
+            me,
+            move || reporting.progress(),
+            move || stopping.cancel_all(),
+        )
+        .await
     });
     Ok(StartedWorker {
         id,

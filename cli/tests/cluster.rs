@@ -1058,3 +1058,103 @@ fn submit(rest: &str, bundle: &std::path::Path) -> String {
         rest,
     ]))
 }
+
+/// A free port on loopback, for a process that must come back on the same
+/// address.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A coordinator killed and started again while a job runs: the worker
+/// registers with the new one and stops the tasks the old one deployed, so
+/// nothing goes on writing for a job the coordinator no longer runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_coordinators_worker_stops_the_orphaned_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("coordinator");
+    let (rest_port, rpc_port) = (free_port(), free_port());
+    let listen = format!("127.0.0.1:{rest_port}");
+    let rpc_listen = format!("127.0.0.1:{rpc_port}");
+    let coordinator = || {
+        start(&[
+            "coordinator",
+            "--listen",
+            &listen,
+            "--rpc-listen",
+            &rpc_listen,
+            "--heartbeat-interval-ms",
+            "100",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .0
+    };
+    let mut first = coordinator();
+    let rest = format!("http://{listen}");
+    let _worker = start_worker(dir.path(), "w1", &format!("http://{rpc_listen}"));
+    wait_until(&rest, "the worker registers", |c| c.workers.len() == 1).await;
+    let output = dir.path().join("out.jsonl");
+    let bundle = common::bundle(
+        dir.path(),
+        "forever",
+        "wordcount",
+        &format!(
+            "[job]\nname = 'forever'\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\nrate = '5000'\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n",
+            output.display()
+        ),
+    );
+    let id = submit(&rest, &bundle);
+    let size = || std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    let started = Instant::now();
+    while size() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the job writes"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // It goes on writing (the file sink writes a MiB at a time).
+    let before = size();
+    let started = Instant::now();
+    while size() == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the job writes on"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let _second = coordinator();
+    wait_until(&rest, "the worker registers again", |c| {
+        c.workers.len() == 1 && c.slots_free == c.slots_total
+    })
+    .await;
+    // The worker stopped the old tasks: the output stops growing.
+    let started = Instant::now();
+    loop {
+        let before = size();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        if size() == before {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the orphaned tasks go on writing"
+        );
+    }
+    let job = job_info(&rest, &id).await;
+    assert_eq!(
+        job.state,
+        weir_coordinator::jobs::JobState::Failed,
+        "{job:?}"
+    );
+}

@@ -1,6 +1,9 @@
 //! The worker process's link to the coordinator: it registers its slots with
 //! the resource manager and sends heartbeats; if the coordinator forgot it
-//! (a restart, a missed timeout) it registers again.
+//! (a restart, a missed timeout) it registers again — after stopping every
+//! task it runs: the coordinator that deployed them no longer counts on
+//! them (it restarts their jobs elsewhere, or resumes them), and tasks
+//! nobody runs must not go on writing.
 
 use std::time::Duration;
 
@@ -39,7 +42,9 @@ pub async fn run(
     coordinator: &str,
     me: WorkerIdentity,
     progress: impl Fn() -> Vec<JobProgress>,
+    orphaned: impl Fn(),
 ) -> anyhow::Result<()> {
+    let mut was_registered = false;
     let mut client: Option<ResourceManagerClient<Channel>> = None;
     let mut interval = Duration::from_secs(1);
     let mut registered = false;
@@ -65,6 +70,11 @@ pub async fn run(
             .await
             .map(|r| r.into_inner().known)
         } else {
+            if was_registered {
+                // Registering again: what runs here belongs to the
+                // coordinator's past.
+                orphaned();
+            }
             let request = RegisterWorkerRequest {
                 worker_id: me.id.clone(),
                 slots: me.slots,
@@ -80,7 +90,10 @@ pub async fn run(
             })
         };
         match result {
-            Ok(known) => registered = known,
+            Ok(known) => {
+                registered = known;
+                was_registered |= known;
+            }
             Err(status) => {
                 tracing::warn!("coordinator at {coordinator}: {status}; reconnecting");
                 client = None;

@@ -184,6 +184,15 @@ impl Executor {
             .collect()
     }
 
+    /// Stop every job running here (the coordinator forgot this worker).
+    pub fn cancel_all(&self) {
+        let cancels = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
+        for (job, cancel) in cancels.iter() {
+            tracing::warn!(job = %job, "stopping a job of a coordinator that forgot this worker");
+            cancel.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Records so far of every running job, per vertex (sent with heartbeats).
     pub fn progress(&self) -> Vec<JobProgress> {
         let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
