@@ -59,6 +59,19 @@ enum Bench {
         #[arg(long)]
         weir: PathBuf,
     },
+    /// The word count at parallelism 2 on two worker processes, its state
+    /// in memory and in RocksDB, with checkpoints and without.
+    Checkpoints {
+        /// Words in the generated text.
+        #[arg(long, default_value_t = 10_000_000)]
+        words: u64,
+        /// Time between checkpoints, ms.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
+    },
     /// Records/s and MB/s through a local channel and a TCP channel with
     /// credit-based flow control (loopback), batches of 1,024 records.
     Shuffle {
@@ -474,16 +487,20 @@ fn spawn_weir(weir: &Path, args: &[&str]) -> anyhow::Result<(Child, String)> {
     Ok((Child(child), line))
 }
 
-async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
-    use weir_coordinator::jobs::{JobInfo, JobState};
-    let dir = std::env::temp_dir().join("weir-bench");
-    std::fs::create_dir_all(&dir)?;
-    let input = dir.join(format!("text-{words}.txt"));
-    if !input.exists() {
-        generate_text(&input, words)?;
-    }
-    let data = dir.join(format!("cluster-{}", std::process::id()));
-    let (_coordinator, line) = spawn_weir(
+/// A coordinator and `workers` worker processes of `slots` slots each,
+/// started from the `weir` binary with their data under `data`.
+struct BenchCluster {
+    rest: String,
+    _processes: Vec<Child>,
+}
+
+async fn start_cluster(
+    weir: &Path,
+    data: &Path,
+    workers: u32,
+    slots: u32,
+) -> anyhow::Result<BenchCluster> {
+    let (coordinator, line) = spawn_weir(
         weir,
         &[
             "coordinator",
@@ -502,10 +519,10 @@ async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
         .collect();
     anyhow::ensure!(urls.len() == 2, "unexpected coordinator banner: {line}");
     let (rest, rpc) = (urls[0].clone(), urls[1].clone());
-    let mut workers = Vec::new();
-    for i in 0..2 {
+    let mut processes = vec![coordinator];
+    for i in 0..workers {
         let d = data.join(format!("w{i}"));
-        workers.push(
+        processes.push(
             spawn_weir(
                 weir,
                 &[
@@ -513,7 +530,7 @@ async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
                     "--coordinator",
                     &rpc,
                     "--slots",
-                    "1",
+                    &slots.to_string(),
                     "--data-dir",
                     d.to_str().unwrap(),
                 ],
@@ -529,48 +546,81 @@ async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
             .await?
             .json()
             .await?;
-        if c["workers"].as_array().is_some_and(|w| w.len() == 2) {
+        if c["workers"]
+            .as_array()
+            .is_some_and(|w| w.len() == workers as usize)
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(BenchCluster {
+        rest,
+        _processes: processes,
+    })
+}
+
+/// Submit `bundle` with `args` to the cluster and wait for its end; returns
+/// the finished job and its seconds from submission to end.
+async fn submit_and_wait(
+    weir: &Path,
+    rest: &str,
+    bundle: &Path,
+    args: &[String],
+) -> anyhow::Result<(weir_coordinator::jobs::JobInfo, f64)> {
+    use weir_coordinator::jobs::{JobInfo, JobState};
+    let out = std::process::Command::new(weir)
+        .args([
+            "submit",
+            bundle.to_str().unwrap(),
+            "--wait",
+            "--coordinator",
+            rest,
+        ])
+        .args(args)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let job: JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
+        .await?
+        .json()
+        .await?;
+    anyhow::ensure!(job.state == JobState::Finished, "{job:?}");
+    let secs =
+        (job.ended_at_ms.unwrap_or(job.submitted_at_ms) - job.submitted_at_ms) as f64 / 1000.0;
+    Ok((job, secs))
+}
+
+async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join("weir-bench");
+    std::fs::create_dir_all(&dir)?;
+    let input = dir.join(format!("text-{words}.txt"));
+    if !input.exists() {
+        generate_text(&input, words)?;
+    }
+    let data = dir.join(format!("cluster-{}", std::process::id()));
+    let cluster = start_cluster(weir, &data, 2, 1).await?;
     let bundle = weir_tests::workspace_root().join("examples/wordcount");
     let mut rates = Vec::new();
     for p in ["1", "2"] {
-        let out = std::process::Command::new(weir)
-            .args([
-                "submit",
-                bundle.to_str().unwrap(),
-                "--wait",
-                "--coordinator",
-                &rest,
-                "--parallelism",
-                p,
-            ])
-            .arg("--param")
-            .arg(format!("input={}", input.display()))
-            .args(["--param", "output=/dev/null"])
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let id = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
-        let job: JobInfo = http
-            .get(format!("{rest}/v1/jobs/{id}"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        anyhow::ensure!(job.state == JobState::Finished, "{job:?}");
-        let secs =
-            (job.ended_at_ms.unwrap_or(job.submitted_at_ms) - job.submitted_at_ms) as f64 / 1000.0;
+        let args = [
+            "--parallelism".to_owned(),
+            p.to_owned(),
+            "--param".to_owned(),
+            format!("input={}", input.display()),
+            "--param".to_owned(),
+            "output=/dev/null".to_owned(),
+        ];
+        let (_, secs) = submit_and_wait(weir, &cluster.rest, &bundle, &args).await?;
         rates.push((p, secs, words as f64 / secs));
     }
     println!("| parallelism | time (s) | words/s |");
@@ -580,7 +630,100 @@ async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
     }
     println!();
     println!("scaling p2/p1 = {:.2}", rates[1].2 / rates[0].2);
-    drop(workers);
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// The word count at parallelism 2 over two worker processes, its counts
+/// in memory or RocksDB, with a checkpoint every `interval_ms` or none.
+async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join("weir-bench");
+    std::fs::create_dir_all(&dir)?;
+    let input = dir.join(format!("text-{words}.txt"));
+    if !input.exists() {
+        generate_text(&input, words)?;
+    }
+    let data = dir.join(format!("checkpoints-{}", std::process::id()));
+    let cluster = start_cluster(weir, &data, 2, 1).await?;
+    // The example's manifest and component, with the variant's tables.
+    let example = weir_tests::workspace_root().join("examples/wordcount");
+    let component = weir_tests::guest("wordcount");
+    let manifest = std::fs::read_to_string(example.join("weir.toml"))?;
+    let mut rows = Vec::new();
+    for backend in ["memory", "rocksdb"] {
+        for checkpointed in [false, true] {
+            let name = format!(
+                "{backend}-{}",
+                if checkpointed { "checkpoints" } else { "none" }
+            );
+            let bundle = data.join(&name);
+            std::fs::create_dir_all(&bundle)?;
+            std::fs::copy(&component, bundle.join("c.wasm"))?;
+            let mut m = format!(
+                "{manifest}\n[component]\npath = 'c.wasm'\n[state]\nbackend = '{backend}'\n"
+            );
+            if checkpointed {
+                m.push_str(&format!("[checkpoint]\ninterval-ms = {interval_ms}\n"));
+            }
+            std::fs::write(bundle.join("weir.toml"), m)?;
+            let output = data.join(format!("{name}.out"));
+            let args = [
+                "--parallelism".to_owned(),
+                "2".to_owned(),
+                "--param".to_owned(),
+                format!("input={}", input.display()),
+                "--param".to_owned(),
+                format!("output={}", output.display()),
+            ];
+            let (job, secs) = submit_and_wait(weir, &cluster.rest, &bundle, &args).await?;
+            let c: weir_coordinator::checkpoint::CheckpointStats =
+                reqwest::get(format!("{}/v1/jobs/{}/checkpoints", cluster.rest, job.id))
+                    .await?
+                    .json()
+                    .await?;
+            rows.push((backend, checkpointed, secs, c));
+        }
+    }
+    println!(
+        "| state | checkpoints | time (s) | words/s | vs none | completed | last size | last uploaded | last duration |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (backend, checkpointed, secs, c) in &rows {
+        let none = rows
+            .iter()
+            .find(|(b, cp, _, _)| b == backend && !cp)
+            .map_or(*secs, |r| r.2);
+        let last = c.latest_completed.as_ref();
+        println!(
+            "| {backend} | {} | {secs:.2} | {:.0} | {:.2} | {} | {} | {} | {} |",
+            if *checkpointed {
+                format!("every {interval_ms} ms")
+            } else {
+                "none".into()
+            },
+            words as f64 / secs,
+            none / secs,
+            c.counts.completed,
+            last.map_or("-".into(), |l| format!("{} KiB", l.state_bytes / 1024)),
+            last.map_or("-".into(), |l| format!("{} KiB", l.uploaded_bytes / 1024)),
+            last.and_then(|l| l.duration_ms)
+                .map_or("-".into(), |d| format!("{d} ms")),
+        );
+    }
+    let rate = |b: &str, cp: bool| {
+        rows.iter()
+            .find(|(x, y, _, _)| *x == b && *y == cp)
+            .map_or(0.0, |r| words as f64 / r.2)
+    };
+    println!();
+    println!(
+        "checkpoints/none: memory {:.2}, rocksdb {:.2}; rocksdb/memory (no checkpoints) {:.2}",
+        rate("memory", true) / rate("memory", false),
+        rate("rocksdb", true) / rate("rocksdb", false),
+        rate("rocksdb", false) / rate("memory", false)
+    );
+    drop(cluster);
     let _ = std::fs::remove_dir_all(&data);
     Ok(())
 }
@@ -595,6 +738,11 @@ fn main() -> anyhow::Result<()> {
             value_bytes,
         } => rt.block_on(shuffle(records, value_bytes)),
         Bench::Scaling { words, weir } => rt.block_on(scaling(words, &weir)),
+        Bench::Checkpoints {
+            words,
+            interval_ms,
+            weir,
+        } => rt.block_on(checkpoints(words, interval_ms, &weir)),
         Bench::Windows { events, runs } => rt.block_on(windows(events, runs)),
     }
 }
