@@ -803,7 +803,7 @@ fn exactly_once(
 /// message, in its history), and its counts come out exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
-    use weir_coordinator::jobs::{JobInfo, JobState};
+    use weir_coordinator::jobs::JobState;
 
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
@@ -814,38 +814,17 @@ async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
         ..
     } = start_cluster(dir.path(), "5000").await;
     let output = dir.path().join("out.jsonl");
-    let bundle = common::bundle(
+    let bundle = failing_bundle(
         dir.path(),
         "trapping",
-        "test-guests",
-        &format!(
-            "[job]\nname = 'trapping'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '1500'\n\
-             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '12000'\nrate = '1500'\n\
-             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
-             [[operator]]\nname = 'words'\nfunction = 'words'\n\
-             [[operator]]\nname = 'count'\nfunction = 'count-words'\nkey-by = 'value'\n\
-             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
-             [checkpoint]\ninterval-ms = 150\n\
-             [restart]\nstrategy = 'exponential-delay'\ndelay-ms = 100\nmax-delay-ms = 1000\n",
-            output.display()
-        ),
+        12_000,
+        (1500, 1),
+        &output,
+        "[checkpoint]\ninterval-ms = 150\n\
+         [restart]\nstrategy = 'exponential-delay'\ndelay-ms = 100\nmax-delay-ms = 1000\n",
     );
     let id = submit(&rest, &bundle);
-    let started = Instant::now();
-    let ended = loop {
-        let j: JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if j.state.is_terminal() {
-            break j;
-        }
-        assert!(started.elapsed() < Duration::from_secs(90), "{j:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
     assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
     assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
     let failure = &ended.exceptions[0];
@@ -893,14 +872,14 @@ async fn job_until(
 }
 
 /// A bundle of the test guests: words from a generator through `fail-once`
-/// (which panics at its subtask's `fail-at`-th line on the first
-/// `fail-attempts` attempts), counted per word into the exactly-once file
+/// (which panics at its subtask's `fail_at`-th line on the first
+/// `fail_attempts` attempts), counted per word into the exactly-once file
 /// sink at `output`, with the given `[checkpoint]` and `[restart]` tables.
 fn failing_bundle(
     dir: &std::path::Path,
     name: &str,
     lines: u64,
-    fail_attempts: u32,
+    (fail_at, fail_attempts): (u64, u32),
     output: &std::path::Path,
     tables: &str,
 ) -> std::path::PathBuf {
@@ -910,7 +889,7 @@ fn failing_bundle(
         "test-guests",
         &format!(
             "[job]\nname = '{name}'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '1000'\nfail-attempts = '{fail_attempts}'\n\
+             [params]\nfail-at = '{fail_at}'\nfail-attempts = '{fail_attempts}'\n\
              [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '{lines}'\nrate = '2000'\n\
              [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
              [[operator]]\nname = 'words'\nfunction = 'words'\n\
@@ -940,7 +919,7 @@ async fn a_job_whose_restarts_are_used_up_fails_with_every_failure_listed() {
         dir.path(),
         "hopeless",
         100_000,
-        100,
+        (1000, 100),
         &output,
         "[checkpoint]\ninterval-ms = 100\n[restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 50\n",
     );
@@ -983,7 +962,7 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
         dir.path(),
         "tampered",
         8000,
-        2,
+        (1000, 2),
         &output,
         "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
     );

@@ -184,6 +184,33 @@ impl Executor {
             .collect()
     }
 
+    /// Forget job `job`'s entries, if they are still those of the run
+    /// whose counters are `counters` (not of a newer attempt's).
+    fn forget(&self, job: &str, counters: &Arc<JobCounters>) {
+        let mut all = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        if !all.get(job).is_some_and(|c| Arc::ptr_eq(c, counters)) {
+            return;
+        }
+        all.remove(job);
+        drop(all);
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(job);
+        self.cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(job);
+        self.names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(job);
+        self.checkpointing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(job);
+    }
+
     /// Stop every job running here (the coordinator forgot this worker).
     pub fn cancel_all(&self) {
         let cancels = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
@@ -246,8 +273,11 @@ impl TaskExecutor for ExecutorService {
             at.insert((p.task as usize, p.subtask), addr);
         }
         let params = graph.params.clone().into_iter().collect();
+        // This attempt's files here: another attempt of the job may start
+        // on this worker before this one's end has cleaned up.
+        let local = format!("{}-a{}", r.job_id, r.attempt);
         let mut state =
-            StateSetup::for_job(&graph, &r.job_id, self.0.default_backend, &self.0.data_dir);
+            StateSetup::for_job(&graph, &local, self.0.default_backend, &self.0.data_dir);
         // A restarted attempt: this worker's share of the checkpoint's files
         // first.
         let restore = if r.restore_json.is_empty() {
@@ -259,12 +289,7 @@ impl TaskExecutor for ExecutorService {
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
             let mine = self.0.server.addr();
             let here = |task: usize, subtask: u32| at.get(&(task, subtask)) == Some(&mine);
-            let dir = self
-                .0
-                .data_dir
-                .join("restore")
-                .join(&r.job_id)
-                .join(r.attempt.to_string());
+            let dir = self.0.data_dir.join("restore").join(&local);
             let restore = Restore::download(store, checkpoint, &dir, here)
                 .await
                 .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
@@ -287,7 +312,7 @@ impl TaskExecutor for ExecutorService {
         if checkpointed {
             let store = weir_state::storage::open(&r.checkpoint_storage)
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
-            let dir = self.0.data_dir.join("checkpoints").join(&r.job_id);
+            let dir = self.0.data_dir.join("checkpoints").join(&local);
             let (channels, acks) = CheckpointChannels::new(dir);
             let uploader = Arc::new(Uploader::new(store, &r.job_id, r.attempt));
             if let Some(restore) = &restore {
@@ -352,31 +377,8 @@ impl TaskExecutor for ExecutorService {
             let counters = job.counters.clone();
             let result = run_placed(job, Some(placement)).await;
             state.remove();
-            executor
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&job_id);
-            executor
-                .cancels
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&job_id);
-            executor
-                .counters
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&job_id);
-            executor
-                .names
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&job_id);
-            executor
-                .checkpointing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&job_id);
+            // Unless a newer attempt of the job took its place here.
+            executor.forget(&job_id, &counters);
             // The job's acknowledgements reach the coordinator before its
             // end does (uploads are bounded by the checkpoint timeout).
             if let Some(reporting) = reporting
@@ -386,10 +388,9 @@ impl TaskExecutor for ExecutorService {
             {
                 tracing::warn!(job = %job_id, "snapshot uploads still running at the job's end");
             }
-            let _ = tokio::fs::remove_dir_all(executor.data_dir.join("checkpoints").join(&job_id))
-                .await;
-            let _ =
-                tokio::fs::remove_dir_all(executor.data_dir.join("restore").join(&job_id)).await;
+            for dir in ["checkpoints", "restore"] {
+                let _ = tokio::fs::remove_dir_all(executor.data_dir.join(dir).join(&local)).await;
+            }
             let (outcome, error) = match result {
                 Ok(_) => ("finished", String::new()),
                 Err(_) if asked.load(Ordering::Relaxed) => ("canceled", String::new()),

@@ -196,6 +196,21 @@ impl Subtask {
 
     /// Run until the input ends, the job is canceled, or something fails.
     pub fn run(mut self) -> anyhow::Result<()> {
+        let result = self.drive();
+        if result.is_err() {
+            // Failed or canceled: what the sinks hold uncommitted goes.
+            for node in &mut self.nodes {
+                if let NodeOp::Sink(sink) = &mut node.op
+                    && let Err(e) = sink.abort()
+                {
+                    tracing::warn!("sink `{}` ({}): abort: {e:#}", node.name, self.name);
+                }
+            }
+        }
+        result
+    }
+
+    fn drive(&mut self) -> anyhow::Result<()> {
         // A restored checkpoint's pre-commits are committed (again) first.
         if let Some(&restored) = self.pending_commits.keys().next_back() {
             self.commit_through(restored)?;
