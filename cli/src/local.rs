@@ -118,10 +118,13 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     std::io::stdout().flush()?;
     let router = app(AppState {
         bundles,
-        jobs,
+        jobs: jobs.clone(),
         slots,
         max_upload: o.max_upload,
     });
+    // Jobs that ran when the coordinator stopped resume as workers
+    // register again.
+    jobs.resume_recovering().await;
     axum::serve(listener, router)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

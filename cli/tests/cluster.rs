@@ -1054,27 +1054,10 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_coordinators_worker_stops_the_orphaned_tasks() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("coordinator");
-    let (rest_port, rpc_port) = (free_port(), free_port());
-    let listen = format!("127.0.0.1:{rest_port}");
-    let rpc_listen = format!("127.0.0.1:{rpc_port}");
-    let coordinator = || {
-        start(&[
-            "coordinator",
-            "--listen",
-            &listen,
-            "--rpc-listen",
-            &rpc_listen,
-            "--heartbeat-interval-ms",
-            "100",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ])
-        .0
-    };
-    let mut first = coordinator();
-    let rest = format!("http://{listen}");
-    let _worker = start_worker(dir.path(), "w1", &format!("http://{rpc_listen}"));
+    let coordinator = Restartable::new(dir.path());
+    let mut first = coordinator.start();
+    let rest = coordinator.rest();
+    let _worker = start_worker(dir.path(), "w1", &coordinator.rpc());
     wait_until(&rest, "the worker registers", |c| c.workers.len() == 1).await;
     let output = dir.path().join("out.jsonl");
     let bundle = common::bundle(
@@ -1112,7 +1095,7 @@ async fn a_restarted_coordinators_worker_stops_the_orphaned_tasks() {
     }
     first.0.kill().unwrap();
     first.0.wait().unwrap();
-    let _second = coordinator();
+    let _second = coordinator.start();
     wait_until(&rest, "the worker registers again", |c| {
         c.workers.len() == 1 && c.slots_free == c.slots_total
     })
@@ -1136,4 +1119,120 @@ async fn a_restarted_coordinators_worker_stops_the_orphaned_tasks() {
         weir_coordinator::jobs::JobState::Failed,
         "{job:?}"
     );
+}
+
+/// A coordinator on fixed ports and data directory, which a test kills
+/// and starts again.
+struct Restartable {
+    listen: String,
+    rpc_listen: String,
+    data: std::path::PathBuf,
+}
+
+impl Restartable {
+    fn new(dir: &std::path::Path) -> Restartable {
+        Restartable {
+            listen: format!("127.0.0.1:{}", free_port()),
+            rpc_listen: format!("127.0.0.1:{}", free_port()),
+            data: dir.join("coordinator"),
+        }
+    }
+
+    fn start(&self) -> common::Proc {
+        start(&[
+            "coordinator",
+            "--listen",
+            &self.listen,
+            "--rpc-listen",
+            &self.rpc_listen,
+            "--heartbeat-interval-ms",
+            "100",
+            "--data-dir",
+            self.data.to_str().unwrap(),
+        ])
+        .0
+    }
+
+    fn rest(&self) -> String {
+        format!("http://{}", self.listen)
+    }
+
+    fn rpc(&self) -> String {
+        format!("http://{}", self.rpc_listen)
+    }
+}
+
+/// A coordinator killed mid-job and started again on its data directory:
+/// the workers register again (stopping the tasks they ran), the job
+/// resumes from its latest completed checkpoint as its next attempt, and
+/// its committed output is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_coordinator_resumes_a_running_job_from_its_latest_checkpoint() {
+    use weir_coordinator::checkpoint::CheckpointStats;
+    use weir_coordinator::jobs::JobState;
+
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = Restartable::new(dir.path());
+    let mut first = coordinator.start();
+    let (rest, rpc) = (coordinator.rest(), coordinator.rpc());
+    let _workers = [
+        start_worker(dir.path(), "w1", &rpc),
+        start_worker(dir.path(), "w2", &rpc),
+    ];
+    wait_until(&rest, "the workers register", |c| c.workers.len() == 2).await;
+    let output = dir.path().join("out");
+    let bundle = failing_bundle(
+        dir.path(),
+        "resumed",
+        12_000,
+        (1, 0),
+        &output,
+        "[state]\nbackend = 'rocksdb'\n[checkpoint]\ninterval-ms = 150\n",
+    );
+    let id = submit(&rest, &bundle);
+    let completed = || async {
+        reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+            .await
+            .unwrap()
+            .json::<CheckpointStats>()
+            .await
+            .unwrap()
+            .counts
+            .completed
+    };
+    let started = Instant::now();
+    while completed().await < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no checkpoints"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let _second = coordinator.start();
+    let ended = job_until(&rest, &id, "the job resumes and ends", |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    assert!(
+        ended.exceptions[0]
+            .message
+            .contains("the coordinator stopped while attempt 0 ran"),
+        "{:#?}",
+        ended.exceptions
+    );
+    let c: CheckpointStats = reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let restored = c.restored.expect("resumed from a checkpoint");
+    assert!(restored.id >= 3, "{restored:?}");
+    exactly_once(&output, 12_000 * 8, |v| {
+        (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
+    });
 }

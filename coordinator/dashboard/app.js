@@ -255,7 +255,7 @@ function sparkline(points, key) {
 
 async function jobPage(id) {
   const [job, metrics] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/metrics`)]);
-  const live = ["created", "running", "canceling"].includes(job.state);
+  const live = ["created", "running", "restarting", "recovering", "canceling"].includes(job.state);
   const graph = job.graph && job.graph.vertices.length ? job.graph
     : { vertices: job.vertices.map((v) => ({ name: v.name, kind: "", what: "", parallelism: v.parallelism })), edges: [] };
   const vrows = metrics.vertices.map((v) => `

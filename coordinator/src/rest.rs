@@ -302,7 +302,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "id": {"type": "string"},
                 "name": {"type": "string"},
                 "bundle": {"type": "string"},
-                "state": {"type": "string", "enum": ["created", "running", "finished", "failed", "canceling", "canceled"]},
+                "state": {"type": "string", "enum": ["created", "running", "restarting", "recovering", "finished", "failed", "canceling", "canceled"]},
                 "error": {"type": ["string", "null"]},
                 "params": {"type": "object", "additionalProperties": {"type": "string"}},
                 "vertices": {"type": "array", "items": {"type": "object", "properties": {

@@ -71,6 +71,10 @@ pub fn router(data: &Path, max_upload: usize) -> axum::Router {
         runtime: rt.clone(),
     });
     let jobs = Jobs::open(data, bundles.clone(), rt, scheduler).unwrap();
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let jobs = jobs.clone();
+        handle.spawn(async move { jobs.resume_recovering().await });
+    }
     let slots = SlotManager::new(HeartbeatConfig::default());
     app(AppState {
         bundles,
@@ -574,8 +578,10 @@ async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
     assert_eq!(orphan.state, JobState::Running);
 
     // The restarted coordinator lists every job: those that ended as they
-    // ended, the running one as failed, saying why.
+    // ended, the running one (without checkpoints or restarts, so it
+    // cannot resume) as failed, saying why.
     let restarted = router(dir.path(), 64 << 20);
+    wait_for(&restarted, &orphan.id, |j| j.state.is_terminal()).await;
     let (_, body) = call(
         &restarted,
         Request::get("/v1/jobs").body(Body::empty()).unwrap(),

@@ -11,6 +11,10 @@
 //!                └─► canceling ──► canceled
 //!                        ├───────► finished   (it ended before the cancel reached it)
 //!                        └───────► failed     (a task failed on its own)
+//!
+//! recovering ──► restarting  (read back by a restarted coordinator, resumed)
+//!      ├───────► failed      (it cannot resume)
+//!      └───────► canceled
 //! ```
 //!
 //! A job that cannot be deployed (no free slots, a worker refusing it) is
@@ -34,6 +38,7 @@ mod canceling;
 mod created;
 mod failed;
 mod finished;
+mod recovering;
 mod restarting;
 mod running;
 
@@ -42,6 +47,7 @@ pub use canceling::Canceling;
 pub use created::Created;
 pub use failed::Failed;
 pub use finished::Finished;
+pub use recovering::Recovering;
 pub use restarting::Restarting;
 pub use running::Running;
 
@@ -68,6 +74,9 @@ pub enum JobState {
     Canceled,
     /// An attempt failed; the next one is being deployed.
     Restarting,
+    /// It ran when the coordinator stopped; the restarted coordinator
+    /// resumes it once workers register again.
+    Recovering,
 }
 
 /// A job state as the API writes it.
@@ -80,6 +89,7 @@ pub fn state_name(state: JobState) -> &'static str {
         JobState::Canceling => "canceling",
         JobState::Canceled => "canceled",
         JobState::Restarting => "restarting",
+        JobState::Recovering => "recovering",
     }
 }
 
@@ -180,6 +190,8 @@ pub enum Lifecycle {
     Canceling(Job<Canceling>),
     /// See [`Restarting`].
     Restarting(Job<Restarting>),
+    /// See [`Recovering`].
+    Recovering(Job<Recovering>),
     /// See [`Finished`].
     Finished(Job<Finished>),
     /// See [`Failed`].
@@ -196,6 +208,7 @@ impl Lifecycle {
             Lifecycle::Running(j) => &j.info,
             Lifecycle::Canceling(j) => &j.info,
             Lifecycle::Restarting(j) => &j.info,
+            Lifecycle::Recovering(j) => &j.info,
             Lifecycle::Finished(j) => &j.info,
             Lifecycle::Failed(j) => &j.info,
             Lifecycle::Canceled(j) => &j.info,
@@ -212,8 +225,10 @@ impl Lifecycle {
         }
     }
 
-    /// A job read back from its record: one that had not ended when the
-    /// coordinator stopped has failed.
+    /// A job read back from its record: one that ran when the coordinator
+    /// stopped is recovering (the dispatcher resumes it or fails it); one
+    /// being canceled is canceled (its workers stop its tasks when they
+    /// register again); one not yet deployed failed.
     pub fn recovered(mut info: JobInfo) -> Lifecycle {
         match info.state {
             JobState::Finished => Lifecycle::Finished(Job {
@@ -228,9 +243,28 @@ impl Lifecycle {
                 info,
                 state: Failed,
             }),
-            JobState::Created | JobState::Running | JobState::Canceling | JobState::Restarting => {
+            JobState::Running | JobState::Restarting | JobState::Recovering => {
+                let was = info.state;
+                info.state = JobState::Recovering;
+                Lifecycle::Recovering(Job {
+                    info,
+                    state: Recovering {
+                        was,
+                        cancel_requested: false,
+                    },
+                })
+            }
+            JobState::Canceling => {
+                info.state = JobState::Canceled;
+                info.ended_at_ms = Some(weir_host::now_ms());
+                Lifecycle::Canceled(Job {
+                    info,
+                    state: Canceled,
+                })
+            }
+            JobState::Created => {
                 info.state = JobState::Failed;
-                info.error = Some("the coordinator stopped while the job ran".into());
+                info.error = Some("the coordinator stopped while the job was deployed".into());
                 info.ended_at_ms = Some(weir_host::now_ms());
                 Lifecycle::Failed(Job {
                     info,

@@ -21,13 +21,14 @@ use crate::job_state::{
     Canceled, Canceling, Created, Failed, Finished, Job, JobState, Lifecycle, Restarting, Running,
     TaskState,
 };
+use weir_model::JobGraph;
 
 /// What the scheduler tells of a job, in order.
 enum Told {
     Event(ExecutionEvent),
     Done(anyhow::Result<()>),
 }
-use crate::scheduler::{Events, Execution, ExecutionEvent, Scheduler};
+use crate::scheduler::{Done, Events, Execution, ExecutionEvent, Resume, Scheduler};
 use crate::{Submission, plan};
 
 /// The jobs of a coordinator: the dispatcher. Each job moves through the
@@ -128,8 +129,12 @@ impl Jobs {
         crate::blob::sha256_hex(seed.as_bytes())[..16].to_owned()
     }
 
-    /// Plan and start a job.
-    pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
+    /// Plan the job `request` asks for: its graph, its component and the
+    /// component's bytes.
+    async fn plan(
+        &self,
+        request: &JobRequest,
+    ) -> Result<(JobGraph, Arc<weir_host::LoadedComponent>, Vec<u8>), ApiError> {
         let files = self.bundles.files(&request.bundle).await?;
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
@@ -147,11 +152,18 @@ impl Jobs {
         };
         let graph = plan(&manifest, &submission, &component.exported())
             .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
+        Ok((graph, component, bytes))
+    }
+
+    /// Plan and start a job.
+    pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
+        let (graph, component, bytes) = self.plan(&request).await?;
         let id = self.new_id();
         let info = JobInfo {
             id: id.clone(),
             name: graph.name.clone(),
             bundle: request.bundle,
+            parallelism: request.parallelism,
             state: JobState::Created,
             error: None,
             params: request.params,
@@ -180,33 +192,7 @@ impl Jobs {
             }),
         );
 
-        // What the scheduler tells of the job (restarts, its end) is handled
-        // in order, once the job is recorded as running.
-        let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
-        let (tell, mut told) = tokio::sync::mpsc::unbounded_channel::<Told>();
-        let jobs = self.clone();
-        let told_id = id.clone();
-        tokio::spawn(async move {
-            if started_rx.await.is_err() {
-                return;
-            }
-            while let Some(t) = told.recv().await {
-                match t {
-                    Told::Event(e) => jobs.on_event(&told_id, e).await,
-                    Told::Done(outcome) => {
-                        jobs.finish(&told_id, outcome).await;
-                        return;
-                    }
-                }
-            }
-        });
-        let on_done = tell.clone();
-        let done = Box::new(move |outcome: anyhow::Result<()>| {
-            let _ = on_done.send(Told::Done(outcome));
-        });
-        let events: Events = Arc::new(move |e| {
-            let _ = tell.send(Told::Event(e));
-        });
+        let (started, done, events) = self.follow(&id);
         let execution = self
             .scheduler
             .start(&id, graph, component, bytes, done, events)
@@ -247,6 +233,164 @@ impl Jobs {
         drop(entries);
         let _ = started.send(());
         persisted.map(|()| info)
+    }
+
+    /// What the scheduler tells of job `id` (restarts, its end), handled
+    /// in order once `started` is sent (the job is recorded as running).
+    fn follow(self: &Arc<Self>, id: &str) -> (tokio::sync::oneshot::Sender<()>, Done, Events) {
+        let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let (tell, mut told) = tokio::sync::mpsc::unbounded_channel::<Told>();
+        let jobs = self.clone();
+        let told_id = id.to_owned();
+        tokio::spawn(async move {
+            if started_rx.await.is_err() {
+                return;
+            }
+            while let Some(t) = told.recv().await {
+                match t {
+                    Told::Event(e) => jobs.on_event(&told_id, e).await,
+                    Told::Done(outcome) => {
+                        jobs.finish(&told_id, outcome).await;
+                        return;
+                    }
+                }
+            }
+        });
+        let on_done = tell.clone();
+        let done = Box::new(move |outcome: anyhow::Result<()>| {
+            let _ = on_done.send(Told::Done(outcome));
+        });
+        let events: Events = Arc::new(move |e| {
+            let _ = tell.send(Told::Event(e));
+        });
+        (started, done, events)
+    }
+
+    /// Resume every job that ran when the coordinator stopped (each in the
+    /// background: it waits for workers to register again).
+    pub async fn resume_recovering(self: &Arc<Self>) {
+        let ids: Vec<String> = self
+            .entries
+            .read()
+            .await
+            .iter()
+            .filter(|(_, j)| matches!(j, Lifecycle::Recovering(_)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let jobs = self.clone();
+            tokio::spawn(async move { jobs.resume(&id).await });
+        }
+    }
+
+    /// Resume job `id` (recovering): plan it again from its bundle and
+    /// hand it to the scheduler as its next attempt, under its restart
+    /// strategy; it fails if it cannot.
+    async fn resume(self: &Arc<Self>, id: &str) {
+        let Some((info, was)) = self.entries.read().await.get(id).and_then(|j| match j {
+            Lifecycle::Recovering(j) => Some((j.info.clone(), j.state.was)),
+            _ => None,
+        }) else {
+            return;
+        };
+        // A job that was restarting may have deployed its next attempt.
+        let attempt = info.attempt + 1 + u32::from(was == JobState::Restarting);
+        let planned = self
+            .plan(&JobRequest {
+                bundle: info.bundle.clone(),
+                parallelism: info.parallelism,
+                params: info.params.clone(),
+            })
+            .await;
+        let stopped = format!("the coordinator stopped while attempt {} ran", info.attempt);
+        let (graph, component, bytes) = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                let why = format!("{stopped}; it cannot resume: {}", e.message);
+                return self.recovery_failed(id, why).await;
+            }
+        };
+        let Some(delay) = graph.restart.delay_before(attempt) else {
+            let why = format!("{stopped}; its restart strategy allows no further attempt");
+            return self.recovery_failed(id, why).await;
+        };
+        // Recorded as restarting before anything is deployed, so that a
+        // coordinator stopping again resumes it with a newer attempt.
+        let mut restarting = info.clone();
+        restarting.state = JobState::Restarting;
+        restarting.restarts += 1;
+        restarting.exceptions.push(ExceptionInfo {
+            at_ms: weir_host::now_ms(),
+            message: format!("{stopped}; the job resumes from its latest completed checkpoint"),
+            attempt: info.attempt,
+        });
+        if let Err(e) = self.persist(&restarting).await {
+            return self.recovery_failed(id, e.message).await;
+        }
+        let (started, done, events) = self.follow(id);
+        let resume = Resume {
+            attempt,
+            delay: std::time::Duration::from_millis(delay),
+        };
+        let execution = self
+            .scheduler
+            .resume(id, graph, component, bytes, done, events, resume)
+            .await;
+        let mut entries = self.entries.write().await;
+        let Some(Lifecycle::Recovering(mut job)) = entries.remove(id) else {
+            return;
+        };
+        let execution = match execution {
+            Ok(e) => e,
+            Err(e) => {
+                entries.insert(id.to_owned(), Lifecycle::Recovering(job));
+                drop(entries);
+                return self
+                    .recovery_failed(id, format!("{stopped}: {}", e.message))
+                    .await;
+            }
+        };
+        job.info = JobInfo {
+            state: JobState::Recovering,
+            ..restarting
+        };
+        let next = if job.state.cancel_requested {
+            execution.cancel.store(true, Ordering::Relaxed);
+            Lifecycle::Canceling(job.then(|_| Canceling { execution }))
+        } else {
+            Lifecycle::Restarting(job.then(|_| Restarting { execution }))
+        };
+        if let Err(e) = self.persist(next.info()).await {
+            tracing::error!("cannot record the resumption of job {id}: {}", e.message);
+        }
+        entries.insert(id.to_owned(), next);
+        drop(entries);
+        let _ = started.send(());
+    }
+
+    /// Job `id` (recovering) cannot resume: it fails with `why` (or is
+    /// canceled, if that was asked meanwhile).
+    async fn recovery_failed(&self, id: &str, why: String) {
+        let mut entries = self.entries.write().await;
+        let Some(Lifecycle::Recovering(mut job)) = entries.remove(id) else {
+            return;
+        };
+        tracing::warn!(job = %id, "{why}");
+        let next = if job.state.cancel_requested {
+            Lifecycle::Canceled(job.to(Canceled))
+        } else {
+            job.info.error = Some(why.clone());
+            job.info.exceptions.push(ExceptionInfo {
+                at_ms: weir_host::now_ms(),
+                message: why,
+                attempt: job.info.attempt,
+            });
+            Lifecycle::Failed(job.to(Failed))
+        };
+        if let Err(e) = self.persist(next.info()).await {
+            tracing::error!("cannot record the end of job {id}: {}", e.message);
+        }
+        entries.insert(id.to_owned(), next);
     }
 
     /// A restart of job `id`: its failure joins the exception history, with
@@ -502,6 +646,10 @@ impl Jobs {
             Lifecycle::Created(mut job) => {
                 job.state.cancel_requested = true;
                 (Lifecycle::Created(job), None)
+            }
+            Lifecycle::Recovering(mut job) => {
+                job.state.cancel_requested = true;
+                (Lifecycle::Recovering(job), None)
             }
             Lifecycle::Running(job) => {
                 job.state.execution.cancel.store(true, Ordering::Relaxed);

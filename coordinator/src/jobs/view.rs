@@ -225,6 +225,10 @@ pub struct JobInfo {
     pub name: String,
     /// The bundle it runs.
     pub bundle: String,
+    /// The parallelism the submission asked for, if any (a resumed job
+    /// is planned again with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
     /// Its state.
     pub state: JobState,
     /// Why it failed.

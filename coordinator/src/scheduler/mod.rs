@@ -69,6 +69,17 @@ pub enum ExecutionEvent {
 /// Where a scheduler sends [`ExecutionEvent`]s.
 pub type Events = Arc<dyn Fn(ExecutionEvent) + Send + Sync>;
 
+/// How a job that ran when the coordinator stopped goes on: as attempt
+/// `attempt`, after `delay`, from its latest completed checkpoint in the
+/// checkpoint storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// The attempt to deploy.
+    pub attempt: u32,
+    /// The restart strategy's wait before it.
+    pub delay: std::time::Duration,
+}
+
 /// Runs jobs. It reports the end of a job through `done`.
 #[tonic::async_trait]
 pub trait Scheduler: Send + Sync {
@@ -84,4 +95,26 @@ pub trait Scheduler: Send + Sync {
         done: Done,
         events: Events,
     ) -> Result<Execution, ApiError>;
+
+    /// Resume job `id`, which ran when the coordinator stopped, as
+    /// `resume` says; as [`Scheduler::start`] otherwise, except that the
+    /// deployment happens after this returns (it waits for workers to
+    /// register again), and its failure ends the job through `done`.
+    #[allow(clippy::too_many_arguments)]
+    async fn resume(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        component: Arc<weir_host::LoadedComponent>,
+        component_bytes: Vec<u8>,
+        done: Done,
+        events: Events,
+        resume: Resume,
+    ) -> Result<Execution, ApiError> {
+        let _ = (id, graph, component, component_bytes, done, events, resume);
+        Err(ApiError::unprocessable(
+            "cannot_resume",
+            "this scheduler cannot resume a job",
+        ))
+    }
 }

@@ -25,7 +25,8 @@ use weir_model::{ExecutionGraph, JobGraph};
 use super::gateway::{WorkerGateway, cancel_now, cancel_on, executor};
 use super::reports::ReportsService;
 use super::restart::RESTORE_FAILED;
-use super::{Done, Events, Execution, ExecutionEvent, Scheduler};
+use super::{Done, Events, Execution, ExecutionEvent, Resume, Scheduler};
+use crate::checkpoint::completed::{StoredCheckpoints, read_back};
 use crate::checkpoint::stats::RestoredCheckpoint;
 use crate::checkpoint::{CheckpointCoordinator, CheckpointStats, Topology};
 use crate::error::ApiError;
@@ -67,6 +68,9 @@ pub(super) struct Plan {
     /// The checkpoint storage's URL, when the job takes checkpoints.
     pub(super) storage: Option<String>,
     pub(super) stats: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
+    /// The lowest id its checkpoints may take (above every id a previous
+    /// coordinator used).
+    pub(super) first_checkpoint_id: u64,
 }
 
 /// How long a restart waits for enough free slots (a lost worker's
@@ -209,6 +213,81 @@ impl Scheduler for Arc<WorkerScheduler> {
         done: Done,
         events: Events,
     ) -> Result<Execution, ApiError> {
+        let running = self
+            .prepare(id, graph, component_bytes, done, events, 0, 1)
+            .await?;
+        if let Err(e) = self.deploy(id, 0, None, Vec::new(), false).await {
+            // Nothing half-started: the job was never accepted.
+            if let Some(mut p) = self.pending.lock().await.remove(id) {
+                p.done.take();
+            }
+            return Err(e);
+        }
+        self.watch_cancel(id, running.cancel.clone());
+        Ok(running)
+    }
+
+    async fn resume(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        _component: Arc<weir_host::LoadedComponent>,
+        component_bytes: Vec<u8>,
+        done: Done,
+        events: Events,
+        resume: Resume,
+    ) -> Result<Execution, ApiError> {
+        // What the checkpoint storage holds of the job: the retained
+        // checkpoints, and the highest id any checkpoint took.
+        let mut stored = StoredCheckpoints::default();
+        if let (Some(config), Some(url)) = (&graph.checkpoint, &self.checkpoint_storage) {
+            let store =
+                weir_state::storage::open(url).map_err(|e| ApiError::internal(format!("{e:#}")))?;
+            stored = read_back(store.as_ref(), id, config.retained as usize)
+                .await
+                .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        }
+        let running = self
+            .prepare(
+                id,
+                graph,
+                component_bytes,
+                done,
+                events,
+                resume.attempt,
+                stored.highest_id + 1,
+            )
+            .await?;
+        if let Some(p) = self.pending.lock().await.get_mut(id) {
+            p.restarting = true;
+        }
+        self.restart(
+            id.to_owned(),
+            resume.attempt,
+            resume.delay,
+            stored.completed,
+        );
+        self.watch_cancel(id, running.cancel.clone());
+        Ok(running)
+    }
+}
+
+impl WorkerScheduler {
+    /// Record job `id` before its first deployment (a fast worker may
+    /// report at once): what every attempt deploys, its counters and
+    /// subtasks, starting at `attempt`; its checkpoint ids start at
+    /// `first_checkpoint_id`.
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        component_bytes: Vec<u8>,
+        done: Done,
+        events: Events,
+        attempt: u32,
+        first_checkpoint_id: u64,
+    ) -> Result<Execution, ApiError> {
         let graph_json =
             serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
         let storage = match (&graph.checkpoint, &self.checkpoint_storage) {
@@ -235,8 +314,8 @@ impl Scheduler for Arc<WorkerScheduler> {
             component: component_bytes,
             storage,
             stats,
+            first_checkpoint_id,
         });
-        // Recorded before deploying: a fast worker may report at once.
         self.pending.lock().await.insert(
             id.to_owned(),
             Pending {
@@ -247,7 +326,7 @@ impl Scheduler for Arc<WorkerScheduler> {
                 counters,
                 subtasks,
                 done: Some(done),
-                attempt: 0,
+                attempt,
                 checkpoints: None,
                 plan,
                 cancel: running.cancel.clone(),
@@ -255,16 +334,13 @@ impl Scheduler for Arc<WorkerScheduler> {
                 restarting: false,
             },
         );
-        if let Err(e) = self.deploy(id, 0, None, Vec::new(), false).await {
-            // Nothing half-started: the job was never accepted.
-            if let Some(mut p) = self.pending.lock().await.remove(id) {
-                p.done.take();
-            }
-            return Err(e);
-        }
-        // Cancel: when the flag is set, tell every worker of the attempt
-        // running then.
-        let (cancel, me, job) = (running.cancel.clone(), self.clone(), id.to_owned());
+        Ok(running)
+    }
+
+    /// Cancel: when the flag is set, tell every worker of the attempt
+    /// running then.
+    fn watch_cancel(self: &Arc<Self>, id: &str, cancel: Arc<AtomicBool>) {
+        let (me, job) = (self.clone(), id.to_owned());
         tokio::spawn(async move {
             let mut told: Option<u32> = None;
             loop {
@@ -285,7 +361,6 @@ impl Scheduler for Arc<WorkerScheduler> {
                 }
             }
         });
-        Ok(running)
     }
 }
 
@@ -440,7 +515,7 @@ impl WorkerScheduler {
                     });
             }
             let first_id = retained.iter().map(|c| c.id + 1).max().unwrap_or(1);
-            let first_id = first_id.max(
+            let first_id = first_id.max(plan.first_checkpoint_id).max(
                 stats
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
