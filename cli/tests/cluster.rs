@@ -871,6 +871,31 @@ async fn job_until(
     }
 }
 
+/// Poll job `id`'s checkpoints until `ok` holds (a minute at most).
+async fn checkpoints_until(
+    rest: &str,
+    id: &str,
+    ok: impl Fn(&weir_coordinator::checkpoint::CheckpointStats) -> bool,
+) -> weir_coordinator::checkpoint::CheckpointStats {
+    let started = Instant::now();
+    loop {
+        let c = reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ok(&c) {
+            return c;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "checkpoints of job {id}: {c:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A bundle of the test guests: words from a generator through `fail-once`
 /// (which panics at its subtask's `fail_at`-th line on the first
 /// `fail_attempts` attempts), counted per word into the exactly-once file
@@ -1168,7 +1193,6 @@ impl Restartable {
 /// its committed output is exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_coordinator_resumes_a_running_job_from_its_latest_checkpoint() {
-    use weir_coordinator::checkpoint::CheckpointStats;
     use weir_coordinator::jobs::JobState;
 
     let dir = tempfile::tempdir().unwrap();
@@ -1190,24 +1214,7 @@ async fn a_restarted_coordinator_resumes_a_running_job_from_its_latest_checkpoin
         "[state]\nbackend = 'rocksdb'\n[checkpoint]\ninterval-ms = 150\n",
     );
     let id = submit(&rest, &bundle);
-    let completed = || async {
-        reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
-            .await
-            .unwrap()
-            .json::<CheckpointStats>()
-            .await
-            .unwrap()
-            .counts
-            .completed
-    };
-    let started = Instant::now();
-    while completed().await < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no checkpoints"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    checkpoints_until(&rest, &id, |c| c.counts.completed >= 3).await;
     first.0.kill().unwrap();
     first.0.wait().unwrap();
     let _second = coordinator.start();
@@ -1224,15 +1231,229 @@ async fn a_restarted_coordinator_resumes_a_running_job_from_its_latest_checkpoin
         "{:#?}",
         ended.exceptions
     );
-    let c: CheckpointStats = reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let c = checkpoints_until(&rest, &id, |_| true).await;
     let restored = c.restored.expect("resumed from a checkpoint");
     assert!(restored.id >= 3, "{restored:?}");
     exactly_once(&output, 12_000 * 8, |v| {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
+}
+
+/// A network namespace joined to this one by a veth pair, `10.231.N.1`
+/// here and `10.231.N.2` there; removed when dropped (also when the test
+/// fails).
+struct NetNs {
+    name: String,
+    host_link: String,
+    subnet: String,
+}
+
+fn ip(args: &[&str]) {
+    let o = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("`ip` (iproute2) runs");
+    assert!(
+        o.status.success(),
+        "ip {}: {} (network namespaces need root)",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl NetNs {
+    fn new() -> NetNs {
+        let pid = std::process::id();
+        let ns = NetNs {
+            name: format!("weir-t{pid}"),
+            host_link: format!("wh{pid}"),
+            subnet: format!("10.231.{}", 20 + pid % 200),
+        };
+        // Leftovers of an earlier run with the same pid.
+        ns.remove();
+        let peer = format!("wn{pid}");
+        let (here, there) = (ns.here(), ns.there());
+        ip(&["netns", "add", &ns.name]);
+        ip(&[
+            "link",
+            "add",
+            &ns.host_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+        ]);
+        ip(&["link", "set", &peer, "netns", &ns.name]);
+        ip(&["addr", "add", &format!("{here}/24"), "dev", &ns.host_link]);
+        ip(&["link", "set", &ns.host_link, "up"]);
+        // While the link is down its route is gone: without this one the
+        // subnet's packets would take the default route off the machine.
+        ip(&["route", "add", "unreachable", &ns.net(), "metric", "4000"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &ns.name, "ip"];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inside(&["addr", "add", &format!("{there}/24"), "dev", &peer]);
+        inside(&["link", "set", &peer, "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    fn here(&self) -> String {
+        format!("{}.1", self.subnet)
+    }
+
+    fn net(&self) -> String {
+        format!("{}.0/24", self.subnet)
+    }
+
+    fn there(&self) -> String {
+        format!("{}.2", self.subnet)
+    }
+
+    /// Cut the link (`false`) or heal it (`true`).
+    fn link(&self, up: bool) {
+        ip(&[
+            "link",
+            "set",
+            &self.host_link,
+            if up { "up" } else { "down" },
+        ]);
+    }
+}
+
+impl NetNs {
+    fn remove(&self) {
+        for args in [
+            vec!["link", "del", &self.host_link],
+            vec!["netns", "del", &self.name],
+        ] {
+            let _ = std::process::Command::new("ip").args(args).output();
+        }
+        let net = self.net();
+        let _ = std::process::Command::new("ip")
+            .args(["route", "del", "unreachable", &net, "metric", "4000"])
+            .output();
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// A worker cut off from the others while it stays alive (in its own
+/// network namespace, its link taken down): the job recovers on the other
+/// workers; when the link comes back the cut-off worker registers again
+/// and stops its tasks, which commit nothing (the sink's fence), and the
+/// committed output is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact() {
+    use weir_coordinator::jobs::JobState;
+
+    let net = NetNs::new();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("coordinator");
+    let here = net.here();
+    let (coordinator, line) = start(&[
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        &format!("{here}:0"),
+        "--heartbeat-interval-ms",
+        "100",
+        "--heartbeat-timeout-ms",
+        "1500",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    let _coordinator = coordinator;
+    let urls = urls(&line);
+    let (rest, rpc) = (urls[0].clone(), urls[1].clone());
+    // One slot each: the job's two subtasks run on the cut-off worker and
+    // on one here; the third takes over.
+    let worker = |name: &str, netns: Option<&str>, at: &str| {
+        let d = dir.path().join(name);
+        common::start_in(
+            netns,
+            &[
+                "worker",
+                "--coordinator",
+                &rpc,
+                "--rpc-listen",
+                &format!("{at}:0"),
+                "--data-listen",
+                &format!("{at}:0"),
+                "--slots",
+                "1",
+                "--data-dir",
+                d.to_str().unwrap(),
+            ],
+        )
+        .0
+    };
+    let cut_off = worker("w1", Some(&net.name), &net.there());
+    let _w2 = worker("w2", None, &here);
+    wait_until(&rest, "two workers register", |c| c.workers.len() == 2).await;
+
+    let output = dir.path().join("out");
+    let bundle = failing_bundle(
+        dir.path(),
+        "partitioned",
+        16_000,
+        (1, 0),
+        &output,
+        "[state]\nbackend = 'rocksdb'\n[checkpoint]\ninterval-ms = 150\n\
+         [restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 200\n",
+    );
+    let id = submit(&rest, &bundle);
+    let _w3 = worker("w3", None, &here);
+    wait_until(&rest, "the spare worker registers", |c| {
+        c.workers.len() == 3
+    })
+    .await;
+    checkpoints_until(&rest, &id, |c| c.counts.completed >= 2).await;
+    let victim = job_info(&rest, &id)
+        .await
+        .subtasks
+        .iter()
+        .filter_map(|t| t.worker.clone())
+        .find(|w| w.ends_with(&format!("-{}", cut_off.0.id())))
+        .expect("a subtask runs on the worker in the namespace");
+
+    net.link(false);
+    let recovered = job_until(&rest, &id, "the job runs again without it", |j| {
+        j.attempt == 1 && j.state == JobState::Running
+    })
+    .await;
+    assert!(
+        recovered
+            .subtasks
+            .iter()
+            .all(|t| t.worker.as_deref() != Some(victim.as_str())),
+        "{:?}",
+        recovered.subtasks
+    );
+    net.link(true);
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    assert!(
+        ended.exceptions[0].message.contains(&victim),
+        "{:#?}",
+        ended.exceptions
+    );
+    // The healed worker registers again, with nothing running.
+    wait_until(&rest, "the cut-off worker registers again", |c| {
+        c.workers.len() == 3 && c.slots_free == c.slots_total
+    })
+    .await;
+    exactly_once(&output, 16_000 * 8, |v| {
+        (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
+    });
+    drop(cut_off);
 }

@@ -308,6 +308,7 @@ impl TaskExecutor for ExecutorService {
         let mut job = LocalJob::new(graph, factory);
         job.restore = restore.clone();
         job.attempt = r.attempt;
+        job.job_id = r.job_id.clone();
         let mut reporting = None;
         if checkpointed {
             let store = weir_state::storage::open(&r.checkpoint_storage)

@@ -56,6 +56,9 @@ pub struct LocalJob {
     pub restore: Option<Arc<Restore>>,
     /// The job's attempt (0 first).
     pub attempt: u32,
+    /// The job's id (its graph's name when not told): transactional sinks
+    /// fence their commits by it and the attempt.
+    pub job_id: String,
 }
 
 impl LocalJob {
@@ -70,6 +73,7 @@ impl LocalJob {
             checkpoints: None,
             restore: None,
             attempt: 0,
+            job_id: graph.name.clone(),
             graph,
         }
     }
@@ -211,6 +215,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             }
                             outputs.push(NetworkOutput::new(
                                 txs,
+                                job.cancel.clone(),
                                 channel,
                                 s as usize,
                                 e.partitioning.clone(),
@@ -278,6 +283,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             let batch_size = job.batch_size;
             let restore = job.restore.clone();
             let attempt = job.attempt;
+            let job_id = job.job_id.clone();
             let task_id = t.id;
             let rt = runtime.clone();
             let name = format!("{}[{s}]", graph.vertices[vertices[0]].name);
@@ -312,6 +318,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                         let restored = restore.as_ref().map(|r| r.checkpoint.id);
                                         let parts = PartFileSink::open(
                                             std::path::Path::new(path),
+                                            &job_id,
                                             s,
                                             attempt,
                                             restored,

@@ -2,9 +2,16 @@
 //! with a buffer per receiving subtask, flushed when full and after every
 //! input batch (so latency stays bounded by one batch).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use tokio::sync::mpsc::Sender;
 use weir_model::keygroup::subtask_for_key;
 use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
+
+/// How often a send waiting for room checks the job's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
 
 /// A message on a channel: the sender's channel index at the receiver, and
 /// the message.
@@ -24,6 +31,10 @@ pub enum PartitionError {
 /// One edge out of a task, seen from one sending subtask.
 pub struct NetworkOutput {
     senders: Vec<Sender<Envelope>>,
+    /// The job's cancel flag: a send waiting for room gives up when it is
+    /// set (a receiver that stopped reading, behind a dead link, must not
+    /// hold the task forever).
+    cancel: Arc<AtomicBool>,
     channel: u32,
     partitioning: Partitioning,
     max_parallelism: u32,
@@ -66,9 +77,12 @@ pub fn assign_key(record: &mut Record, key_by: &KeyBy) -> Result<(), PartitionEr
 
 impl NetworkOutput {
     /// An output to `senders` (one per receiving subtask); this sender is
-    /// channel `channel` at the receivers and subtask `subtask` of its vertex.
+    /// channel `channel` at the receivers and subtask `subtask` of its
+    /// vertex; it stops waiting for room when `cancel` is set.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         senders: Vec<Sender<Envelope>>,
+        cancel: Arc<AtomicBool>,
         channel: u32,
         subtask: usize,
         partitioning: Partitioning,
@@ -78,6 +92,7 @@ impl NetworkOutput {
         let n = senders.len();
         NetworkOutput {
             senders,
+            cancel,
             channel,
             partitioning,
             max_parallelism,
@@ -97,9 +112,34 @@ impl NetworkOutput {
             Err(TrySendError::Full(envelope)) => {
                 // The receiver has no room: this is backpressure.
                 let started = std::time::Instant::now();
-                let sent = self.senders[to].blocking_send(envelope);
+                let sent = self.wait_and_send(to, envelope);
                 self.backpressured += started.elapsed();
-                sent.map_err(|_| PartitionError::Disconnected)
+                sent
+            }
+        }
+    }
+
+    /// Wait for room at receiver `to` and send, checking the cancel flag
+    /// every [`CANCEL_POLL`].
+    fn wait_and_send(&mut self, to: usize, envelope: Envelope) -> Result<(), PartitionError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.senders[to]
+                .blocking_send(envelope)
+                .map_err(|_| PartitionError::Disconnected);
+        };
+        let sender = &self.senders[to];
+        loop {
+            let room = runtime.block_on(tokio::time::timeout(CANCEL_POLL, sender.reserve()));
+            match room {
+                Ok(Ok(permit)) => {
+                    permit.send(envelope);
+                    return Ok(());
+                }
+                Ok(Err(_)) => return Err(PartitionError::Disconnected),
+                Err(_) if self.cancel.load(Ordering::Relaxed) => {
+                    return Err(PartitionError::Disconnected);
+                }
+                Err(_) => {}
             }
         }
     }

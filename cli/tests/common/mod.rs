@@ -19,7 +19,21 @@ impl Drop for Proc {
 /// Start `weir args…` and return it with the first line it prints (servers
 /// announce their addresses there).
 pub fn start(args: &[&str]) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+    start_in(None, args)
+}
+
+/// As [`start`], in the network namespace `netns` if given (`ip netns
+/// exec` runs the process itself there: its pid is the worker's).
+pub fn start_in(netns: Option<&str>, args: &[&str]) -> (Proc, String) {
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_weir")]);
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_weir")),
+    };
+    let mut child = command
         .args(args)
         .env(
             "WEIR_CACHE_DIR",

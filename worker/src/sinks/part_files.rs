@@ -4,7 +4,7 @@
 //! Each subtask writes its records to a hidden in-progress file
 //! (`.part-<subtask>-a<attempt>-<k>.inprogress`). On a checkpoint's barrier
 //! it closes the file as the checkpoint's pending part
-//! (`.part-<subtask>-<checkpoint>.pending`, still hidden) and pre-commits
+//! (`.part-<subtask>-<checkpoint>-a<attempt>.pending`, still hidden) and pre-commits
 //! every part not committed yet; when a checkpoint completes its parts are
 //! renamed into view (`part-<subtask>-<checkpoint>.jsonl`). Renaming is the
 //! commit, and doing it again finds the part in view already: commits are
@@ -13,9 +13,15 @@
 //! in-progress files, pending parts of later checkpoints, and the final
 //! part of a subtask that had finished) is removed. At the end of a bounded
 //! input, the last part is committed at once.
+//!
+//! Commits are **fenced**: the directory's `.fence` file names the job and
+//! the newest attempt that opened a sink there, and every commit checks it
+//! under a lock on that file. An attempt that a newer one replaced — a
+//! worker cut off from the coordinator, still running — cannot make
+//! anything visible: its commit fails and its files stay hidden.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use weir_model::Record;
@@ -25,14 +31,16 @@ use super::Sink;
 /// One subtask's part files.
 pub struct PartFileSink {
     dir: PathBuf,
+    job: String,
     subtask: u32,
     attempt: u32,
     /// The open in-progress file, if records came since the last
     /// pre-commit.
     current: Option<(BufWriter<File>, PathBuf)>,
     files: u64,
-    /// Parts pre-committed and not committed yet, by checkpoint.
-    uncommitted: std::collections::BTreeMap<u64, ()>,
+    /// Parts pre-committed and not committed yet: by checkpoint, the
+    /// attempt that wrote each.
+    uncommitted: std::collections::BTreeMap<u64, u32>,
     /// The newest checkpoint pre-committed (the final part's number follows
     /// it).
     last: u64,
@@ -45,19 +53,81 @@ fn name_of(path: &Path) -> String {
 }
 
 impl PartFileSink {
-    /// The sink of `subtask` in `dir` for attempt `attempt`, which starts
-    /// from checkpoint `restored` (`None`: from the beginning).
+    /// The sink of `subtask` in `dir` for attempt `attempt` of job `job`,
+    /// which starts from checkpoint `restored` (`None`: from the
+    /// beginning). Fails if a newer attempt of the job writes there.
     pub fn open(
         dir: &Path,
+        job: &str,
         subtask: u32,
         attempt: u32,
         restored: Option<u64>,
     ) -> anyhow::Result<PartFileSink> {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-        // What a failed attempt left of this subtask after the checkpoint
-        // the job goes on from.
         let after = restored.unwrap_or(0);
+        let sink = PartFileSink {
+            dir: dir.to_owned(),
+            job: job.to_owned(),
+            subtask,
+            attempt,
+            current: None,
+            files: 0,
+            uncommitted: Default::default(),
+            last: after,
+        };
+        sink.fenced(true, || sink.remove_stale(after))?;
+        Ok(sink)
+    }
+
+    /// Run `f` holding the directory's fence, if this attempt is still the
+    /// newest of its job to write here; with `take`, record it as the
+    /// newest (a new job takes the directory over).
+    fn fenced<T>(&self, take: bool, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let path = self.dir.join(".fence");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+        file.lock()
+            .map_err(|e| anyhow::anyhow!("cannot lock {}: {e}", path.display()))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        let (job, newest) = text
+            .trim()
+            .split_once(' ')
+            .and_then(|(j, a)| Some((j, a.parse::<u32>().ok()?)))
+            .unwrap_or(("", 0));
+        let mine = job == self.job;
+        if (mine && newest > self.attempt) || (!mine && !take) {
+            let by = if mine {
+                format!("attempt {newest}")
+            } else {
+                format!("job {job}")
+            };
+            anyhow::bail!(
+                "attempt {} of job {} is fenced off: {by} writes to {} now; nothing is committed",
+                self.attempt,
+                self.job,
+                self.dir.display()
+            );
+        }
+        if take && !(mine && newest == self.attempt) {
+            file.set_len(0)?;
+            file.rewind()?;
+            write!(file, "{} {}", self.job, self.attempt)?;
+            file.sync_all()?;
+        }
+        f()
+    }
+
+    /// Remove what a failed attempt left of this subtask after checkpoint
+    /// `after`, the one the job goes on from.
+    fn remove_stale(&self, after: u64) -> anyhow::Result<()> {
+        let (dir, subtask) = (&self.dir, self.subtask);
         for e in std::fs::read_dir(dir)? {
             let name = name_of(&e?.path());
             let stale = if let Some(rest) = name.strip_prefix(&format!(".part-{subtask}-a")) {
@@ -65,8 +135,9 @@ impl PartFileSink {
             } else if let Some(id) = name
                 .strip_prefix(&format!(".part-{subtask}-"))
                 .and_then(|r| r.strip_suffix(".pending"))
+                .and_then(|r| r.split_once("-a"))
             {
-                id.parse::<u64>().is_ok_and(|id| id > after)
+                id.0.parse::<u64>().is_ok_and(|id| id > after)
             } else if let Some(id) = name
                 .strip_prefix(&format!("part-{subtask}-"))
                 .and_then(|r| r.strip_suffix(".jsonl"))
@@ -79,20 +150,16 @@ impl PartFileSink {
                 std::fs::remove_file(dir.join(&name))?;
             }
         }
-        Ok(PartFileSink {
-            dir: dir.to_owned(),
-            subtask,
-            attempt,
-            current: None,
-            files: 0,
-            uncommitted: Default::default(),
-            last: after,
-        })
+        Ok(())
     }
 
-    fn pending(&self, checkpoint: u64) -> PathBuf {
-        self.dir
-            .join(format!(".part-{}-{checkpoint}.pending", self.subtask))
+    /// Where attempt `attempt` keeps its part of `checkpoint` until the
+    /// commit (an older attempt still running cannot write over it).
+    fn pending(&self, checkpoint: u64, attempt: u32) -> PathBuf {
+        self.dir.join(format!(
+            ".part-{}-{checkpoint}-a{attempt}.pending",
+            self.subtask
+        ))
     }
 
     fn visible(&self, checkpoint: u64) -> PathBuf {
@@ -111,13 +178,13 @@ impl PartFileSink {
             .into_inner()
             .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
         file.sync_all()?;
-        std::fs::rename(&path, self.pending(checkpoint))?;
+        std::fs::rename(&path, self.pending(checkpoint, self.attempt))?;
         Ok(true)
     }
 
-    fn commit_part(&self, checkpoint: u64) -> anyhow::Result<()> {
-        let (pending, visible) = (self.pending(checkpoint), self.visible(checkpoint));
-        match std::fs::rename(&pending, &visible) {
+    fn commit_part(&self, checkpoint: u64, attempt: u32) -> anyhow::Result<()> {
+        let (pending, visible) = (self.pending(checkpoint, attempt), self.visible(checkpoint));
+        self.fenced(false, || match std::fs::rename(&pending, &visible) {
             Ok(()) => Ok(()),
             // Committed already (a commit after a restore).
             Err(_) if visible.exists() => Ok(()),
@@ -125,7 +192,7 @@ impl PartFileSink {
                 "committing {}: {e} (the part is lost)",
                 pending.display()
             )),
-        }
+        })
     }
 }
 
@@ -157,10 +224,10 @@ impl Sink for PartFileSink {
         // The end of the input: the last part is committed at once.
         let last = self.last + 1;
         if self.close_as(last)? {
-            self.commit_part(last)?;
+            self.commit_part(last, self.attempt)?;
         }
-        for (&id, ()) in &self.uncommitted {
-            self.commit_part(id)?;
+        for (&id, &attempt) in &self.uncommitted {
+            self.commit_part(id, attempt)?;
         }
         self.uncommitted.clear();
         Ok(())
@@ -168,20 +235,21 @@ impl Sink for PartFileSink {
 
     fn pre_commit(&mut self, checkpoint: u64) -> anyhow::Result<Vec<u8>> {
         if self.close_as(checkpoint)? {
-            self.uncommitted.insert(checkpoint, ());
+            self.uncommitted.insert(checkpoint, self.attempt);
         }
         self.last = self.last.max(checkpoint);
-        // The handle: every part not committed yet, so that a restore
-        // commits the ones whose commit a failure cut short too.
-        let ids: Vec<u64> = self.uncommitted.keys().copied().collect();
-        Ok(serde_json::to_vec(&ids)?)
+        // The handle: every part not committed yet (checkpoint, attempt),
+        // so that a restore commits the ones whose commit a failure cut
+        // short too.
+        let parts: Vec<(u64, u32)> = self.uncommitted.iter().map(|(&c, &a)| (c, a)).collect();
+        Ok(serde_json::to_vec(&parts)?)
     }
 
     fn commit(&mut self, _checkpoint: u64, handle: &[u8]) -> anyhow::Result<()> {
-        let ids: Vec<u64> = serde_json::from_slice(handle)
+        let parts: Vec<(u64, u32)> = serde_json::from_slice(handle)
             .map_err(|e| anyhow::anyhow!("a part file sink's commit handle: {e}"))?;
-        for id in ids {
-            self.commit_part(id)?;
+        for (id, attempt) in parts {
+            self.commit_part(id, attempt)?;
             self.uncommitted.remove(&id);
         }
         Ok(())
@@ -232,7 +300,7 @@ mod tests {
     #[test]
     fn parts_become_visible_when_their_checkpoint_completes_and_commits_repeat_safely() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = PartFileSink::open(dir.path(), 0, 0, None).unwrap();
+        let mut s = PartFileSink::open(dir.path(), "j", 0, 0, None).unwrap();
         s.write(&batch(&["1", "2"])).unwrap();
         let h1 = s.pre_commit(1).unwrap();
         s.write(&batch(&["3"])).unwrap();
@@ -263,7 +331,7 @@ mod tests {
     #[test]
     fn a_restore_commits_the_checkpoints_parts_and_drops_what_came_after() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = PartFileSink::open(dir.path(), 3, 0, None).unwrap();
+        let mut s = PartFileSink::open(dir.path(), "j", 3, 0, None).unwrap();
         s.write(&batch(&["a"])).unwrap();
         let h1 = s.pre_commit(1).unwrap();
         // Checkpoint 1 completes, but the failure comes before the commit.
@@ -272,13 +340,13 @@ mod tests {
         s.write(&batch(&["c"])).unwrap();
         drop(s);
         // Attempt 1 from checkpoint 1: its part is committed, the rest goes.
-        let mut r = PartFileSink::open(dir.path(), 3, 1, Some(1)).unwrap();
+        let mut r = PartFileSink::open(dir.path(), "j", 3, 1, Some(1)).unwrap();
         r.commit(1, &h1).unwrap();
         assert_eq!(lines(dir.path()), ["a"]);
         let hidden: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| name_of(&e.unwrap().path()))
-            .filter(|n| n.starts_with('.'))
+            .filter(|n| n.starts_with('.') && n != ".fence")
             .collect();
         assert!(hidden.is_empty(), "{hidden:?}");
         r.write(&batch(&["b"])).unwrap();
@@ -286,12 +354,49 @@ mod tests {
         assert_eq!(lines(dir.path()), ["a", "b"]);
         // A subtask's final part from a failed attempt goes on a restore
         // from an earlier checkpoint.
-        let again = PartFileSink::open(dir.path(), 3, 2, Some(1)).unwrap();
+        let again = PartFileSink::open(dir.path(), "j", 3, 2, Some(1)).unwrap();
         drop(again);
         assert_eq!(lines(dir.path()), ["a"]);
         // Other subtasks' files are not touched.
         std::fs::write(dir.path().join("part-4-9.jsonl"), "x\n").unwrap();
-        PartFileSink::open(dir.path(), 3, 3, Some(0)).unwrap();
+        PartFileSink::open(dir.path(), "j", 3, 3, Some(0)).unwrap();
         assert_eq!(lines(dir.path()), ["x"]);
+    }
+
+    #[test]
+    fn an_attempt_replaced_by_a_newer_one_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = PartFileSink::open(dir.path(), "j", 0, 0, None).unwrap();
+        old.write(&batch(&["a"])).unwrap();
+        let h1 = old.pre_commit(1).unwrap();
+        old.commit(1, &h1).unwrap();
+        // Attempt 1 takes over from checkpoint 1 while attempt 0 (cut off)
+        // goes on: its pre-commit of checkpoint 2 does not touch attempt
+        // 1's, and neither its commits nor its final part become visible.
+        let mut new = PartFileSink::open(dir.path(), "j", 0, 1, Some(1)).unwrap();
+        new.write(&batch(&["b"])).unwrap();
+        let h2 = new.pre_commit(2).unwrap();
+        old.write(&batch(&["zombie"])).unwrap_or_default();
+        let old_h2 = old.pre_commit(2);
+        if let Ok(h) = &old_h2 {
+            let e = old.commit(2, h).unwrap_err();
+            assert!(e.to_string().contains("fenced off"), "{e}");
+        }
+        assert!(old.finish().is_err());
+        new.commit(2, &h2).unwrap();
+        assert_eq!(lines(dir.path()), ["a", "b"]);
+        // An old attempt cannot start again either.
+        let e = PartFileSink::open(dir.path(), "j", 0, 0, Some(1))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("attempt 1 writes to"), "{e}");
+        // Another job takes the directory over (starting afresh, its
+        // subtask's parts replace those there).
+        let mut other = PartFileSink::open(dir.path(), "k", 0, 0, None).unwrap();
+        other.write(&batch(&["c"])).unwrap();
+        other.finish().unwrap();
+        new.write(&batch(&["d"])).unwrap();
+        assert!(new.finish().is_err(), "the first job is fenced off");
+        assert_eq!(lines(dir.path()), ["c"]);
     }
 }
