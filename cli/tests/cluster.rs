@@ -657,21 +657,12 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     let mut workers = vec![w1, w2, w3];
 
     let output = dir.path().join("out.jsonl");
-    let bundle = common::bundle(
+    let bundle = wordcount_bundle(
         dir.path(),
         "restarting",
-        "wordcount",
-        &format!(
-            "[job]\nname = 'restarting'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '16000'\nrate = '1600'\n\
-             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
-             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
-             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
-             [state]\nbackend = 'rocksdb'\n\
-             [checkpoint]\ninterval-ms = 200\n\
-             [restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 200\n",
-            output.display()
-        ),
+        (16_000, 1600),
+        &output,
+        "[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 200\n",
     );
     let id = submit(&rest, &bundle);
     let job = || async {
@@ -701,13 +692,7 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     // Kill the worker that runs subtask 0.
     let running = job().await;
     let victim = running.subtasks[0].worker.clone().unwrap();
-    let i = workers
-        .iter()
-        .position(|w| victim.ends_with(&format!("-{}", w.0.id())))
-        .expect("the worker runs here");
-    let mut killed = workers.remove(i);
-    killed.0.kill().unwrap();
-    killed.0.wait().unwrap();
+    kill_worker(&mut workers, &victim);
 
     let started = Instant::now();
     let ended = loop {
@@ -869,6 +854,46 @@ async fn job_until(
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// A bundle of the word count example: `lines` generated lines at `rate`
+/// per second and subtask, at parallelism 2, counted on RocksDB with
+/// checkpoints every 200 ms into the exactly-once file sink at `output`,
+/// with the `[restart]` table `restart`.
+fn wordcount_bundle(
+    dir: &std::path::Path,
+    name: &str,
+    (lines, rate): (u64, u64),
+    output: &std::path::Path,
+    restart: &str,
+) -> std::path::PathBuf {
+    common::bundle(
+        dir,
+        name,
+        "wordcount",
+        &format!(
+            "[job]\nname = '{name}'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = '{lines}'\nrate = '{rate}'\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [state]\nbackend = 'rocksdb'\n\
+             [checkpoint]\ninterval-ms = 200\n{restart}",
+            output.display()
+        ),
+    )
+}
+
+/// SIGKILL the worker process of `workers` whose id is `victim`, and
+/// forget it.
+fn kill_worker(workers: &mut Vec<common::Proc>, victim: &str) {
+    let i = workers
+        .iter()
+        .position(|w| victim.ends_with(&format!("-{}", w.0.id())))
+        .expect("the worker runs here");
+    let mut killed = workers.remove(i);
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
 }
 
 /// Poll job `id`'s checkpoints until `ok` holds (a minute at most).
@@ -1456,4 +1481,257 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
     drop(cut_off);
+}
+
+/// The shape of Flink's `UnalignedCheckpointITCase`: unique increasing
+/// numbers from two source subtasks → a key-by shuffle across worker
+/// processes → keyed state checking each key's order → the exactly-once
+/// sink, at a short checkpoint interval, through failures of every kind:
+/// a guest trap while processing (attempt 0), a trap while restoring (the
+/// first recovery fails), and the SIGKILL of a worker while a checkpoint is
+/// in progress (a spare worker takes its slots). The committed output holds
+/// every number once, each key's in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbers_stay_exactly_once_and_in_order_per_key_through_every_kind_of_failure() {
+    use weir_coordinator::jobs::JobState;
+
+    const N: u64 = 40_000;
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1,
+        w2,
+        rest,
+        rpc,
+        ..
+    } = start_cluster(dir.path(), "1500").await;
+    let w3 = start_worker(dir.path(), "w3", &rpc);
+    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
+    let mut workers = vec![w1, w2, w3];
+    let output = dir.path().join("out");
+    let bundle = common::bundle(
+        dir.path(),
+        "ordered",
+        "test-guests",
+        &format!(
+            "[job]\nname = 'ordered'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '3000'\nfail-open-attempts = '1'\n\
+             [[source]]\nname = 'numbers'\ntype = 'generator'\npattern = 'sequence'\ncount = '{N}'\nrate = '2500'\n\
+             [[operator]]\nname = 'bucket'\nfunction = 'bucket'\n\
+             [[operator]]\nname = 'check'\nfunction = 'check-order'\nkey-by = 'key'\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [state]\nbackend = 'rocksdb'\n\
+             [checkpoint]\ninterval-ms = 100\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 5\ndelay-ms = 100\n",
+            output.display()
+        ),
+    );
+    let id = submit(&rest, &bundle);
+    // Attempt 0 traps while processing, attempt 1 while restoring.
+    job_until(&rest, &id, "attempt 2 runs", |j| {
+        j.attempt == 2 && j.state == JobState::Running
+    })
+    .await;
+    let before = checkpoints_until(&rest, &id, |_| true)
+        .await
+        .counts
+        .completed;
+    checkpoints_until(&rest, &id, |c| c.counts.completed >= before + 2).await;
+    // A worker killed while a checkpoint is in progress.
+    checkpoints_until(&rest, &id, |c| c.counts.in_progress > 0).await;
+    let victim = job_info(&rest, &id).await.subtasks[0]
+        .worker
+        .clone()
+        .unwrap();
+    kill_worker(&mut workers, &victim);
+
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (3, 3), "{ended:#?}");
+    let failures: Vec<&str> = ended
+        .exceptions
+        .iter()
+        .map(|e| e.message.as_str())
+        .collect();
+    assert!(
+        failures[0].contains("injected failure at record 3000")
+            && failures[1].contains("injected failure while restoring attempt 1")
+            && failures[2].contains(&victim),
+        "{failures:#?}"
+    );
+    let c = checkpoints_until(&rest, &id, |_| true).await;
+    assert!(c.counts.completed >= 8, "{:?}", c.counts);
+
+    // Every number once; each key's in order (a key's numbers reach one
+    // sink subtask, whose parts follow the checkpoints).
+    let mut parts: Vec<(u32, u64, std::path::PathBuf)> = std::fs::read_dir(&output)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_owned();
+            let (s, c) = name
+                .strip_prefix("part-")?
+                .strip_suffix(".jsonl")?
+                .split_once('-')?;
+            Some((s.parse().ok()?, c.parse().ok()?, p))
+        })
+        .collect();
+    parts.sort();
+    let mut last = std::collections::HashMap::<u64, u64>::new();
+    let mut all = Vec::new();
+    for (_, _, path) in &parts {
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            let n = serde_json::from_str::<serde_json::Value>(line).unwrap()["seq"]
+                .as_u64()
+                .unwrap();
+            if let Some(&l) = last.get(&(n % 10)) {
+                assert!(n > l, "key {}: {n} after {l} in {}", n % 10, path.display());
+            }
+            last.insert(n % 10, n);
+            all.push(n);
+        }
+    }
+    all.sort_unstable();
+    let len = all.len();
+    all.dedup();
+    assert_eq!(len, all.len(), "nothing twice");
+    assert_eq!(all, (0..N).collect::<Vec<_>>(), "nothing lost");
+}
+
+/// Checkpoints complete while a slow stage (0.5 ms per record) holds the
+/// sources back (they wait for room most of their time): the barriers
+/// queue behind the buffered records, are aligned at the slow subtasks and
+/// reach the exactly-once sink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_complete_while_a_slow_stage_backpressures_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1: _w1,
+        w2: _w2,
+        rest,
+        ..
+    } = start_cluster(dir.path(), "5000").await;
+    let output = dir.path().join("out");
+    let bundle = common::bundle(
+        dir.path(),
+        "slow",
+        "test-guests",
+        &format!(
+            "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'gen'\ntype = 'generator'\nparallelism = 2\n\
+             [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 4\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 200\n",
+            output.display()
+        ),
+    );
+    let id = submit(&rest, &bundle);
+    let c = checkpoints_until(&rest, &id, |c| c.counts.completed >= 1).await;
+    let m: serde_json::Value = reqwest::get(format!("{rest}/v1/jobs/{id}/metrics"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let source = m["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "gen")
+        .unwrap()
+        .clone();
+    assert!(
+        source["backpressure"].as_f64().unwrap() > 0.5,
+        "the job is backpressured: {source}"
+    );
+    assert_eq!(c.counts.failed, 0, "{c:#?}");
+    // What the completed checkpoint covers is committed (the sinks are
+    // told as they go on).
+    let started = Instant::now();
+    while !std::fs::read_dir(&output).unwrap().any(|e| {
+        let name = e.unwrap().file_name();
+        name.to_string_lossy().starts_with("part-")
+    }) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no committed parts"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let o = weir(&["cancel", &id, "--coordinator", &rest]);
+    assert!(o.status.success());
+}
+
+/// The word count with checkpoints on RocksDB while workers are killed
+/// (SIGKILL) again and again, at random moments (the seed is printed), a
+/// fresh worker joining after each: the committed output equals the
+/// fault-free run's — for every word, each count from 1 to its total
+/// exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_word_count_survives_repeated_random_worker_kills() {
+    use weir_coordinator::jobs::JobState;
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1,
+        w2,
+        rest,
+        rpc,
+        ..
+    } = start_cluster(dir.path(), "1500").await;
+    let mut workers = vec![w1, w2, start_worker(dir.path(), "w3", &rpc)];
+    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
+    let output = dir.path().join("out");
+    let bundle = wordcount_bundle(
+        dir.path(),
+        "killed",
+        (24_000, 2000),
+        &output,
+        "[restart]\nstrategy = 'fixed-delay'\nattempts = 10\ndelay-ms = 100\n",
+    );
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    eprintln!("random kills, seed {seed}");
+    let mut state = seed | 1;
+    let mut random = move |n: u64| {
+        // xorshift64
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let id = submit(&rest, &bundle);
+    const KILLS: u32 = 3;
+    for kill in 0..KILLS {
+        job_until(&rest, &id, "the attempt runs", |j| {
+            j.attempt == kill && j.state == JobState::Running
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300 + random(1200))).await;
+        let running = job_info(&rest, &id).await;
+        if running.state.is_terminal() {
+            panic!("the job ended before kill {kill}: {running:#?}");
+        }
+        let busy: Vec<String> = running
+            .subtasks
+            .iter()
+            .filter_map(|t| t.worker.clone())
+            .collect();
+        let victim = &busy[random(busy.len() as u64) as usize];
+        kill_worker(&mut workers, victim);
+        workers.push(start_worker(dir.path(), &format!("spare{kill}"), &rpc));
+    }
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!(ended.restarts, KILLS, "{ended:#?}");
+    exactly_once(&output, 24_000 * 8, |v| {
+        (
+            v["word"].as_str().unwrap().to_owned(),
+            v["count"].as_u64().unwrap(),
+        )
+    });
 }
