@@ -1,7 +1,7 @@
 //! The dashboard in a real browser: `weir local` with a running job, then
 //! `tests/browser/dashboard.mjs` (Playwright driving Debian's Chromium)
-//! checks the overview, the job's graph, its rising numbers and its
-//! watermark, uploads a bundle through the form, runs it and cancels it,
+//! checks the overview, the job's graph, its rising numbers, its watermark
+//! (a time, with its lag) and its checkpoints, uploads a bundle through the form, runs it and cancels it,
 //! with no console error.
 //! `scripts/setup.sh` installs Chromium and the pinned npm packages.
 //!
@@ -34,16 +34,21 @@ fn the_dashboard_works_in_a_real_browser() {
     ]);
     let url = urls(&line)[0].clone();
 
-    // A running job to watch: bids counted per key in event-time windows.
+    // A running job to watch: bids counted per key in event-time windows,
+    // with checkpoints.
     let bundle = common::bundle(
         dir.path(),
         "bids",
         "windowed-counts",
-        "[job]\nname = 'bids-per-window'\n[component]\npath = 'c.wasm'\n\
-         [[source]]\nname = 'bids'\ntype = 'generator'\npattern = 'bids'\nrate = '2000'\ntimestamp = '/ts'\n\
-         [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\nparallelism = 2\n\
-         window = { type = 'tumbling', size-ms = 10 }\n\
-         [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+        &format!(
+            "[job]\nname = 'bids-per-window'\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'bids'\ntype = 'generator'\npattern = 'bids'\nrate = '2000'\ntimestamp = '/ts'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\nparallelism = 2\n\
+             window = {{ type = 'tumbling', size-ms = 10 }}\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 300\n",
+            dir.path().join("counts").display()
+        ),
     );
     let job = common::submitted(&weir(&[
         "submit",

@@ -31,11 +31,24 @@ function bytes(n) {
   return n.toFixed(i ? 1 : 0) + " " + u[i];
 }
 
-function watermark(w) {
-  if (w === null || w === undefined) return "–";
-  if (w >= 9e18) return "end of input";
-  if (w > 1e11) return new Date(w).toISOString().replace("T", " ").replace("Z", "");
-  return fmt(w) + " ms";
+/// A duration, in the unit that suits it.
+function span(ms) {
+  const a = Math.abs(ms);
+  if (a < 1000) return Math.round(ms) + " ms";
+  if (a < 60e3) return (ms / 1e3).toFixed(1) + " s";
+  if (a < 3600e3) return (ms / 60e3).toFixed(1) + " min";
+  if (a < 86400e3) return (ms / 3600e3).toFixed(1) + " h";
+  if (a < 365.25 * 86400e3) return (ms / 86400e3).toFixed(1) + " d";
+  return (ms / (365.25 * 86400e3)).toFixed(1) + " y";
+}
+
+/// A watermark as the event time it stands at, and how far it lags behind
+/// the wall clock; `short` leaves the date out.
+function watermark(w, short) {
+  if (w === null || w === undefined || w <= -8.64e15) return "–";
+  if (w >= 8.64e15) return "end of input";
+  const iso = new Date(w).toISOString().replace("T", " ").replace("Z", "");
+  return `${short ? iso.slice(11) : iso} · lag ${span(Date.now() - w)}`;
 }
 
 function ago(ms) {
@@ -236,7 +249,7 @@ function drawGraph(graph, metrics) {
       <text x="10" y="20" font-weight="600">${esc(v.name)}</text>
       <text class="sub" x="10" y="38">${esc(v.kind)} · ${esc(v.what)} · p=${v.parallelism}</text>
       <text class="sub" x="10" y="56" data-testid="rate-${esc(v.name)}">${rate(r)} · bp ${Math.round((m.backpressure || 0) * 100)}%</text>
-      <text class="sub" x="10" y="74">wm ${esc(watermark(m.watermark))}</text>
+      <text class="sub" x="10" y="74">wm ${esc(watermark(m.watermark, true))}</text>
     </g>`;
   });
   return `<svg data-testid="job-graph" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">
@@ -253,8 +266,49 @@ function sparkline(points, key) {
   return { svg: `<svg viewBox="0 0 ${w} ${h}" preserveAspectRatio="none"><polyline fill="none" stroke="#1f6feb" stroke-width="1.5" points="${d}"/></svg>`, max };
 }
 
+/// Recent checkpoints, oldest left: a bar per checkpoint as tall as its
+/// duration (red when it failed), and a line of the state it refers to.
+function checkpointChart(history) {
+  const cs = history.slice().reverse();
+  const w = 600, h = 90, bw = w / Math.max(cs.length, 1);
+  const maxMs = Math.max(1, ...cs.map((c) => c.duration_ms || 0));
+  const maxBytes = Math.max(1, ...cs.map((c) => c.state_bytes || 0));
+  const bars = cs.map((c, i) => {
+    const bh = Math.max(1, ((c.duration_ms || 0) / maxMs) * (h - 4));
+    return `<rect class="ck ${esc(c.status)}" x="${(i * bw + 1).toFixed(1)}" y="${(h - bh).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${bh.toFixed(1)}"><title>#${c.id} ${esc(c.status)} · ${fmt(c.duration_ms)} ms · ${bytes(c.state_bytes)}</title></rect>`;
+  }).join("");
+  const line = cs.map((c, i) => `${(i * bw + bw / 2).toFixed(1)},${(h - ((c.state_bytes || 0) / maxBytes) * (h - 4) - 2).toFixed(1)}`).join(" ");
+  return `<div class="chart wide"><div class="t">checkpoints <span class="muted">bars: duration, max ${fmt(maxMs)} ms · line: state, max ${bytes(maxBytes)}</span></div>
+    <svg data-testid="checkpoint-chart" viewBox="0 0 ${w} ${h}" preserveAspectRatio="none">${bars}<polyline fill="none" stroke="#7b3fe4" stroke-width="1.5" points="${line}"/></svg></div>`;
+}
+
+function checkpointsView(c) {
+  if (!c || !c.config) {
+    return `<div class="card muted" data-testid="checkpoints">No checkpoints: this job takes none.</div>`;
+  }
+  const n = c.counts, l = c.latest_completed;
+  const head = `<div class="card" data-testid="checkpoints">every ${fmt(c.config.interval_ms)} ms, ${esc(c.config.mode)} ·
+    <b data-testid="checkpoints-completed">${fmt(n.completed)}</b> completed · ${fmt(n.failed)} failed · ${fmt(n.in_progress)} in progress
+    ${l ? ` · latest <b>#${l.id}</b> ${esc(ago(l.triggered_at_ms))}, ${fmt(l.duration_ms)} ms, ${bytes(l.state_bytes)} (${bytes(l.uploaded_bytes)} uploaded)` : ""}
+    ${c.restored ? ` · attempt ${c.restored.attempt} restored from <b>#${c.restored.id}</b>` : ""}</div>`;
+  if (!c.history.length) return head;
+  const rows = c.history.map((k) => {
+    const align = Math.max(0, ...k.vertices.map((v) => v.alignment_ms || 0));
+    return `<tr data-testid="checkpoint-row" data-status="${esc(k.status)}"><td class="num">${k.id}</td><td>${state(k.status.replace("_", " "))}</td>
+      <td>${esc(new Date(k.triggered_at_ms).toISOString().slice(11, 23))}</td><td class="num">${fmt(k.duration_ms)} ms</td>
+      <td class="num">${bytes(k.state_bytes)}</td><td class="num">${bytes(k.uploaded_bytes)}</td>
+      <td class="num">${k.acknowledged}/${k.total}</td><td class="num">${fmt(align)} ms</td><td>${esc(k.failure || "")}</td></tr>`;
+  }).join("");
+  return `${head}${checkpointChart(c.history)}
+    <table data-testid="checkpoint-history"><thead><tr><th class="num">id</th><th>status</th><th>triggered</th><th class="num">duration</th>
+      <th class="num">state</th><th class="num">uploaded</th><th class="num">acks</th><th class="num">alignment</th><th>failure</th></tr></thead>
+      <tbody>${rows}</tbody></table>`;
+}
+
 async function jobPage(id) {
-  const [job, metrics] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/metrics`)]);
+  const [job, metrics, checkpoints] = await Promise.all([
+    api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/metrics`), api(`/v1/jobs/${id}/checkpoints`),
+  ]);
   const live = ["created", "running", "restarting", "recovering", "canceling"].includes(job.state);
   const graph = job.graph && job.graph.vertices.length ? job.graph
     : { vertices: job.vertices.map((v) => ({ name: v.name, kind: "", what: "", parallelism: v.parallelism })), edges: [] };
@@ -287,11 +341,11 @@ async function jobPage(id) {
     return `<div class="chart"><div class="t">${esc(v.name)} <span class="muted">records ${sink ? "in" : "out"}/s · max ${rate(max)}</span></div>${svg}</div>`;
   }).join("");
   const exceptions = (job.exceptions || []).map((e) =>
-    `<div class="exception" data-testid="exception"><b>${esc(new Date(e.at_ms).toISOString())}</b>\n${esc(e.message)}</div>`).join("");
+    `<div class="exception" data-testid="exception"><b>${esc(new Date(e.at_ms).toISOString())}</b> · attempt ${e.attempt ?? 0}\n${esc(e.message)}</div>`).join("");
   view.innerHTML = `
     <h1>${esc(job.name)} <span class="muted">${esc(job.id)}</span> ${state(job.state)}
       ${live ? `<button class="danger" id="cancel" data-testid="cancel">Cancel</button>` : ""}</h1>
-    <div class="muted">bundle ${esc(job.bundle.slice(0, 12))} · submitted ${esc(ago(job.submitted_at_ms))}${job.ended_at_ms ? " · ended " + esc(ago(job.ended_at_ms)) : ""}</div>
+    <div class="muted">bundle ${esc(job.bundle.slice(0, 12))}${job.attempt ? ` · attempt ${job.attempt}, ${job.restarts} restart${job.restarts === 1 ? "" : "s"}` : ""} · submitted ${esc(ago(job.submitted_at_ms))}${job.ended_at_ms ? " · ended " + esc(ago(job.ended_at_ms)) : ""}</div>
     ${job.error ? `<div class="exception">${esc(job.error)}</div>` : ""}
     <h2>Job graph <span class="muted">(vertices coloured by their worst subtask's backpressure)</span></h2>
     <div class="graph">${drawGraph(graph, metrics)}</div>
@@ -307,7 +361,7 @@ async function jobPage(id) {
       <th class="num">state entries</th><th class="num">Wasm memory</th><th class="num">guest time</th></tr></thead>
       <tbody>${srows}</tbody></table>
     <h2>Checkpoints</h2>
-    <div class="card muted" data-testid="checkpoints">${metrics.checkpoints.length ? "" : "No checkpoints: this job keeps none."}</div>
+    ${checkpointsView(checkpoints)}
     <h2>Exceptions</h2>
     ${exceptions || `<div class="card muted" data-testid="no-exceptions">None.</div>`}`;
   const cancel = document.getElementById("cancel");

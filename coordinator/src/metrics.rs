@@ -119,8 +119,6 @@ pub struct JobMetrics {
     pub vertices: Vec<VertexMetrics>,
     /// The last minutes, a sample a second, oldest first.
     pub history: Vec<Sample>,
-    /// Checkpoints taken (none until checkpointing exists).
-    pub checkpoints: Vec<serde_json::Value>,
 }
 
 /// Raw figures of every subtask of a job, by vertex.
@@ -317,7 +315,6 @@ impl Metrics {
             history: h
                 .map(|h| h.samples.iter().cloned().collect())
                 .unwrap_or_default(),
-            checkpoints: Vec::new(),
         }
     }
 }

@@ -278,8 +278,7 @@ pub fn openapi_document() -> serde_json::Value {
             "/v1/jobs/{id}/metrics": {"parameters": id_param, "get": {"summary": "A job's metrics: per vertex and subtask counts, bytes, rates, busy/idle/backpressured ms per second, watermarks, state size, Wasm memory, guest time; five minutes of history", "responses": {"200": {"description": "The metrics", "content": {"application/json": {"schema": {"type": "object", "properties": {
                 "job": {"type": "string"}, "at_ms": {"type": "integer"},
                 "vertices": {"type": "array", "items": {"type": "object"}},
-                "history": {"type": "array", "items": {"type": "object", "properties": {"at_ms": {"type": "integer"}, "vertices": {"type": "array", "items": {"type": "object"}}}}},
-                "checkpoints": {"type": "array", "items": {"type": "object"}}
+                "history": {"type": "array", "items": {"type": "object", "properties": {"at_ms": {"type": "integer"}, "vertices": {"type": "array", "items": {"type": "object"}}}}}
             }}}}}, "404": err("No such job")}}},
             "/v1/jobs/{id}/checkpoints": checkpoints,
             "/metrics": {"get": {"summary": "Prometheus text: running jobs' subtasks, workers, slots, jobs per state", "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},

@@ -72,7 +72,12 @@ try {
     const cell = document.querySelector(sel);
     return cell && /\d/.test(cell.textContent);
   }, `[data-testid="watermark-${wmVertex}"]`);
-  check(true, `the watermark of ${wmVertex} shows: ${await page.textContent(`[data-testid="watermark-${wmVertex}"]`)}`);
+  const wm = await page.textContent(`[data-testid="watermark-${wmVertex}"]`);
+  check(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} · lag \d/.test(wm), `the watermark of ${wmVertex} shows as a time with its lag: ${wm}`);
+  await page.waitForSelector("[data-testid=checkpoint-row][data-status=completed]");
+  await page.waitForSelector("svg[data-testid=checkpoint-chart] rect.ck.completed");
+  const completed = Number((await page.textContent("[data-testid=checkpoints-completed]")).replace(/,/g, ""));
+  check(completed >= 1, `the checkpoint view lists completed checkpoints (${completed}) and charts them`);
   await page.waitForFunction(() => document.querySelectorAll(".chart polyline").length > 0
     && [...document.querySelectorAll(".chart polyline")].some((p) => p.getAttribute("points").split(" ").length > 3));
   check(true, "the throughput charts have points");
