@@ -27,8 +27,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, IteratorMode,
-    MergeOperands, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompactionStyle,
+    DBCompressionType, Direction, IteratorMode, MergeOperands, Options, ReadOptions, WriteBatch,
+    WriteOptions,
 };
 use weir_model::keygroup::key_group;
 
@@ -42,6 +43,9 @@ const TIMERS: &str = "timers";
 /// Memtable size per instance: a worker runs many instances, each with its
 /// own database.
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
+
+/// Block cache per instance (data, index and filter blocks).
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
 
 /// Per domain: each key group's first timer, and the same ordered by time.
 #[derive(Default)]
@@ -157,6 +161,25 @@ impl RocksDbStateBackend {
         opts.set_compression_type(DBCompressionType::Lz4);
         opts.set_write_buffer_size(WRITE_BUFFER_BYTES);
         opts.set_max_write_buffer_number(2);
+        // Keys are spread over the whole key space (their key group comes
+        // first, a hash), so under leveled compaction every compaction
+        // overlaps every file of the next level and rewrites it: an
+        // incremental checkpoint would upload most of the state again.
+        // Universal compaction adds new sorted runs and merges runs of
+        // similar size, so what a checkpoint uploads stays near what
+        // changed.
+        opts.set_compaction_style(DBCompactionStyle::Universal);
+        // Bloom filters spare reads of keys a file does not hold (a
+        // state's first read of a key, and every run universal compaction
+        // keeps); the filters and indexes are cached with the data.
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        opts.set_block_based_table_factory(&table);
+        opts.set_memtable_whole_key_filtering(true);
+        opts.set_memtable_prefix_bloom_ratio(0.02);
         let mut state = opts.clone();
         state.set_merge_operator_associative("weir-list-append", concat);
         let families = vec![
@@ -431,9 +454,12 @@ impl StateBackend for RocksDbStateBackend {
             .map(|k| self.entry_key(k.state, &k.key))
             .collect::<anyhow::Result<Vec<_>>>()?;
         self.db()
-            .multi_get_cf(encoded.iter().map(|k| (cf, k.as_slice())))
+            .batched_multi_get_cf(cf, encoded.iter().map(Vec::as_slice), false)
             .into_iter()
-            .map(|r| r.map_err(anyhow::Error::from))
+            .map(|r| {
+                r.map(|v| v.map(|v| v.to_vec()))
+                    .map_err(anyhow::Error::from)
+            })
             .collect()
     }
 
