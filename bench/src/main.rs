@@ -22,6 +22,8 @@
 //! `examples/windowed-counts` component and with a native Rust operator in
 //! the same runtime.
 
+mod cluster;
+mod fault_tolerance;
 mod native;
 mod native_window;
 
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use cluster::{start_cluster, submit_and_wait};
 use weir_coordinator::{Submission, plan};
 use weir_host::{HostConfig, WasmRuntime};
 use weir_model::{ExportedOperator, Manifest};
@@ -59,14 +62,45 @@ enum Bench {
         #[arg(long)]
         weir: PathBuf,
     },
-    /// The word count at parallelism 2 on two worker processes, its state
-    /// in memory and in RocksDB, with checkpoints and without.
+    /// The word count and a 1 s tumbling window count at parallelism 2 on
+    /// two worker processes, state in memory and in RocksDB, with
+    /// checkpoints and without.
     Checkpoints {
         /// Words in the generated text.
         #[arg(long, default_value_t = 10_000_000)]
         words: u64,
         /// Time between checkpoints, ms.
         #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
+    },
+    /// The time from a worker's SIGKILL to the first record written after
+    /// the job's recovery (default settings), on a coordinator and three
+    /// worker processes.
+    Recovery {
+        /// Kills (one job each).
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
+    },
+    /// Checkpoints of a large RocksDB state, full vs incremental, while 5%
+    /// of the keys change.
+    LargeState {
+        /// Keys in the state.
+        #[arg(long, default_value_t = 1_000_000)]
+        keys: u64,
+        /// Bytes per key's value.
+        #[arg(long, default_value_t = 1000)]
+        value_bytes: u64,
+        /// Updates after every key is written (on 5% of the keys).
+        #[arg(long, default_value_t = 500_000)]
+        updates: u64,
+        /// Time between checkpoints, ms.
+        #[arg(long, default_value_t = 2000)]
         interval_ms: u64,
         /// The `weir` binary (built with `cargo build --release`).
         #[arg(long)]
@@ -463,143 +497,6 @@ async fn shuffle(records: u64, value_bytes: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A child process, killed when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `weir args…`; returns it and the first line it prints.
-fn spawn_weir(weir: &Path, args: &[&str]) -> anyhow::Result<(Child, String)> {
-    let mut child = std::process::Command::new(weir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()?;
-    let stdout = child.stdout.take().expect("piped");
-    let mut line = String::new();
-    std::io::BufReader::new(stdout).read_line(&mut line)?;
-    Ok((Child(child), line))
-}
-
-/// A coordinator and `workers` worker processes of `slots` slots each,
-/// started from the `weir` binary with their data under `data`.
-struct BenchCluster {
-    rest: String,
-    _processes: Vec<Child>,
-}
-
-async fn start_cluster(
-    weir: &Path,
-    data: &Path,
-    workers: u32,
-    slots: u32,
-) -> anyhow::Result<BenchCluster> {
-    let (coordinator, line) = spawn_weir(
-        weir,
-        &[
-            "coordinator",
-            "--listen",
-            "127.0.0.1:0",
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-    )?;
-    let urls: Vec<String> = line
-        .split_whitespace()
-        .filter(|w| w.starts_with("http://"))
-        .map(|w| w.trim_end_matches(',').to_owned())
-        .collect();
-    anyhow::ensure!(urls.len() == 2, "unexpected coordinator banner: {line}");
-    let (rest, rpc) = (urls[0].clone(), urls[1].clone());
-    let mut processes = vec![coordinator];
-    for i in 0..workers {
-        let d = data.join(format!("w{i}"));
-        processes.push(
-            spawn_weir(
-                weir,
-                &[
-                    "worker",
-                    "--coordinator",
-                    &rpc,
-                    "--slots",
-                    &slots.to_string(),
-                    "--data-dir",
-                    d.to_str().unwrap(),
-                ],
-            )?
-            .0,
-        );
-    }
-    let http = reqwest::Client::new();
-    loop {
-        let c: serde_json::Value = http
-            .get(format!("{rest}/v1/cluster"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        if c["workers"]
-            .as_array()
-            .is_some_and(|w| w.len() == workers as usize)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(BenchCluster {
-        rest,
-        _processes: processes,
-    })
-}
-
-/// Submit `bundle` with `args` to the cluster and wait for its end; returns
-/// the finished job and its seconds from submission to end.
-async fn submit_and_wait(
-    weir: &Path,
-    rest: &str,
-    bundle: &Path,
-    args: &[String],
-) -> anyhow::Result<(weir_coordinator::jobs::JobInfo, f64)> {
-    use weir_coordinator::jobs::{JobInfo, JobState};
-    let out = std::process::Command::new(weir)
-        .args([
-            "submit",
-            bundle.to_str().unwrap(),
-            "--wait",
-            "--coordinator",
-            rest,
-        ])
-        .args(args)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    let job: JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
-        .await?
-        .json()
-        .await?;
-    anyhow::ensure!(job.state == JobState::Finished, "{job:?}");
-    let secs =
-        (job.ended_at_ms.unwrap_or(job.submitted_at_ms) - job.submitted_at_ms) as f64 / 1000.0;
-    Ok((job, secs))
-}
-
 async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join("weir-bench");
     std::fs::create_dir_all(&dir)?;
@@ -635,8 +532,20 @@ async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The word count at parallelism 2 over two worker processes, its counts
-/// in memory or RocksDB, with a checkpoint every `interval_ms` or none.
+/// A job of the `checkpoints` benchmark: its name, its guest component, its
+/// manifest (without `[component]`, `[state]` and `[checkpoint]`), its
+/// submission's arguments and the records it counts.
+struct Workload {
+    name: &'static str,
+    guest: &'static str,
+    manifest: String,
+    args: Vec<String>,
+    records: u64,
+}
+
+/// The word count and the 1 s tumbling window count at parallelism 2 over
+/// two worker processes, state in memory or RocksDB, with a checkpoint
+/// every `interval_ms` or none.
 async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join("weir-bench");
     std::fs::create_dir_all(&dir)?;
@@ -646,63 +555,90 @@ async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Resul
     }
     let data = dir.join(format!("checkpoints-{}", std::process::id()));
     let cluster = start_cluster(weir, &data, 2, 1).await?;
-    // The example's manifest and component, with the variant's tables.
     let example = weir_tests::workspace_root().join("examples/wordcount");
-    let component = weir_tests::guest("wordcount");
-    let manifest = std::fs::read_to_string(example.join("weir.toml"))?;
+    let events = words / 2;
+    let workloads = [
+        Workload {
+            name: "word count",
+            guest: "wordcount",
+            manifest: std::fs::read_to_string(example.join("weir.toml"))?,
+            args: vec!["--param".to_owned(), format!("input={}", input.display())],
+            records: words,
+        },
+        Workload {
+            name: "tumbling 1 s",
+            guest: "windowed-counts",
+            manifest: format!(
+                "[job]\nname = 'tumbling'\n\
+                 [params]\noutput = {{ default = '/dev/null' }}\n\
+                 [[source]]\nname = 'bids'\ntype = 'generator'\npattern = 'bids'\ncount = '{events}'\ntimestamp = '/ts'\n\
+                 [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\n\
+                 window = {{ type = 'tumbling', size-ms = 1000 }}\n\
+                 [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '${{output}}'\n"
+            ),
+            args: Vec::new(),
+            records: events,
+        },
+    ];
     let mut rows = Vec::new();
-    for backend in ["memory", "rocksdb"] {
-        for checkpointed in [false, true] {
-            let name = format!(
-                "{backend}-{}",
-                if checkpointed { "checkpoints" } else { "none" }
-            );
-            let bundle = data.join(&name);
-            std::fs::create_dir_all(&bundle)?;
-            std::fs::copy(&component, bundle.join("c.wasm"))?;
-            let mut m = format!(
-                "{manifest}\n[component]\npath = 'c.wasm'\n[state]\nbackend = '{backend}'\n"
-            );
-            if checkpointed {
-                m.push_str(&format!("[checkpoint]\ninterval-ms = {interval_ms}\n"));
+    for w in &workloads {
+        let component = weir_tests::guest(w.guest);
+        for backend in ["memory", "rocksdb"] {
+            for checkpointed in [false, true] {
+                let name = format!(
+                    "{}-{backend}-{}",
+                    w.guest,
+                    if checkpointed { "checkpoints" } else { "none" }
+                );
+                let bundle = data.join(&name);
+                std::fs::create_dir_all(&bundle)?;
+                std::fs::copy(&component, bundle.join("c.wasm"))?;
+                let mut m = format!(
+                    "{}\n[component]\npath = 'c.wasm'\n[state]\nbackend = '{backend}'\n",
+                    w.manifest
+                );
+                if checkpointed {
+                    m.push_str(&format!("[checkpoint]\ninterval-ms = {interval_ms}\n"));
+                }
+                std::fs::write(bundle.join("weir.toml"), m)?;
+                let output = data.join(format!("{name}.out"));
+                let mut args = vec![
+                    "--parallelism".to_owned(),
+                    "2".to_owned(),
+                    "--param".to_owned(),
+                    format!("output={}", output.display()),
+                ];
+                args.extend(w.args.iter().cloned());
+                let (job, secs) = submit_and_wait(weir, &cluster.rest, &bundle, &args).await?;
+                let c: weir_coordinator::checkpoint::CheckpointStats =
+                    reqwest::get(format!("{}/v1/jobs/{}/checkpoints", cluster.rest, job.id))
+                        .await?
+                        .json()
+                        .await?;
+                rows.push((w.name, w.records, backend, checkpointed, secs, c));
             }
-            std::fs::write(bundle.join("weir.toml"), m)?;
-            let output = data.join(format!("{name}.out"));
-            let args = [
-                "--parallelism".to_owned(),
-                "2".to_owned(),
-                "--param".to_owned(),
-                format!("input={}", input.display()),
-                "--param".to_owned(),
-                format!("output={}", output.display()),
-            ];
-            let (job, secs) = submit_and_wait(weir, &cluster.rest, &bundle, &args).await?;
-            let c: weir_coordinator::checkpoint::CheckpointStats =
-                reqwest::get(format!("{}/v1/jobs/{}/checkpoints", cluster.rest, job.id))
-                    .await?
-                    .json()
-                    .await?;
-            rows.push((backend, checkpointed, secs, c));
         }
     }
     println!(
-        "| state | checkpoints | time (s) | words/s | vs none | completed | last size | last uploaded | last duration |"
+        "| job | state | checkpoints | time (s) | records/s | vs none | completed | last size | last uploaded | last duration |"
     );
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (backend, checkpointed, secs, c) in &rows {
-        let none = rows
-            .iter()
-            .find(|(b, cp, _, _)| b == backend && !cp)
-            .map_or(*secs, |r| r.2);
+    println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let secs_of = |job: &str, b: &str, cp: bool| {
+        rows.iter()
+            .find(|r| r.0 == job && r.2 == b && r.3 == cp)
+            .map_or(f64::NAN, |r| r.4)
+    };
+    for (job, records, backend, checkpointed, secs, c) in &rows {
+        let none = secs_of(job, backend, false);
         let last = c.latest_completed.as_ref();
         println!(
-            "| {backend} | {} | {secs:.2} | {:.0} | {:.2} | {} | {} | {} | {} |",
+            "| {job} | {backend} | {} | {secs:.2} | {:.0} | {:.2} | {} | {} | {} | {} |",
             if *checkpointed {
                 format!("every {interval_ms} ms")
             } else {
                 "none".into()
             },
-            words as f64 / secs,
+            *records as f64 / secs,
             none / secs,
             c.counts.completed,
             last.map_or("-".into(), |l| format!("{} KiB", l.state_bytes / 1024)),
@@ -711,18 +647,17 @@ async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Resul
                 .map_or("-".into(), |d| format!("{d} ms")),
         );
     }
-    let rate = |b: &str, cp: bool| {
-        rows.iter()
-            .find(|(x, y, _, _)| *x == b && *y == cp)
-            .map_or(0.0, |r| words as f64 / r.2)
-    };
     println!();
-    println!(
-        "checkpoints/none: memory {:.2}, rocksdb {:.2}; rocksdb/memory (no checkpoints) {:.2}",
-        rate("memory", true) / rate("memory", false),
-        rate("rocksdb", true) / rate("rocksdb", false),
-        rate("rocksdb", false) / rate("memory", false)
-    );
+    for w in &workloads {
+        let rate = |b: &str, cp: bool| 1.0 / secs_of(w.name, b, cp);
+        println!(
+            "{}: checkpoints/none: memory {:.2}, rocksdb {:.2}; rocksdb/memory (no checkpoints) {:.2}",
+            w.name,
+            rate("memory", true) / rate("memory", false),
+            rate("rocksdb", true) / rate("rocksdb", false),
+            rate("rocksdb", false) / rate("memory", false)
+        );
+    }
     drop(cluster);
     let _ = std::fs::remove_dir_all(&data);
     Ok(())
@@ -744,5 +679,19 @@ fn main() -> anyhow::Result<()> {
             weir,
         } => rt.block_on(checkpoints(words, interval_ms, &weir)),
         Bench::Windows { events, runs } => rt.block_on(windows(events, runs)),
+        Bench::Recovery { runs, weir } => rt.block_on(fault_tolerance::recovery(&weir, runs)),
+        Bench::LargeState {
+            keys,
+            value_bytes,
+            updates,
+            interval_ms,
+            weir,
+        } => rt.block_on(fault_tolerance::large_state(
+            &weir,
+            keys,
+            value_bytes,
+            updates,
+            interval_ms,
+        )),
     }
 }

@@ -1294,7 +1294,25 @@ impl NetNs {
             host_link: format!("wh{pid}"),
             subnet: format!("10.231.{}", 20 + pid % 200),
         };
-        // Leftovers of an earlier run with the same pid.
+        // Leftovers of runs that were killed before they cleaned up.
+        let listed = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in listed
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.strip_prefix("weir-t"))
+            .filter_map(|p| p.parse::<u32>().ok())
+            .filter(|p| *p == pid || !std::path::Path::new(&format!("/proc/{p}")).exists())
+        {
+            NetNs {
+                name: format!("weir-t{pid}"),
+                host_link: format!("wh{pid}"),
+                subnet: format!("10.231.{}", 20 + pid % 200),
+            }
+            .remove();
+        }
         ns.remove();
         let peer = format!("wn{pid}");
         let (here, there) = (ns.here(), ns.there());

@@ -76,6 +76,10 @@ pub struct CheckpointSection {
     /// Completed checkpoints kept.
     #[serde(default)]
     pub retained: Option<Setting>,
+    /// RocksDB: upload only the files the last completed checkpoint does
+    /// not hold (default), or every file each time.
+    #[serde(default)]
+    pub incremental: Option<bool>,
 }
 
 /// The `[restart]` table.
@@ -113,6 +117,14 @@ pub struct CheckpointConfig {
     pub max_concurrent: u32,
     /// Completed ones kept.
     pub retained: u32,
+    /// RocksDB state: only new SST files are uploaded (they are shared
+    /// between checkpoints), rather than every file.
+    #[serde(default = "incremental_by_default")]
+    pub incremental: bool,
+}
+
+fn incremental_by_default() -> bool {
+    true
 }
 
 /// Defaults, as Flink's.
@@ -259,6 +271,7 @@ pub fn checkpoint_config(
         min_pause_ms: resolve("[checkpoint] min-pause-ms", &c.min_pause_ms, params)?.unwrap_or(0),
         max_concurrent,
         retained,
+        incremental: c.incremental.unwrap_or(true),
     }))
 }
 
@@ -380,6 +393,7 @@ mod tests {
                 min_pause_ms: 0,
                 max_concurrent: 1,
                 retained: 1,
+                incremental: true,
             })
         );
         assert_eq!(g.state_backend, Some(StateBackendKind::RocksDb));

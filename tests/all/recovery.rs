@@ -131,7 +131,7 @@ async fn restored_counts_go_on_from_the_checkpoint(backend: StateBackendKind) {
         mode: CheckpointMode::ExactlyOnce,
     };
     assert_eq!(channels.trigger(barrier).told, 2, "both sources still run");
-    let uploader = Uploader::new(store.clone(), "job", 0);
+    let uploader = Uploader::new(store.clone(), "job", 0, true);
     let mut subtasks = Vec::new();
     while subtasks.len() < 4 {
         let ack = tokio::time::timeout(Duration::from_secs(20), acks.recv())

@@ -315,7 +315,8 @@ impl TaskExecutor for ExecutorService {
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
             let dir = self.0.data_dir.join("checkpoints").join(&local);
             let (channels, acks) = CheckpointChannels::new(dir);
-            let uploader = Arc::new(Uploader::new(store, &r.job_id, r.attempt));
+            let incremental = job.graph.checkpoint.as_ref().is_none_or(|c| c.incremental);
+            let uploader = Arc::new(Uploader::new(store, &r.job_id, r.attempt, incremental));
             if let Some(restore) = &restore {
                 // Files the checkpoint holds need no second upload.
                 for (subtask, o) in restore.handles() {

@@ -31,6 +31,9 @@ pub struct Uploader {
     store: Arc<dyn ObjectStore>,
     job: String,
     attempt: u32,
+    /// Whether files that checkpoints can share are shared (uploaded once)
+    /// or uploaded into each checkpoint again (full checkpoints).
+    incremental: bool,
     /// Per (vertex, subtask): the shared files of the last completed
     /// checkpoint.
     confirmed: Mutex<HashMap<(usize, u32), SharedFiles>>,
@@ -40,12 +43,19 @@ pub struct Uploader {
 }
 
 impl Uploader {
-    /// An uploader into `store` for attempt `attempt` of job `job`.
-    pub fn new(store: Arc<dyn ObjectStore>, job: &str, attempt: u32) -> Uploader {
+    /// An uploader into `store` for attempt `attempt` of job `job`;
+    /// `incremental`: RocksDB's SST files are uploaded once and shared.
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        job: &str,
+        attempt: u32,
+        incremental: bool,
+    ) -> Uploader {
         Uploader {
             store,
             job: job.to_owned(),
             attempt,
+            incremental,
             confirmed: Mutex::default(),
             pending: Mutex::default(),
         }
@@ -128,7 +138,9 @@ impl Uploader {
                 .unwrap_or_default();
             let mut files = Vec::new();
             let mut shared = SharedFiles::new();
-            for f in local.files {
+            for mut f in local.files {
+                // A full checkpoint owns every file it refers to.
+                f.shared &= self.incremental;
                 let file = match known.get(&f.name).filter(|k| f.shared && k.size == f.size) {
                     Some(k) => k.clone(),
                     None => {
