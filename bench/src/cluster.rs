@@ -115,27 +115,9 @@ pub async fn submit_and_wait(
     args: &[String],
 ) -> anyhow::Result<(weir_coordinator::jobs::JobInfo, f64)> {
     use weir_coordinator::jobs::{JobInfo, JobState};
-    let out = std::process::Command::new(weir)
-        .args([
-            "submit",
-            bundle.to_str().unwrap(),
-            "--wait",
-            "--coordinator",
-            rest,
-        ])
-        .args(args)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
+    let mut waiting = args.to_vec();
+    waiting.push("--wait".to_owned());
+    let id = submit(weir, rest, bundle, &waiting)?;
     let job: JobInfo = reqwest::get(format!("{rest}/v1/jobs/{id}"))
         .await?
         .json()
