@@ -347,6 +347,25 @@ impl Subtask {
     ) -> anyhow::Result<()> {
         let message = match handled {
             Handled::Held | Handled::Waiting => return Ok(()),
+            Handled::Overflow(barrier) => {
+                tracing::warn!(
+                    "{}: checkpoint {} declined: aligning its barriers held back more than {} batches",
+                    self.name,
+                    barrier.id,
+                    crate::checkpoint::barrier_handler::MAX_HELD_BATCHES
+                );
+                if let Some(link) = &self.checkpoints {
+                    link.decline(
+                        barrier.id,
+                        format!(
+                            "{}: aligning the barriers held back more than {} batches of input",
+                            self.name,
+                            crate::checkpoint::barrier_handler::MAX_HELD_BATCHES
+                        ),
+                    );
+                }
+                return Ok(());
+            }
             Handled::Complete(barrier) => {
                 let alignment = input.barriers.last_alignment();
                 return self.checkpoint(barrier, Vec::new(), alignment);

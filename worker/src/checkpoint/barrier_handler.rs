@@ -16,11 +16,21 @@
 //! barrier with a higher id than the one being aligned means the earlier
 //! checkpoint was abandoned upstream: it is dropped and alignment starts
 //! over for the newer one.
+//!
+//! What alignment holds back is bounded: past [`MAX_HELD_BATCHES`] batches
+//! (a slow or stalled channel while the others run ahead) the alignment is
+//! given up, the task declines the checkpoint (the coordinator aborts it)
+//! and the held-back messages are processed; the next checkpoint tries
+//! again.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use weir_model::{Barrier, CheckpointMode, StreamMessage};
+
+/// The most batches alignment holds back in one task, over all its
+/// channels (at the default batch size, about a million records).
+pub const MAX_HELD_BATCHES: usize = 1024;
 
 /// What the task does after handing the handler a message.
 #[derive(Debug, PartialEq)]
@@ -35,6 +45,10 @@ pub enum Handled {
     Complete(Barrier),
     /// A barrier that needs nothing yet (others must still arrive).
     Waiting,
+    /// Alignment held back too much: this checkpoint is given up (decline
+    /// it); take the held-back messages from
+    /// [`BarrierHandler::next_released`].
+    Overflow(Barrier),
 }
 
 /// Barrier alignment for one task's input channels.
@@ -47,6 +61,10 @@ pub struct BarrierHandler {
     pending: Option<(Barrier, Instant)>,
     /// Per channel, messages held back while it is blocked.
     held: Vec<VecDeque<StreamMessage>>,
+    /// How many messages `held` holds in all.
+    held_count: usize,
+    /// The most it may hold while aligning.
+    max_held: usize,
     /// The newest checkpoint completed (older barriers are late and ignored).
     last_completed: Option<u64>,
     /// How long the last alignment took.
@@ -56,11 +74,19 @@ pub struct BarrierHandler {
 impl BarrierHandler {
     /// A handler for `channels` inputs.
     pub fn new(channels: usize) -> BarrierHandler {
+        Self::holding_at_most(channels, MAX_HELD_BATCHES)
+    }
+
+    /// A handler for `channels` inputs whose alignment holds back at most
+    /// `max_held` messages.
+    pub fn holding_at_most(channels: usize, max_held: usize) -> BarrierHandler {
         BarrierHandler {
             seen: vec![false; channels],
             ended: vec![false; channels],
             pending: None,
             held: (0..channels).map(|_| VecDeque::new()).collect(),
+            held_count: 0,
+            max_held,
             last_completed: None,
             last_alignment: Duration::ZERO,
         }
@@ -83,7 +109,18 @@ impl BarrierHandler {
     /// order is kept).
     pub fn handle(&mut self, channel: usize, message: StreamMessage) -> Handled {
         if self.is_blocked(channel) || !self.held[channel].is_empty() {
+            let blocked = self.is_blocked(channel);
             self.held[channel].push_back(message);
+            self.held_count += 1;
+            if blocked
+                && self.held_count > self.max_held
+                && let Some((b, _)) = self.pending
+            {
+                // Given up: its barriers that are still to come are late.
+                self.abandon();
+                self.last_completed = Some(b.id);
+                return Handled::Overflow(b);
+            }
             return Handled::Held;
         }
         self.dispatch(channel, message)
@@ -97,6 +134,7 @@ impl BarrierHandler {
         let channel =
             (0..self.held.len()).find(|&c| !self.held[c].is_empty() && !self.is_blocked(c))?;
         let message = self.held[channel].pop_front().expect("not empty");
+        self.held_count -= 1;
         Some((channel, self.dispatch(channel, message)))
     }
 
@@ -254,5 +292,40 @@ mod tests {
         assert!(matches!(h.handle(0, barrier(2, eo)), Handled::Complete(b) if b.id == 2));
         assert_eq!(h.handle(0, barrier(1, eo)), Handled::Waiting);
         assert!(!h.is_blocked(0));
+    }
+
+    #[test]
+    fn alignment_that_holds_back_too_much_is_given_up_and_releases_in_order() {
+        let mut h = BarrierHandler::holding_at_most(2, 2);
+        assert_eq!(
+            h.handle(0, barrier(1, CheckpointMode::ExactlyOnce)),
+            Handled::Waiting
+        );
+        assert_eq!(h.handle(0, data("a")), Handled::Held);
+        assert_eq!(h.handle(0, data("b")), Handled::Held);
+        let Handled::Overflow(b) = h.handle(0, data("c")) else {
+            panic!("the third held batch gives the alignment up");
+        };
+        assert_eq!(b.id, 1);
+        let released: Vec<Handled> =
+            std::iter::from_fn(|| h.next_released().map(|(_, m)| m)).collect();
+        assert_eq!(
+            released,
+            [data("a"), data("b"), data("c")].map(Handled::Process)
+        );
+        // Its barrier on the other channel is late now; the next one aligns.
+        assert_eq!(
+            h.handle(1, barrier(1, CheckpointMode::ExactlyOnce)),
+            Handled::Waiting
+        );
+        assert!(!h.is_blocked(0) && !h.is_blocked(1));
+        assert_eq!(
+            h.handle(0, barrier(2, CheckpointMode::ExactlyOnce)),
+            Handled::Waiting
+        );
+        assert!(matches!(
+            h.handle(1, barrier(2, CheckpointMode::ExactlyOnce)),
+            Handled::Complete(b) if b.id == 2
+        ));
     }
 }

@@ -45,6 +45,9 @@ pub struct TaskSnapshot {
     pub alignment_ms: u64,
     /// How long the synchronous part took, ms.
     pub sync_ms: u64,
+    /// The subtask could not take its part: why (the checkpoint is
+    /// declined, and nothing is uploaded).
+    pub declined: Option<String>,
 }
 
 /// A subtask's acknowledgement of a checkpoint.
@@ -185,6 +188,17 @@ impl CheckpointLink {
         std::fs::create_dir_all(&dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         Ok(dir)
+    }
+
+    /// Decline checkpoint `checkpoint`: this subtask cannot take its part.
+    pub fn decline(&self, checkpoint: u64, reason: String) {
+        self.ack(
+            checkpoint,
+            TaskSnapshot {
+                declined: Some(reason),
+                ..TaskSnapshot::default()
+            },
+        );
     }
 
     /// Report a snapshot.

@@ -117,6 +117,9 @@ impl Uploader {
     }
 
     async fn upload_files(&self, ack: TaskAck) -> anyhow::Result<TaskStateHandle> {
+        if let Some(why) = &ack.snapshot.declined {
+            anyhow::bail!("{why}");
+        }
         let started = Instant::now();
         let (id, subtask) = (ack.checkpoint, ack.subtask);
         let s = ack.snapshot;
