@@ -1513,7 +1513,7 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
 async fn numbers_stay_exactly_once_and_in_order_per_key_through_every_kind_of_failure() {
     use weir_coordinator::jobs::JobState;
 
-    const N: u64 = 40_000;
+    const N: u64 = 60_000;
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
         coordinator: _coordinator,

@@ -418,6 +418,21 @@ impl Jobs {
                     execution: r.execution,
                 }))
             }
+            // Events are told in order, but a newer attempt's may follow
+            // quickly: the record keeps up with the newest.
+            (Lifecycle::Running(mut job), ExecutionEvent::Restarted { attempt, .. }) => {
+                job.info.attempt = job.info.attempt.max(attempt);
+                Lifecycle::Running(job)
+            }
+            (Lifecycle::Restarting(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
+                job.info.exceptions.push(ExceptionInfo {
+                    at_ms: weir_host::now_ms(),
+                    message: failure,
+                    attempt,
+                });
+                job.info.restarts += 1;
+                Lifecycle::Restarting(job)
+            }
             (
                 Lifecycle::Restarting(mut job),
                 ExecutionEvent::RestoreFailed {

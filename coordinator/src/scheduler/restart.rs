@@ -123,7 +123,6 @@ impl WorkerScheduler {
                 .and_then(|p| p.plan.storage.clone());
             let outcome = loop {
                 let restore = retained.last().cloned();
-                let checkpoint = restore.as_ref().map(|c| c.id);
                 if let (Some(c), Some(url)) = (&restore, &storage)
                     && let Err(reason) = check_files(url, c).await
                 {
@@ -144,40 +143,30 @@ impl WorkerScheduler {
                     }
                     continue;
                 }
+                // Deploying tells the dispatcher the attempt restarted.
                 break me
                     .deploy(&id, attempt, restore, retained.clone(), true)
-                    .await
-                    .map(|()| checkpoint);
+                    .await;
             };
-            match outcome {
-                Ok(checkpoint) => {
-                    if let Some(p) = me.pending.lock().await.get(&id) {
-                        (p.events)(ExecutionEvent::Restarted {
-                            attempt,
-                            checkpoint,
-                        });
-                    }
+            if let Err(e) = outcome {
+                let mut pending = me.pending.lock().await;
+                if let Some(p) = pending.get_mut(&id) {
+                    p.restarting = false;
+                    p.failure = Some(format!(
+                        "restarting (attempt {attempt}) failed: {}",
+                        e.message
+                    ));
+                    p.waiting.clear();
+                    // No further restart after a failed deployment.
+                    p.plan = Arc::new(Plan {
+                        graph: JobGraph {
+                            restart: RestartStrategy::None,
+                            ..p.plan.graph.clone()
+                        },
+                        ..(*p.plan).clone()
+                    });
                 }
-                Err(e) => {
-                    let mut pending = me.pending.lock().await;
-                    if let Some(p) = pending.get_mut(&id) {
-                        p.restarting = false;
-                        p.failure = Some(format!(
-                            "restarting (attempt {attempt}) failed: {}",
-                            e.message
-                        ));
-                        p.waiting.clear();
-                        // No further restart after a failed deployment.
-                        p.plan = Arc::new(Plan {
-                            graph: JobGraph {
-                                restart: RestartStrategy::None,
-                                ..p.plan.graph.clone()
-                            },
-                            ..(*p.plan).clone()
-                        });
-                    }
-                    me.maybe_end(&mut pending, &id).await;
-                }
+                me.maybe_end(&mut pending, &id).await;
             }
         });
     }

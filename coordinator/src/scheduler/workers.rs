@@ -415,6 +415,14 @@ impl WorkerScheduler {
             p.attempt = attempt;
             p.failure = None;
             p.secondary = false;
+            if p.restarting {
+                // Told before any of its tasks can report (they report
+                // under this lock): a failure of this attempt comes after.
+                (p.events)(ExecutionEvent::Restarted {
+                    attempt,
+                    checkpoint: restore.as_ref().map(|c| c.id),
+                });
+            }
             p.restarting = false;
             let mut subtasks = subtasks_of(graph, TaskState::Scheduled);
             for t in &mut subtasks {
