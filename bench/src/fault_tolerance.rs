@@ -15,9 +15,9 @@ use weir_coordinator::jobs::{JobInfo, JobState};
 
 use crate::cluster::{BenchCluster, start_cluster, submit, submit_and_wait};
 
-/// A bundle directory `dir/name` of the test guests' component and
-/// `manifest`.
-fn bundle(dir: &Path, name: &str, guest: &str, manifest: &str) -> anyhow::Result<PathBuf> {
+/// A bundle directory `dir/name` of the guest crate `guest`'s component
+/// and `manifest` (without its `[component]` table).
+pub fn bundle(dir: &Path, name: &str, guest: &str, manifest: &str) -> anyhow::Result<PathBuf> {
     let bundle = dir.join(name);
     std::fs::create_dir_all(&bundle)?;
     std::fs::copy(weir_tests::guest(guest), bundle.join("c.wasm"))?;

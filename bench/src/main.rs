@@ -582,7 +582,6 @@ async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Resul
     ];
     let mut rows = Vec::new();
     for w in &workloads {
-        let component = weir_tests::guest(w.guest);
         for backend in ["memory", "rocksdb"] {
             for checkpointed in [false, true] {
                 let name = format!(
@@ -590,17 +589,11 @@ async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Resul
                     w.guest,
                     if checkpointed { "checkpoints" } else { "none" }
                 );
-                let bundle = data.join(&name);
-                std::fs::create_dir_all(&bundle)?;
-                std::fs::copy(&component, bundle.join("c.wasm"))?;
-                let mut m = format!(
-                    "{}\n[component]\npath = 'c.wasm'\n[state]\nbackend = '{backend}'\n",
-                    w.manifest
-                );
+                let mut m = format!("{}\n[state]\nbackend = '{backend}'\n", w.manifest);
                 if checkpointed {
                     m.push_str(&format!("[checkpoint]\ninterval-ms = {interval_ms}\n"));
                 }
-                std::fs::write(bundle.join("weir.toml"), m)?;
+                let bundle = fault_tolerance::bundle(&data, &name, w.guest, &m)?;
                 let output = data.join(format!("{name}.out"));
                 let mut args = vec![
                     "--parallelism".to_owned(),

@@ -640,8 +640,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// exact total.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
-    use weir_coordinator::checkpoint::CheckpointStats;
-    use weir_coordinator::jobs::{JobInfo, JobState};
+    use weir_coordinator::jobs::JobState;
 
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
@@ -665,44 +664,13 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
         "[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 200\n",
     );
     let id = submit(&rest, &bundle);
-    let job = || async {
-        reqwest::get(format!("{rest}/v1/jobs/{id}"))
-            .await
-            .unwrap()
-            .json::<JobInfo>()
-            .await
-            .unwrap()
-    };
-    let checkpoints = || async {
-        reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
-            .await
-            .unwrap()
-            .json::<CheckpointStats>()
-            .await
-            .unwrap()
-    };
-    let started = Instant::now();
-    while checkpoints().await.counts.completed < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no checkpoints"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    checkpoints_until(&rest, &id, |c| c.counts.completed >= 3).await;
     // Kill the worker that runs subtask 0.
-    let running = job().await;
+    let running = job_info(&rest, &id).await;
     let victim = running.subtasks[0].worker.clone().unwrap();
     kill_worker(&mut workers, &victim);
 
-    let started = Instant::now();
-    let ended = loop {
-        let j = job().await;
-        if j.state.is_terminal() {
-            break j;
-        }
-        assert!(started.elapsed() < Duration::from_secs(90), "{j:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
     assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
     assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
     assert_eq!(ended.exceptions.len(), 1, "{:#?}", ended.exceptions);
@@ -720,7 +688,7 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
         "attempt 1 runs on the other workers: {:?}",
         ended.subtasks
     );
-    let c = checkpoints().await;
+    let c = checkpoints_until(&rest, &id, |_| true).await;
     let restored = c.restored.clone().expect("restored from a checkpoint");
     assert_eq!(restored.attempt, 1);
     assert!(restored.id >= 3, "{c:#?}");
