@@ -97,8 +97,12 @@ impl JobReports for ReportsService {
                 tokio::spawn(async move { me.probe(others).await });
             }
             _ => {
-                p.failure
-                    .get_or_insert_with(|| format!("on worker `{}`: {}", r.worker_id, r.error));
+                // The cause replaces a consequence reported before it (a
+                // peer's lost connection often reaches us first).
+                if p.failure.is_none() || p.secondary {
+                    p.failure = Some(format!("on worker `{}`: {}", r.worker_id, r.error));
+                    p.secondary = false;
+                }
                 for (_, rpc) in &p.waiting {
                     cancel_on(rpc, &r.job_id);
                 }
