@@ -280,6 +280,52 @@ fn many_timers_come_in_time_order_within_the_limit(mut s: Subject) {
     assert_eq!(b.take_due_timers(et, 1000, usize::MAX).unwrap().len(), 2000);
 }
 
+/// Timers registered before a snapshot and again after it (some twice,
+/// some deleted, more than any buffer holds), then taken in small
+/// batches: each fires once, in time order.
+fn timers_registered_across_snapshots_fire_once(mut s: Subject) {
+    let b = &mut s.backend;
+    let et = TimeDomain::EventTime;
+    let n = 250_000i64;
+    let register = |b: &mut Box<dyn StateBackend>, range: std::ops::Range<i64>| {
+        let ops = range
+            .map(|i| TimerOp::Register(timer(&format!("k{}", i % 5000), i / 4, et)))
+            .collect();
+        b.apply_all(Vec::new(), ops).unwrap();
+    };
+    register(b, 0..n * 9 / 10);
+    let dir = tempfile::tempdir().unwrap();
+    b.snapshot(dir.path()).unwrap();
+    // Again, overlapping what the snapshot wrote, and the rest.
+    register(b, n / 4..n);
+    let deleted = timer("k7", 7 / 4, et);
+    b.delete_timer(&deleted).unwrap();
+    let mut expected: Vec<(i64, String)> = (0..n)
+        .map(|i| (i / 4, format!("k{}", i % 5000)))
+        .filter(|(t, k)| (*t, k.as_bytes()) != (deleted.time, &deleted.key[..]))
+        .collect();
+    expected.sort();
+    expected.dedup();
+    assert_eq!(b.next_timer(et), Some(0));
+    let mut fired = Vec::new();
+    loop {
+        let due = b.take_due_timers(et, n, 700).unwrap();
+        assert!(due.len() <= 700);
+        if due.is_empty() {
+            break;
+        }
+        fired.extend(
+            due.into_iter()
+                .map(|t| (t.time, String::from_utf8(t.key).unwrap())),
+        );
+    }
+    assert!(fired.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
+    fired.sort();
+    assert_eq!(fired.len(), expected.len(), "each once");
+    assert_eq!(fired, expected);
+    assert_eq!(b.next_timer(et), None);
+}
+
 fn a_snapshot_holds_everything_and_reads_back(mut s: Subject) {
     let b = &mut s.backend;
     let v = b.register("v", StateKind::Value).unwrap();
@@ -342,6 +388,59 @@ fn a_snapshot_holds_everything_and_reads_back(mut s: Subject) {
     );
 }
 
+/// More values than any cache in front of the state holds (24 MiB),
+/// written, overwritten, partly cleared, then snapshotted: every read and
+/// the restored state see the newest of each.
+fn many_values_read_back_their_newest_versions(mut s: Subject) {
+    let b = &mut s.backend;
+    let v = b.register("v", StateKind::Value).unwrap();
+    let big = |i: u32, round: u8| {
+        let mut value = vec![round; 1024];
+        value[..4].copy_from_slice(&i.to_be_bytes());
+        value
+    };
+    let n = 24 * 1024u32;
+    for round in 0..2u8 {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+            let keys: Vec<StateKey> = chunk.iter().map(|i| key(v, &format!("k{i}"))).collect();
+            let before = b.get_values(&keys).unwrap();
+            for (i, got) in chunk.iter().zip(&before) {
+                assert_eq!(got, &(round > 0).then(|| big(*i, round - 1)), "k{i}");
+            }
+            let ops = chunk
+                .iter()
+                .map(|&i| StateOp::PutValue {
+                    target: key(v, &format!("k{i}")),
+                    value: big(i, round),
+                })
+                .collect();
+            b.apply_all(ops, Vec::new()).unwrap();
+        }
+    }
+    for i in (0..n).step_by(3) {
+        b.apply(StateOp::Clear(key(v, &format!("k{i}")))).unwrap();
+    }
+    let expected = |i: u32| (!i.is_multiple_of(3)).then(|| big(i, 1));
+    for i in (0..n).step_by(97) {
+        assert_eq!(
+            b.get_value(v, format!("k{i}").as_bytes()).unwrap(),
+            expected(i)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let snap = b.snapshot(dir.path()).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let mut r = (s.restore)(&snap, into.path());
+    assert_eq!(r.register("v", StateKind::Value).unwrap(), v);
+    for i in 0..n {
+        assert_eq!(
+            r.get_value(v, format!("k{i}").as_bytes()).unwrap(),
+            expected(i),
+            "k{i}"
+        );
+    }
+}
+
 fn memory() -> Subject {
     Subject {
         backend: Box::new(MemoryStateBackend::new()),
@@ -393,6 +492,8 @@ suite!(
     timers_fire_in_time_order_once,
     many_timers_come_in_time_order_within_the_limit,
     a_snapshot_holds_everything_and_reads_back,
+    many_values_read_back_their_newest_versions,
+    timers_registered_across_snapshots_fire_once,
 );
 
 /// A restore keeps only the key groups it is given (rescaling).

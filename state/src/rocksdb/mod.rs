@@ -18,12 +18,18 @@
 //!
 //! Timers fire in time order across key groups: the backend keeps, per
 //! domain and key group, the time of that group's first timer (read back
-//! from the database when it is opened) and merges the groups' runs.
+//! from the database when it is opened) and merges the groups' runs with
+//! the timers registered since they were last written out ([`timers`]).
 //!
 //! Writes skip RocksDB's write-ahead log: a backend's contents outlive a
-//! failure only through checkpoints.
+//! failure only through checkpoints. Value states pass through a bounded
+//! cache ([`cache`]) that holds their writes until a snapshot or until it
+//! is full.
 
-use std::collections::{BTreeSet, HashMap};
+mod cache;
+mod timers;
+
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use rocksdb::{
@@ -33,6 +39,8 @@ use rocksdb::{
 };
 use weir_model::keygroup::key_group;
 
+use self::cache::ValueCache;
+use self::timers::{Heads, TimerBuffer};
 use crate::snapshot::{LocalSnapshot, SnapshotFormat, files_of};
 use crate::{StateBackend, StateKey, StateKind, StateOp, StateSize, TimeDomain, Timer, TimerOp};
 
@@ -47,31 +55,6 @@ const WRITE_BUFFER_BYTES: usize = 16 << 20;
 /// Block cache per instance (data, index and filter blocks).
 const BLOCK_CACHE_BYTES: usize = 32 << 20;
 
-/// Per domain: each key group's first timer, and the same ordered by time.
-#[derive(Default)]
-struct Heads {
-    by_group: HashMap<u32, i64>,
-    ordered: BTreeSet<(i64, u32)>,
-}
-
-impl Heads {
-    fn set(&mut self, group: u32, time: Option<i64>) {
-        if let Some(old) = self.by_group.remove(&group) {
-            self.ordered.remove(&(old, group));
-        }
-        if let Some(t) = time {
-            self.by_group.insert(group, t);
-            self.ordered.insert((t, group));
-        }
-    }
-
-    fn lower(&mut self, group: u32, time: i64) {
-        if self.by_group.get(&group).is_none_or(|&t| time < t) {
-            self.set(group, Some(time));
-        }
-    }
-}
-
 /// Keyed state and timers in a RocksDB database of their own.
 pub struct RocksDbStateBackend {
     db: Option<DB>,
@@ -79,7 +62,12 @@ pub struct RocksDbStateBackend {
     max_parallelism: u32,
     names: Vec<(String, StateKind)>,
     heads: [Heads; 2],
+    /// Timers registered since the last drain, not yet in the database.
+    buffered: TimerBuffer,
     write: WriteOptions,
+    /// Value states in front of the database (read through shared
+    /// references, hence the cell; a backend serves one task).
+    values: RefCell<ValueCache>,
 }
 
 fn domain_byte(d: TimeDomain) -> u8 {
@@ -197,7 +185,9 @@ impl RocksDbStateBackend {
             max_parallelism,
             names: Vec::new(),
             heads: Default::default(),
+            buffered: Default::default(),
             write,
+            values: Default::default(),
         };
         backend.load()?;
         Ok(backend)
@@ -208,9 +198,10 @@ impl RocksDbStateBackend {
         &self.path
     }
 
-    /// Write what the memtables hold out to files (writes skip the log:
-    /// until flushed, recent changes live only in memory).
-    pub fn flush(&self) -> anyhow::Result<()> {
+    /// Write what the cache and the memtables hold out to files (writes
+    /// skip the log: until flushed, recent changes live only in memory).
+    pub fn flush(&mut self) -> anyhow::Result<()> {
+        self.drain()?;
         for cf in [META, STATE, TIMERS] {
             self.db()
                 .flush_cf(self.cf(cf))
@@ -317,12 +308,48 @@ impl RocksDbStateBackend {
         }
     }
 
-    /// Add one state change to `batch`.
+    /// Everything the cache and the timer buffer hold, into the database.
+    fn drain(&mut self) -> anyhow::Result<()> {
+        let mut batch = WriteBatch::default();
+        self.drain_values(&mut batch);
+        self.drain_timers(&mut batch);
+        self.commit(batch)
+    }
+
+    /// The buffered timers, into `batch`.
+    fn drain_timers(&mut self, batch: &mut WriteBatch) {
+        let [event, processing] = self.buffered.drain();
+        for (domain, set) in [
+            (TimeDomain::EventTime, event),
+            (TimeDomain::ProcessingTime, processing),
+        ] {
+            for (time, key) in set {
+                let t = Timer { key, time, domain };
+                batch.put_cf(self.cf(TIMERS), self.timer_key(&t), []);
+                let group = self.group(&t.key);
+                self.heads[domain_index(domain)].lower(group, time);
+            }
+        }
+    }
+
+    /// The value states' changes that RocksDB has not seen, into `batch`.
+    fn drain_values(&self, batch: &mut WriteBatch) {
+        let cf = self.cf(STATE);
+        for (k, v) in self.values.borrow_mut().drain() {
+            match v {
+                Some(v) => batch.put_cf(cf, k, v),
+                None => batch.delete_cf(cf, k),
+            }
+        }
+    }
+
+    /// Add one state change to `batch` (a value state's to the cache).
     fn stage(&self, batch: &mut WriteBatch, op: StateOp) -> anyhow::Result<()> {
         let cf = self.cf(STATE);
         match op {
             StateOp::PutValue { target, value } => {
-                batch.put_cf(cf, self.entry_key(target.state, &target.key)?, value)
+                let k = self.entry_key(target.state, &target.key)?;
+                self.values.borrow_mut().put(k, value);
             }
             StateOp::ReplaceList { target, values } => {
                 let k = self.entry_key(target.state, &target.key)?;
@@ -353,7 +380,8 @@ impl RocksDbStateBackend {
             StateOp::Clear(target) => {
                 let k = self.entry_key(target.state, &target.key)?;
                 match self.kind(target.state)? {
-                    StateKind::Value | StateKind::List => batch.delete_cf(cf, k),
+                    StateKind::Value => self.values.borrow_mut().clear(k),
+                    StateKind::List => batch.delete_cf(cf, k),
                     StateKind::Map => match successor(&k) {
                         Some(end) => batch.delete_range_cf(cf, k, end),
                         None => batch.delete_cf(cf, k),
@@ -381,11 +409,11 @@ impl RocksDbStateBackend {
         for op in ops {
             match op {
                 TimerOp::Register(t) => {
-                    batch.put_cf(self.cf(TIMERS), self.timer_key(&t), []);
-                    let group = self.group(&t.key);
-                    self.heads[domain_index(t.domain)].lower(group, t.time);
+                    self.buffered.insert(domain_index(t.domain), t.time, t.key);
                 }
                 TimerOp::Delete(t) => {
+                    // Buffered, in the database, or both.
+                    self.buffered.remove(domain_index(t.domain), t.time, &t.key);
                     batch.delete_cf(self.cf(TIMERS), self.timer_key(&t));
                     let group = self.group(&t.key);
                     if self.heads[domain_index(t.domain)].by_group.get(&group) == Some(&t.time) {
@@ -442,25 +470,44 @@ impl StateBackend for RocksDbStateBackend {
     }
 
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
-        Ok(self
-            .db()
-            .get_cf(self.cf(STATE), self.entry_key(state, key)?)?)
+        let k = self.entry_key(state, key)?;
+        if let Some(v) = self.values.borrow().get(&k) {
+            return Ok(v.map(<[u8]>::to_vec));
+        }
+        let v = self.db().get_cf(self.cf(STATE), &k)?;
+        self.values.borrow_mut().loaded(k, v.clone());
+        Ok(v)
     }
 
     fn get_values(&self, keys: &[StateKey]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
-        let cf = self.cf(STATE);
-        let encoded = keys
-            .iter()
-            .map(|k| self.entry_key(k.state, &k.key))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        self.db()
-            .batched_multi_get_cf(cf, encoded.iter().map(Vec::as_slice), false)
-            .into_iter()
-            .map(|r| {
-                r.map(|v| v.map(|v| v.to_vec()))
-                    .map_err(anyhow::Error::from)
-            })
-            .collect()
+        let mut out = vec![None; keys.len()];
+        // The ones the cache does not know, read in one batch.
+        let mut misses = Vec::new();
+        {
+            let cache = self.values.borrow();
+            for (i, key) in keys.iter().enumerate() {
+                let k = self.entry_key(key.state, &key.key)?;
+                match cache.get(&k) {
+                    Some(v) => out[i] = v.map(<[u8]>::to_vec),
+                    None => misses.push((i, k)),
+                }
+            }
+        }
+        if misses.is_empty() {
+            return Ok(out);
+        }
+        let read = self.db().batched_multi_get_cf(
+            self.cf(STATE),
+            misses.iter().map(|(_, k)| k.as_slice()),
+            false,
+        );
+        let mut cache = self.values.borrow_mut();
+        for ((i, k), r) in misses.into_iter().zip(read) {
+            let v = r?.map(|v| v.to_vec());
+            cache.loaded(k, v.clone());
+            out[i] = v;
+        }
+        Ok(out)
     }
 
     fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
@@ -511,7 +558,14 @@ impl StateBackend for RocksDbStateBackend {
         for op in ops {
             self.stage(&mut batch, op)?;
         }
+        if self.values.borrow().is_full() {
+            self.drain_values(&mut batch);
+            self.values.borrow_mut().reset();
+        }
         let stale = self.stage_timers(&mut batch, timers);
+        if self.buffered.is_full() {
+            self.drain_timers(&mut batch);
+        }
         self.commit(batch)?;
         self.refresh_heads(stale)
     }
@@ -562,19 +616,56 @@ impl StateBackend for RocksDbStateBackend {
             self.commit(batch)?;
             self.heads[d].set(group, next_head);
         }
-        Ok(due)
+        let buffered = self.buffered.take(d, upto, limit);
+        if buffered.is_empty() {
+            return Ok(due);
+        }
+        // The database's run stopped at the limit: from its last time on,
+        // a timer may still be there.
+        let stored_from = (due.len() >= limit).then(|| due.last().map(|t| t.time));
+        let stored = due.into_iter().map(|t| (t.time, t.key)).collect();
+        let mut all = timers::merge(stored, buffered);
+        // Beyond the limit: still due, kept for the next call.
+        for (time, key) in all.split_off(limit.min(all.len())) {
+            self.buffered.insert(d, time, key);
+        }
+        // A timer registered both before and after the last drain has two
+        // copies: the one neither run reached goes too.
+        let mut batch = WriteBatch::default();
+        let mut stale = Vec::new();
+        let all: Vec<Timer> = all
+            .into_iter()
+            .map(|(time, key)| Timer { key, time, domain })
+            .collect();
+        for t in &all {
+            self.buffered.remove(d, t.time, &t.key);
+            if stored_from.flatten().is_some_and(|from| t.time >= from) {
+                batch.delete_cf(self.cf(TIMERS), self.timer_key(t));
+                let group = self.group(&t.key);
+                if self.heads[d].by_group.get(&group) == Some(&t.time) {
+                    stale.push((group, domain));
+                }
+            }
+        }
+        self.commit(batch)?;
+        self.refresh_heads(stale)?;
+        Ok(all)
     }
 
     fn next_timer(&self, domain: TimeDomain) -> Option<i64> {
-        self.heads[domain_index(domain)]
-            .ordered
-            .first()
-            .map(|(t, _)| *t)
+        let d = domain_index(domain);
+        let stored = self.heads[d].ordered.first().map(|(t, _)| *t);
+        match (stored, self.buffered.first(d)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {
-        // A RocksDB checkpoint: memtables flushed, live SST files hard
-        // linked (no copy), the database's metadata copied.
+        // A RocksDB checkpoint: the cache's writes and the buffered timers
+        // applied, memtables flushed, live SST files hard linked (no copy),
+        // the database's metadata copied.
+        self.drain()?;
         let target = dir.join("rocksdb");
         rocksdb::checkpoint::Checkpoint::new(self.db())
             .and_then(|c| c.create_checkpoint(&target))
@@ -593,10 +684,11 @@ impl StateBackend for RocksDbStateBackend {
 
     fn size(&self) -> StateSize {
         StateSize {
-            entries: self.property(STATE, "rocksdb.estimate-num-keys"),
+            entries: self.property(STATE, "rocksdb.estimate-num-keys")
+                + self.values.borrow().unstored() as u64,
             bytes: self.property(STATE, "rocksdb.estimate-live-data-size")
                 + self.property(STATE, "rocksdb.cur-size-all-mem-tables"),
-            timers: self.property(TIMERS, "rocksdb.estimate-num-keys"),
+            timers: self.property(TIMERS, "rocksdb.estimate-num-keys") + self.buffered.len() as u64,
         }
     }
 }
@@ -640,6 +732,8 @@ mod tests {
             })
             .unwrap();
         }
+        // Out of the cache, into the database.
+        b.flush().unwrap();
         let mut groups = Vec::new();
         for item in b.db().iterator_cf(b.cf(STATE), IteratorMode::Start) {
             let (k, _) = item.unwrap();
