@@ -22,6 +22,7 @@
 //! `examples/windowed-counts` component and with a native Rust operator in
 //! the same runtime.
 
+mod checkpoints;
 mod cluster;
 mod fault_tolerance;
 mod native;
@@ -72,6 +73,9 @@ enum Bench {
         /// Time between checkpoints, ms.
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
+        /// Runs of each job (interleaved); the table gives their median.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
         /// The `weir` binary (built with `cargo build --release`).
         #[arg(long)]
         weir: PathBuf,
@@ -140,7 +144,7 @@ enum Bench {
 /// A text of `words` words drawn from a vocabulary of 10,000 (Zipf-like:
 /// word i has weight 1/(i+1)), 10 words per line, some capitalized and
 /// punctuated.
-fn generate_text(path: &Path, words: u64) -> anyhow::Result<()> {
+pub(crate) fn generate_text(path: &Path, words: u64) -> anyhow::Result<()> {
     let vocab: Vec<String> = (0..10_000u64)
         .map(|i| format!("w{}{}", (b'a' + (i % 26) as u8) as char, i))
         .collect();
@@ -535,127 +539,6 @@ async fn scaling(words: u64, weir: &Path) -> anyhow::Result<()> {
 /// A job of the `checkpoints` benchmark: its name, its guest component, its
 /// manifest (without `[component]`, `[state]` and `[checkpoint]`), its
 /// submission's arguments and the records it counts.
-struct Workload {
-    name: &'static str,
-    guest: &'static str,
-    manifest: String,
-    args: Vec<String>,
-    records: u64,
-}
-
-/// The word count and the 1 s tumbling window count at parallelism 2 over
-/// two worker processes, state in memory or RocksDB, with a checkpoint
-/// every `interval_ms` or none.
-async fn checkpoints(words: u64, interval_ms: u64, weir: &Path) -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join("weir-bench");
-    std::fs::create_dir_all(&dir)?;
-    let input = dir.join(format!("text-{words}.txt"));
-    if !input.exists() {
-        generate_text(&input, words)?;
-    }
-    let data = dir.join(format!("checkpoints-{}", std::process::id()));
-    let cluster = start_cluster(weir, &data, 2, 1).await?;
-    let example = weir_tests::workspace_root().join("examples/wordcount");
-    let events = words / 2;
-    let workloads = [
-        Workload {
-            name: "word count",
-            guest: "wordcount",
-            manifest: std::fs::read_to_string(example.join("weir.toml"))?,
-            args: vec!["--param".to_owned(), format!("input={}", input.display())],
-            records: words,
-        },
-        Workload {
-            name: "tumbling 1 s",
-            guest: "windowed-counts",
-            manifest: format!(
-                "[job]\nname = 'tumbling'\n\
-                 [params]\noutput = {{ default = '/dev/null' }}\n\
-                 [[source]]\nname = 'bids'\ntype = 'generator'\npattern = 'bids'\ncount = '{events}'\ntimestamp = '/ts'\n\
-                 [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\n\
-                 window = {{ type = 'tumbling', size-ms = 1000 }}\n\
-                 [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '${{output}}'\n"
-            ),
-            args: Vec::new(),
-            records: events,
-        },
-    ];
-    let mut rows = Vec::new();
-    for w in &workloads {
-        for backend in ["memory", "rocksdb"] {
-            for checkpointed in [false, true] {
-                let name = format!(
-                    "{}-{backend}-{}",
-                    w.guest,
-                    if checkpointed { "checkpoints" } else { "none" }
-                );
-                let mut m = format!("{}\n[state]\nbackend = '{backend}'\n", w.manifest);
-                if checkpointed {
-                    m.push_str(&format!("[checkpoint]\ninterval-ms = {interval_ms}\n"));
-                }
-                let bundle = fault_tolerance::bundle(&data, &name, w.guest, &m)?;
-                let output = data.join(format!("{name}.out"));
-                let mut args = vec![
-                    "--parallelism".to_owned(),
-                    "2".to_owned(),
-                    "--param".to_owned(),
-                    format!("output={}", output.display()),
-                ];
-                args.extend(w.args.iter().cloned());
-                let (job, secs) = submit_and_wait(weir, &cluster.rest, &bundle, &args).await?;
-                let c: weir_coordinator::checkpoint::CheckpointStats =
-                    reqwest::get(format!("{}/v1/jobs/{}/checkpoints", cluster.rest, job.id))
-                        .await?
-                        .json()
-                        .await?;
-                rows.push((w.name, w.records, backend, checkpointed, secs, c));
-            }
-        }
-    }
-    println!(
-        "| job | state | checkpoints | time (s) | records/s | vs none | completed | last size | last uploaded | last duration |"
-    );
-    println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    let secs_of = |job: &str, b: &str, cp: bool| {
-        rows.iter()
-            .find(|r| r.0 == job && r.2 == b && r.3 == cp)
-            .map_or(f64::NAN, |r| r.4)
-    };
-    for (job, records, backend, checkpointed, secs, c) in &rows {
-        let none = secs_of(job, backend, false);
-        let last = c.latest_completed.as_ref();
-        println!(
-            "| {job} | {backend} | {} | {secs:.2} | {:.0} | {:.2} | {} | {} | {} | {} |",
-            if *checkpointed {
-                format!("every {interval_ms} ms")
-            } else {
-                "none".into()
-            },
-            *records as f64 / secs,
-            none / secs,
-            c.counts.completed,
-            last.map_or("-".into(), |l| format!("{} KiB", l.state_bytes / 1024)),
-            last.map_or("-".into(), |l| format!("{} KiB", l.uploaded_bytes / 1024)),
-            last.and_then(|l| l.duration_ms)
-                .map_or("-".into(), |d| format!("{d} ms")),
-        );
-    }
-    println!();
-    for w in &workloads {
-        let rate = |b: &str, cp: bool| 1.0 / secs_of(w.name, b, cp);
-        println!(
-            "{}: checkpoints/none: memory {:.2}, rocksdb {:.2}; rocksdb/memory (no checkpoints) {:.2}",
-            w.name,
-            rate("memory", true) / rate("memory", false),
-            rate("rocksdb", true) / rate("rocksdb", false),
-            rate("rocksdb", false) / rate("memory", false)
-        );
-    }
-    drop(cluster);
-    let _ = std::fs::remove_dir_all(&data);
-    Ok(())
-}
-
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
@@ -669,8 +552,9 @@ fn main() -> anyhow::Result<()> {
         Bench::Checkpoints {
             words,
             interval_ms,
+            runs,
             weir,
-        } => rt.block_on(checkpoints(words, interval_ms, &weir)),
+        } => rt.block_on(checkpoints::checkpoints(words, interval_ms, runs, &weir)),
         Bench::Windows { events, runs } => rt.block_on(windows(events, runs)),
         Bench::Recovery { runs, weir } => rt.block_on(fault_tolerance::recovery(&weir, runs)),
         Bench::LargeState {
