@@ -190,6 +190,12 @@ impl RocksDbStateBackend {
             values: Default::default(),
         };
         backend.load()?;
+        // A restored snapshot's buffered timers.
+        let timers = dir.join(timers::TIMERS_FILE);
+        if timers.exists() {
+            backend.buffered.read_from(&timers)?;
+            let _ = std::fs::remove_file(&timers);
+        }
         Ok(backend)
     }
 
@@ -662,10 +668,13 @@ impl StateBackend for RocksDbStateBackend {
     }
 
     fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {
-        // A RocksDB checkpoint: the cache's writes and the buffered timers
-        // applied, memtables flushed, live SST files hard linked (no copy),
-        // the database's metadata copied.
-        self.drain()?;
+        // A RocksDB checkpoint: the cache's writes applied, memtables
+        // flushed, live SST files hard linked (no copy), the database's
+        // metadata copied; and beside them the buffered timers, which stay
+        // buffered.
+        let mut batch = WriteBatch::default();
+        self.drain_values(&mut batch);
+        self.commit(batch)?;
         let target = dir.join("rocksdb");
         rocksdb::checkpoint::Checkpoint::new(self.db())
             .and_then(|c| c.create_checkpoint(&target))
@@ -676,6 +685,7 @@ impl StateBackend for RocksDbStateBackend {
                     target.display()
                 )
             })?;
+        self.buffered.write_to(&target.join(timers::TIMERS_FILE))?;
         Ok(LocalSnapshot {
             format: SnapshotFormat::RocksDb,
             files: files_of(&target, |name| name.ends_with(".sst"))?,

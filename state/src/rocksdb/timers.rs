@@ -4,12 +4,27 @@
 //!
 //! A window registers a timer per key and window and the timer fires soon
 //! after; through RocksDB alone each is an insert, a deletion and an
-//! iteration over the deletions before it. Registered timers wait in the
-//! buffer instead, and reach the database only when the buffer drains:
-//! before every snapshot, and when it outgrows its budget. Those that fire
-//! before that never touch RocksDB.
+//! iteration over the deletions before it. Registered timers stay in the
+//! buffer instead, and reach the database only when the buffer outgrows
+//! its budget. A snapshot writes the buffer beside the database's files
+//! ([`TIMERS_FILE`]); a backend opened on a restored snapshot reads it
+//! back.
+//!
+//! The file, every integer big-endian:
+//!
+//! ```text
+//! "WEIRTIMERS1" · timers (u64) · { domain (u8) · time (i64) · key (u32 length · bytes) }
+//! ```
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use crate::snapshot::codec;
+
+/// The buffered timers' file in a snapshot's directory.
+pub(super) const TIMERS_FILE: &str = "weir-timers";
+
+const TIMERS_MAGIC: &[u8] = b"WEIRTIMERS1";
 
 /// Timers (both domains) the buffer holds before it drains.
 pub(super) const TIMER_BUFFER_LEN: usize = 200_000;
@@ -89,6 +104,49 @@ impl TimerBuffer {
     pub(super) fn drain(&mut self) -> [BTreeSet<(i64, Vec<u8>)>; 2] {
         std::mem::take(&mut self.domains)
     }
+
+    /// Write what it holds to `path` ([`TIMERS_FILE`]'s format).
+    pub(super) fn write_to(&self, path: &Path) -> anyhow::Result<()> {
+        let mut out = TIMERS_MAGIC.to_vec();
+        out.extend_from_slice(&(self.len() as u64).to_be_bytes());
+        for (domain, set) in self.domains.iter().enumerate() {
+            for (time, key) in set {
+                out.push(domain as u8);
+                out.extend_from_slice(&time.to_be_bytes());
+                codec::bytes(&mut out, key);
+            }
+        }
+        std::fs::write(path, out)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    }
+
+    /// Add the timers of the file at `path`.
+    pub(super) fn read_from(&mut self, path: &Path) -> anyhow::Result<()> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let mut r = codec::Reader(&bytes);
+        anyhow::ensure!(
+            r.take(TIMERS_MAGIC.len())? == TIMERS_MAGIC,
+            "{} is not a timers file",
+            path.display()
+        );
+        for _ in 0..r.u64()? {
+            let domain = r.u8()? as usize;
+            anyhow::ensure!(
+                domain < 2,
+                "{}: unknown timer domain {domain}",
+                path.display()
+            );
+            let time = r.i64()?;
+            self.insert(domain, time, r.bytes()?);
+        }
+        anyhow::ensure!(
+            r.is_empty(),
+            "{} has bytes after its timers",
+            path.display()
+        );
+        Ok(())
+    }
 }
 
 /// Two runs of due timers, each in (time, key) order, as one in that order
@@ -125,6 +183,22 @@ mod tests {
         let [event, processing] = b.drain();
         assert_eq!(event.len() + processing.len(), 2);
         assert_eq!(b.first(0), None);
+    }
+
+    #[test]
+    fn the_buffer_reads_back_what_it_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(TIMERS_FILE);
+        let mut b = TimerBuffer::default();
+        b.insert(0, -3, b"a".to_vec());
+        b.insert(1, 7, Vec::new());
+        b.write_to(&path).unwrap();
+        let mut back = TimerBuffer::default();
+        back.read_from(&path).unwrap();
+        assert_eq!(back.take(0, 0, 10), vec![(-3, b"a".to_vec())]);
+        assert_eq!(back.take(1, 7, 10), vec![(7, Vec::new())]);
+        std::fs::write(&path, b"WEIRTIMERS1\0\0\0\0\0\0\0\x01\x00").unwrap();
+        assert!(back.read_from(&path).is_err(), "truncated");
     }
 
     #[test]
