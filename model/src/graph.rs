@@ -212,6 +212,10 @@ pub enum GeneratorPattern {
     /// with `k` drawn from 10,000 auctions and `t = n / 100` (100 bids per
     /// ms of event time, in order).
     Bids,
+    /// `{"id": n, "k": n % 10000, "price": n % 1000, "ts": n / 100}`: the
+    /// columns Flink's side of the side-by-side benchmark derives from a
+    /// number sequence (100 events per ms of event time, in order).
+    Numbers,
 }
 
 /// A sink with its parameters applied.
@@ -571,9 +575,10 @@ impl JobGraph {
                         None | Some("sequence") => GeneratorPattern::Sequence,
                         Some("words") => GeneratorPattern::Words,
                         Some("bids") => GeneratorPattern::Bids,
+                        Some("numbers") => GeneratorPattern::Numbers,
                         Some(other) => {
                             return Err(invalid(format!(
-                                "generator `{}`: pattern {other:?} is not \"sequence\", \"words\" or \"bids\"",
+                                "generator `{}`: pattern {other:?} is not \"sequence\", \"words\", \"bids\" or \"numbers\"",
                                 s.name
                             )));
                         }

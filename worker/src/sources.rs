@@ -325,6 +325,13 @@ impl Source for Generator {
                     )
                     .into_bytes()
                 }
+                GeneratorPattern::Numbers => format!(
+                    "{{\"id\":{n},\"k\":{},\"price\":{},\"ts\":{}}}",
+                    n % 10_000,
+                    n % 1000,
+                    n / 100
+                )
+                .into_bytes(),
                 GeneratorPattern::Words => {
                     let r = mix(n);
                     let words: Vec<String> =
