@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 # Build outputs live outside the clone so that repeated runs reuse them.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
 scripts/setup.sh
-cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p windowed-counts -p fraud -p sessions -p test-guests
+cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p windowed-counts -p fraud -p sessions -p test-guests -p bench-operators
 cargo test --workspace

@@ -399,3 +399,130 @@ fn run_shows_progress_as_plain_lines_off_a_terminal() {
         "{lines:?}"
     );
 }
+
+/// The side-by-side benchmark's Weir jobs (`bench/flink/jobs`) at
+/// parallelism 2 compute what Flink's SQL computes over the same columns:
+/// every event (q0), the even ids with their derived columns (q1), a
+/// running count per key, and the counts per key of every tumbling (1 s)
+/// and sliding (10 s every 2 s) event-time window that holds an event.
+#[test]
+fn the_side_by_side_jobs_compute_what_their_queries_say() {
+    use serde_json::Value;
+    const EVENTS: u64 = 250_000;
+    let run = |job: &str| -> Vec<Value> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            weir_tests::guest("bench-operators"),
+            dir.path().join("operators.wasm"),
+        )
+        .unwrap();
+        std::fs::copy(
+            root().join(format!("bench/flink/jobs/{job}.toml")),
+            dir.path().join("weir.toml"),
+        )
+        .unwrap();
+        let output = dir.path().join("out.jsonl");
+        let o = weir(&[
+            "run",
+            dir.path().to_str().unwrap(),
+            "--parallelism",
+            "2",
+            "--param",
+            &format!("count={EVENTS}"),
+            "--param",
+            &format!("output={}", output.display()),
+        ]);
+        assert!(o.ok, "{job}: {}", o.stderr);
+        std::fs::read_to_string(output)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let ids = 0..EVENTS;
+    let (k, price, ts) = (|i: u64| i % 10_000, |i: u64| i % 1000, |i: u64| i / 100);
+
+    let q0 = run("q0");
+    let row = q0.iter().find(|v| v["id"] == 12_345).unwrap();
+    assert_eq!(
+        row,
+        &serde_json::json!({"id": 12_345, "k": 2345, "price": 345, "ts": 123})
+    );
+    let mut q0: Vec<u64> = q0.iter().map(|v| v["id"].as_u64().unwrap()).collect();
+    q0.sort();
+    assert_eq!(q0, ids.clone().collect::<Vec<_>>(), "q0: every event once");
+
+    let mut q1: Vec<(u64, u64, f64, u64)> = run("q1")
+        .iter()
+        .map(|v| {
+            let f = |n: &str| v[n].as_u64().unwrap();
+            (
+                f("id"),
+                f("k"),
+                v["dollars"].as_f64().unwrap(),
+                f("doubled"),
+            )
+        })
+        .collect();
+    q1.sort_by_key(|r| r.0);
+    let want: Vec<(u64, u64, f64, u64)> = ids
+        .clone()
+        .filter(|i| i % 2 == 0)
+        .map(|i| (i, k(i), 0.908 * price(i) as f64, price(i) * 2))
+        .collect();
+    assert_eq!(q1.len(), want.len(), "q1: the even ids");
+    for (got, want) in q1.iter().zip(&want) {
+        // JSON numbers read back within a rounding of what was written.
+        let close = (got.2 - want.2).abs() <= 1e-9 * want.2.abs().max(1.0);
+        assert!(
+            (got.0, got.1, got.3) == (want.0, want.1, want.3) && close,
+            "q1: {got:?}, not {want:?}"
+        );
+    }
+
+    // A running count: per key, every count from 1 to its total once.
+    let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for v in run("keyed-count") {
+        counts
+            .entry(v["k"].as_u64().unwrap())
+            .or_default()
+            .push(v["n"].as_u64().unwrap());
+    }
+    assert_eq!(counts.len(), 10_000);
+    for (key, mut ns) in counts {
+        ns.sort();
+        let total = ids.clone().filter(|&i| k(i) == key).count() as u64;
+        assert_eq!(ns, (1..=total).collect::<Vec<_>>(), "key {key}");
+    }
+
+    // Window counts, as (key, window start) → count.
+    let windows = |job: &str| -> BTreeMap<(u64, i64), u64> {
+        let mut out = BTreeMap::new();
+        for v in run(job) {
+            let key = (
+                v["k"].as_u64().unwrap(),
+                v["window_start"].as_i64().unwrap(),
+            );
+            assert!(
+                out.insert(key, v["n"].as_u64().unwrap()).is_none(),
+                "{job}: {key:?} twice"
+            );
+        }
+        out
+    };
+    let expected = |size: i64, slide: i64| {
+        let mut out = BTreeMap::new();
+        for i in ids.clone() {
+            let t = ts(i) as i64;
+            // Every window [s, s + size) with s a multiple of the slide.
+            let mut s = t - t.rem_euclid(slide);
+            while s > t - size {
+                *out.entry((k(i), s)).or_insert(0) += 1;
+                s -= slide;
+            }
+        }
+        out
+    };
+    assert_eq!(windows("tumbling-count"), expected(1000, 1000), "tumbling");
+    assert_eq!(windows("sliding-count"), expected(10_000, 2000), "sliding");
+}

@@ -1,0 +1,180 @@
+//! The operators of the side-by-side benchmark with Apache Flink
+//! (`bench/flink/`), written with the SDK as a user would write them. Their
+//! input is the `numbers` generator: `{"id": n, "k": n % 10000,
+//! "price": n % 1000, "ts": n / 100}`, the columns of the Flink side's
+//! table.
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use weir::{Aggregate, Context, KeyedProcess, OpenContext, ValueState, Window};
+
+/// One generated event.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Event {
+    /// Its number.
+    pub id: u64,
+    /// Its key, `id % 10000`.
+    pub k: u32,
+    /// `id % 1000`.
+    pub price: u64,
+    /// Its event time, ms: `id / 100`.
+    pub ts: i64,
+}
+
+/// q0: every event, unchanged (`SELECT id, k, price, ts`).
+pub fn q0(e: Event) -> Event {
+    e
+}
+
+/// q1's output row.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Q1 {
+    /// The event's number.
+    pub id: u64,
+    /// Its key.
+    pub k: u32,
+    /// `0.908 * price`.
+    pub dollars: f64,
+    /// `price * 2`.
+    pub doubled: u64,
+}
+
+/// q1: `SELECT id, k, 0.908 * price, price * 2 … WHERE MOD(id, 2) = 0`.
+pub fn q1(e: Event, out: &mut weir::Collector<Q1>) {
+    if e.id.is_multiple_of(2) {
+        out.emit(Q1 {
+            id: e.id,
+            k: e.k,
+            dollars: 0.908 * e.price as f64,
+            doubled: e.price * 2,
+        });
+    }
+}
+
+/// A key's running count.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct KeyCount {
+    /// The key.
+    pub k: u32,
+    /// Events of the key so far.
+    pub n: u64,
+}
+
+/// `SELECT k, COUNT(*) … GROUP BY k`: an update per event.
+pub struct CountPerKey {
+    count: ValueState<u64>,
+}
+
+impl KeyedProcess for CountPerKey {
+    type In = Event;
+    type Out = KeyCount;
+
+    fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+        Ok(CountPerKey {
+            count: ctx.value_state("n")?,
+        })
+    }
+
+    fn process(&mut self, e: Event, ctx: &mut Context<KeyCount>) -> weir::Result<()> {
+        let n = self.count.get()?.unwrap_or(0) + 1;
+        self.count.set(n);
+        ctx.emit(KeyCount { k: e.k, n });
+        Ok(())
+    }
+}
+
+/// A window's count of a key.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct WindowCount {
+    /// The key.
+    pub k: u32,
+    /// The window's first instant, ms.
+    pub window_start: i64,
+    /// The first instant after it, ms.
+    pub window_end: i64,
+    /// Events of the key in the window.
+    pub n: u64,
+}
+
+/// `COUNT(*) … GROUP BY k, window_start, window_end` over the manifest's
+/// windows.
+pub struct WindowedCount;
+
+impl Aggregate for WindowedCount {
+    type In = IgnoredAny;
+    type Acc = u64;
+    type Out = WindowCount;
+
+    fn open(_: &mut OpenContext) -> weir::Result<Self> {
+        Ok(WindowedCount)
+    }
+
+    fn create(&self) -> u64 {
+        0
+    }
+
+    fn add(&self, acc: &mut u64, _: &IgnoredAny) {
+        *acc += 1;
+    }
+
+    fn merge(&self, acc: &mut u64, other: u64) {
+        *acc += other;
+    }
+
+    fn result(&self, window: &Window, n: u64) -> weir::Result<WindowCount> {
+        Ok(WindowCount {
+            k: window.key()?,
+            window_start: window.start,
+            window_end: window.end,
+            n,
+        })
+    }
+}
+
+weir::export_operators! {
+    map "q0" => q0;
+    flat_map "q1" => q1;
+    keyed_process "count-per-key" => CountPerKey;
+    window_aggregate "windowed-count" => WindowedCount;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir::testing::Harness;
+
+    fn event(id: u64) -> Event {
+        Event {
+            id,
+            k: (id % 10_000) as u32,
+            price: id % 1000,
+            ts: (id / 100) as i64,
+        }
+    }
+
+    #[test]
+    fn q1_keeps_even_ids_and_computes_its_columns() {
+        let mut h = Harness::flat_map(q1);
+        let out: Vec<Q1> = h.process(&(), &event(1234), None).unwrap();
+        assert_eq!(
+            out,
+            [Q1 {
+                id: 1234,
+                k: 1234,
+                dollars: 0.908 * 234.0,
+                doubled: 468
+            }]
+        );
+        let out: Vec<Q1> = h.process(&(), &event(1235), None).unwrap();
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn counts_per_key() {
+        let mut h = Harness::keyed_process::<CountPerKey>(&[]).unwrap();
+        for n in 1..=3 {
+            let out: Vec<KeyCount> = h.process(&7u32, &event(7), None).unwrap();
+            assert_eq!(out, [KeyCount { k: 7, n }]);
+        }
+    }
+}
