@@ -312,14 +312,16 @@ impl Spec {
                 out.push((start, start + size));
             }
             Assigner::Sliding { size, slide } => {
+                // Every window [k·slide, k·slide + size) that holds `t`,
+                // whether or not the slide divides the size (none, in the
+                // gaps between windows when the slide is the larger).
                 let last = t - t.rem_euclid(slide);
-                let mut start = last - (size - slide);
-                while start <= last {
-                    if start > t - size {
-                        out.push((start, start + size));
-                    }
-                    start += slide;
+                let mut start = Some(last);
+                while let Some(s) = start.filter(|&s| s > t.saturating_sub(size)) {
+                    out.push((s, s.saturating_add(size)));
+                    start = s.checked_sub(slide);
                 }
+                out.reverse();
             }
             Assigner::Session { gap } => out.push((t, t.saturating_add(gap))),
         }
@@ -657,6 +659,24 @@ mod tests {
             slide: 10,
         });
         assert_eq!(s.assign(25), [(0, 30), (10, 40), (20, 50)]);
+        // A slide that does not divide the size: 30 days every 7 days.
+        const DAY: i64 = 86_400_000;
+        let s = spec(Assigner::Sliding {
+            size: 30 * DAY,
+            slide: 7 * DAY,
+        });
+        for t in [0, 5 * DAY, 29 * DAY + 1, 100 * DAY - 1, -3 * DAY] {
+            let want: Vec<(i64, i64)> = (-10..20)
+                .map(|k| (k * 7 * DAY, k * 7 * DAY + 30 * DAY))
+                .filter(|&(a, b)| a <= t && t < b)
+                .collect();
+            assert_eq!(s.assign(t), want, "t = {t}");
+            assert!((4..=5).contains(&want.len()));
+        }
+        // A slide above the size: records between windows are in none.
+        let s = spec(Assigner::Sliding { size: 5, slide: 10 });
+        assert_eq!(s.assign(3), [(0, 5)]);
+        assert_eq!(s.assign(7), []);
         let g = spec(Assigner::Session { gap: 5 });
         assert_eq!(g.assign(3), [(3, 8)]);
     }

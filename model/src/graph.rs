@@ -404,12 +404,8 @@ fn window_spec(
             match slide {
                 None => WindowAssigner::Tumbling { size_ms },
                 Some(s) if s == size_ms => WindowAssigner::Tumbling { size_ms },
-                Some(slide_ms) if slide_ms > size_ms || size_ms % slide_ms != 0 => {
-                    return Err(ManifestError::BadParam(format!(
-                        "operator `{}`: window slide-ms {slide_ms} must divide size-ms {size_ms}",
-                        o.name
-                    )));
-                }
+                // Any slide: a record is in every window [k·slide, k·slide
+                // + size) that holds it, as in Flink.
                 Some(slide_ms) => WindowAssigner::Sliding { size_ms, slide_ms },
             }
         }
@@ -973,7 +969,22 @@ mod time_tests {
                 allowed_lateness_ms: 5,
             })
         );
-        assert!(err("", "window={type='sliding', size-ms=100, slide-ms=30}").contains("divide"));
+        let g = build(
+            "timestamp='/ts'",
+            "window={type='sliding', size-ms=100, slide-ms=30}",
+        )
+        .unwrap();
+        let VertexKind::Operator { window, .. } = &g.vertices[1].kind else {
+            panic!()
+        };
+        assert_eq!(
+            window.as_ref().unwrap().assigner,
+            WindowAssigner::Sliding {
+                size_ms: 100,
+                slide_ms: 30
+            },
+            "a slide that does not divide the size"
+        );
         assert!(err("", "window={type='session'}").contains("needs `gap-ms`"));
         assert!(err("", "window={type='hopping', size-ms=1}").contains("\"hopping\""));
         assert!(err("", "window={type='tumbling', size-ms=0}").contains("must be positive"));

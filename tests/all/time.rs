@@ -220,6 +220,35 @@ async fn out_of_order_input_within_the_delay_counts_exactly_at_parallelism_1_and
     }
 }
 
+/// A sliding window whose slide does not divide its size (30 days every 7
+/// days): every record counts in each window `[k·7 d, k·7 d + 30 d)` that
+/// holds it (4 or 5 of them), as in Flink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliding_window_of_30_days_every_7_days_counts_as_flink_does() {
+    const DAY: i64 = 86_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    // One event every 3 hours for 250 days, over 7 keys.
+    let events: Vec<(String, i64)> = (0..2000i64)
+        .map(|i| (format!("k{}", (i * 5) % 7), i * DAY / 8))
+        .collect();
+    let mut exact: Counts = BTreeMap::new();
+    for (k, t) in &events {
+        let windows = windows_of(*t, 30 * DAY, 7 * DAY);
+        assert!((4..=5).contains(&windows.len()));
+        for (s, e) in windows {
+            *exact.entry((k.clone(), s, e)).or_default() += 1;
+        }
+    }
+    let (size, slide) = ((30 * DAY).to_string(), (7 * DAY).to_string());
+    let params = [("window", size.as_str()), ("slide", slide.as_str())];
+    for p in [1, 4] {
+        let (out, late) = windowed_counts(dir.path(), &events, &params, p).await;
+        assert!(late.is_empty(), "p{p}: {late:?}");
+        assert_eq!(out.len(), exact.len(), "p{p}: each window fires once");
+        assert_eq!(last_firings(&out), exact, "p{p}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_records_update_their_window_within_the_lateness_and_go_aside_after_it() {
     let dir = tempfile::tempdir().unwrap();
