@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::builtin::{Builtin, BuiltinTable};
 use crate::fault_tolerance::{
     CheckpointConfig, RestartStrategy, StateBackendKind, checkpoint_config, restart_strategy,
     state_backend,
@@ -169,6 +170,10 @@ pub enum VertexKind {
         /// Its windows, for a window operator.
         #[serde(default)]
         window: Option<WindowSpec>,
+        /// A built-in operator the runtime runs natively (`function` is
+        /// then the built-in's name).
+        #[serde(default)]
+        builtin: Option<Builtin>,
     },
     /// Writes records outside.
     Sink(SinkConfig),
@@ -600,6 +605,7 @@ impl JobGraph {
                             function: function.clone(),
                             key_by: None,
                             window: None,
+                            builtin: None,
                         },
                         p,
                     )?;
@@ -680,13 +686,58 @@ impl JobGraph {
             let key_by = o.key_by.as_deref().map(str::parse::<KeyBy>).transpose()?;
             let p = check(&o.name, o.parallelism.unwrap_or(default_parallelism))?;
             let window = window_spec(o, &params)?;
+            let (function, builtin) = match (&o.function, &o.builtin) {
+                (Some(f), None) => (f.clone(), None),
+                (None, Some(b)) => {
+                    let planned = Builtin::plan(&BuiltinTable {
+                        name: &o.name,
+                        builtin: b,
+                        field: o.field.as_deref(),
+                        emit: o.emit.as_deref(),
+                        filter: o.filter.as_deref(),
+                        columns: o.columns.as_deref(),
+                        keyed: key_by.is_some(),
+                        windowed: window.is_some(),
+                    })
+                    .map_err(invalid)?;
+                    (b.clone(), Some(planned))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid(format!(
+                        "operator `{}` has both `function` and `builtin`",
+                        o.name
+                    )));
+                }
+                (None, None) => {
+                    return Err(invalid(format!(
+                        "operator `{}` needs a `function` (exported by the component) or a `builtin`",
+                        o.name
+                    )));
+                }
+            };
+            if builtin.is_none() {
+                for (what, given) in [
+                    ("field", o.field.is_some()),
+                    ("emit", o.emit.is_some()),
+                    ("where", o.filter.is_some()),
+                    ("columns", o.columns.is_some()),
+                ] {
+                    if given {
+                        return Err(invalid(format!(
+                            "operator `{}`: `{what}` is for built-in operators (`builtin = ...`)",
+                            o.name
+                        )));
+                    }
+                }
+            }
             let id = add(
                 &mut vertices,
                 &o.name,
                 VertexKind::Operator {
-                    function: o.function.clone(),
+                    function,
                     key_by: key_by.clone(),
                     window,
+                    builtin,
                 },
                 p,
             )?;
@@ -844,10 +895,15 @@ impl JobGraph {
                 function,
                 key_by,
                 window,
+                builtin,
             } = &v.kind
             else {
                 continue;
             };
+            if builtin.is_some() {
+                // The runtime's own: checked when planned.
+                continue;
+            }
             let Some(op) = exported.iter().find(|o| &o.name == function) else {
                 let names: Vec<&str> = exported.iter().map(|o| o.name.as_str()).collect();
                 return Err(invalid(format!(
@@ -1016,5 +1072,51 @@ mod time_tests {
             .check_operators(&exported(OperatorRole::KeyedProcess))
             .unwrap_err();
         assert!(e.to_string().contains("not a window function"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod builtin_tests {
+    use super::*;
+
+    fn build(op: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n\
+             [[operator]]\nname='b'\n{op}\n[[sink]]\nname='o'\ntype='stdout'\n"
+        ))?;
+        JobGraph::build(&m, BTreeMap::new(), None)
+    }
+
+    fn err(op: &str) -> String {
+        build(op).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn builtins_plan_and_need_no_export() {
+        let g = build("builtin='sum'\nkey-by='/user'\nfield='/amount'").unwrap();
+        let VertexKind::Operator {
+            function, builtin, ..
+        } = &g.vertices[1].kind
+        else {
+            panic!()
+        };
+        assert_eq!(function, "sum");
+        assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
+        // Nothing exported: a built-in is not checked against the component.
+        g.check_operators(&[]).unwrap();
+        let g = build("builtin='select'\ncolumns=['a = /a * 2']\nwhere='/a > 1'").unwrap();
+        assert_eq!(g.edges[0].partitioning, Partitioning::Forward);
+    }
+
+    #[test]
+    fn builtin_mistakes_are_named() {
+        assert!(
+            err("function='f'\nbuiltin='count'\nkey-by='/k'")
+                .contains("both `function` and `builtin`")
+        );
+        assert!(err("key-by='/k'").contains("needs a `function`"));
+        assert!(err("function='f'\nfield='/x'").contains("`field` is for built-in operators"));
+        assert!(err("builtin='count'").contains("needs `key-by`"));
+        assert!(err("builtin='select'\ncolumns=['a = /a +']").contains("column `a`"));
     }
 }

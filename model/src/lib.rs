@@ -15,9 +15,12 @@
 //!   metadata of a completed one) and where its files are.
 //! - [`fault_tolerance`]: a job's state backend, checkpoint settings and
 //!   restart strategy (the manifest's `[state]`, `[checkpoint]`, `[restart]`).
+//! - [`builtin`]: the operators the runtime runs natively, written in the
+//!   manifest (running aggregates, `select`).
 //! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
 //!   in the one shape workers report and the coordinator keeps.
 
+pub mod builtin;
 pub mod bundle;
 pub mod checkpoint;
 pub mod execution;

@@ -308,8 +308,25 @@ pub enum SourceKind {
 pub struct OperatorSpec {
     /// Its name in the job.
     pub name: String,
-    /// The operator the component exports under this name.
-    pub function: String,
+    /// The operator the component exports under this name (or `builtin`).
+    #[serde(default)]
+    pub function: Option<String>,
+    /// A built-in operator instead of an exported one
+    /// ([`crate::builtin`]): `count`, `sum`, `min`, `max`, `avg`, `select`.
+    #[serde(default)]
+    pub builtin: Option<String>,
+    /// Built-in aggregates: the JSON pointer of the aggregated field.
+    #[serde(default)]
+    pub field: Option<String>,
+    /// Built-in aggregates: `record` (an update per record) or `batch`.
+    #[serde(default)]
+    pub emit: Option<String>,
+    /// Built-in `select`: which records pass.
+    #[serde(default, rename = "where")]
+    pub filter: Option<String>,
+    /// Built-in `select`: the output's columns, `"name = expression"` each.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
     /// What it reads: a source or operator name (default: the element before).
     #[serde(default)]
     pub input: Option<String>,
