@@ -50,7 +50,8 @@ pub enum LoadError {
 /// What went wrong in a guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// The guest returned an error (its own, e.g. a record it cannot decode).
+    /// The operator returned an error (a guest's own, or a built-in
+    /// operator's: e.g. a record it cannot decode).
     Guest,
     /// The guest trapped (a panic, `unreachable`, an out-of-bounds access).
     Trap,

@@ -7,6 +7,8 @@
 //! - [`operators`]: [`StreamOperator`], what a chain runs — a Wasm operator
 //!   ([`operators::WasmOperator`]) or a native one — and the
 //!   [`OperatorFactory`] that creates them per subtask.
+//! - [`builtin`]: the built-in operators, native: running aggregates per key
+//!   and `select`.
 //! - [`sources`] and [`sinks`]: the connectors (text and JSON-lines files, a
 //!   generator; stdout and JSON-lines files).
 //! - [`state`]: which state backend a job's operators get, and where
@@ -23,6 +25,7 @@
 //! - [`agent`]: the worker process's registration and heartbeats.
 
 pub mod agent;
+pub mod builtin;
 pub mod checkpoint;
 pub mod executor;
 pub mod local;

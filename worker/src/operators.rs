@@ -139,6 +139,7 @@ impl OperatorFactory for WasmOperatorFactory {
             function,
             window,
             key_by,
+            builtin,
         } = &vertex.kind
         else {
             unreachable!("operators are created for operator vertices only")
@@ -167,6 +168,9 @@ impl OperatorFactory for WasmOperatorFactory {
             message: format!("state backend: {e:#}"),
             guest_output: Vec::new(),
         })?;
+        if let Some(b) = builtin {
+            return crate::builtin::create(b, ident, backend);
+        }
         let instance = OperatorInstance::new(
             self.runtime.clone(),
             self.component.clone(),

@@ -148,12 +148,16 @@ impl GraphView {
                             .to_owned(),
                         ),
                         VertexKind::Operator {
-                            function, window, ..
+                            function,
+                            window,
+                            builtin,
+                            ..
                         } => (
                             "operator",
-                            match window {
-                                Some(_) => format!("{function} (window)"),
-                                None => function.clone(),
+                            match (window, builtin) {
+                                (_, Some(_)) => format!("{function} (built-in)"),
+                                (Some(_), None) => format!("{function} (window)"),
+                                (None, None) => function.clone(),
                             },
                         ),
                         VertexKind::Sink(c) => (

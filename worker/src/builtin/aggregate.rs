@@ -1,0 +1,411 @@
+//! Running aggregates per key: `count`, `sum`, `min`, `max`, `avg`.
+//!
+//! Each key's accumulator is a value state (`weir.builtin.<function>`) on
+//! the task's backend, so it is checkpointed and restored like any keyed
+//! state; a batch reads its keys' accumulators in one bulk read and writes
+//! them back in one batch. Output records are
+//! `{"key": <key>, "<function>": <value>}`: the key as the JSON it was
+//! extracted as (a string, if it is not JSON), the value a whole number
+//! while every input was one (`count` always), `avg` a floating-point
+//! number.
+//!
+//! A record whose field is missing or `null` counts for `count` without a
+//! field, and is skipped by the others (as SQL's aggregates skip nulls); a
+//! field that is not a number fails the task, naming the record.
+
+use std::collections::HashMap;
+
+use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
+use weir_model::Record;
+use weir_model::builtin::{AggregateFunction, Emit};
+use weir_state::{StateBackend, StateKey, StateKind, StateOp};
+
+use super::{Number, excerpt, input_error, state_error};
+use crate::operators::StreamOperator;
+
+/// One key's accumulator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Acc {
+    Count(u64),
+    /// The sum so far (`None`: no value yet).
+    Sum(Option<Number>),
+    Min(Option<Number>),
+    Max(Option<Number>),
+    /// Sum and count.
+    Avg(f64, u64),
+}
+
+impl Acc {
+    fn new(f: AggregateFunction) -> Acc {
+        match f {
+            AggregateFunction::Count => Acc::Count(0),
+            AggregateFunction::Sum => Acc::Sum(None),
+            AggregateFunction::Min => Acc::Min(None),
+            AggregateFunction::Max => Acc::Max(None),
+            AggregateFunction::Avg => Acc::Avg(0.0, 0),
+        }
+    }
+
+    /// Add a record's value (`None`: the record has no value for the field,
+    /// or `count` reads none).
+    fn add(&mut self, v: Option<Number>, counts_null: bool) {
+        match (self, v) {
+            (Acc::Count(n), Some(_)) => *n += 1,
+            (Acc::Count(n), None) if counts_null => *n += 1,
+            (_, None) => {}
+            (Acc::Sum(s), Some(v)) => {
+                *s = Some(match (*s, v) {
+                    (None, v) => v,
+                    (Some(Number::Int(a)), Number::Int(b)) => match a.checked_add(b) {
+                        Some(c) => Number::Int(c),
+                        None => Number::Float(a as f64 + b as f64),
+                    },
+                    (Some(a), b) => Number::Float(a.as_f64() + b.as_f64()),
+                })
+            }
+            (Acc::Min(m), Some(v)) => *m = Some(pick(*m, v, true)),
+            (Acc::Max(m), Some(v)) => *m = Some(pick(*m, v, false)),
+            (Acc::Avg(s, n), Some(v)) => {
+                *s += v.as_f64();
+                *n += 1;
+            }
+        }
+    }
+
+    /// Its value as JSON.
+    fn write(&self, out: &mut Vec<u8>) {
+        match *self {
+            Acc::Count(n) => Number::Int(n as i64).write(out),
+            Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => match v {
+                Some(v) => v.write(out),
+                None => out.extend_from_slice(b"null"),
+            },
+            Acc::Avg(_, 0) => out.extend_from_slice(b"null"),
+            Acc::Avg(s, n) => Number::Float(s / n as f64).write(out),
+        }
+    }
+
+    /// As stored: a tag, then two 8-byte fields.
+    fn encode(&self) -> Vec<u8> {
+        let (tag, a, b): (u8, u64, u64) = match *self {
+            Acc::Count(n) => (0, n, 0),
+            Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => match v {
+                None => (1, 0, 0),
+                Some(Number::Int(i)) => (2, i as u64, 0),
+                Some(Number::Float(f)) => (3, f.to_bits(), 0),
+            },
+            Acc::Avg(s, n) => (4, s.to_bits(), n),
+        };
+        let mut out = Vec::with_capacity(17);
+        out.push(tag);
+        out.extend_from_slice(&a.to_be_bytes());
+        out.extend_from_slice(&b.to_be_bytes());
+        out
+    }
+
+    fn decode(f: AggregateFunction, bytes: &[u8]) -> Option<Acc> {
+        if bytes.len() != 17 {
+            return None;
+        }
+        let a = u64::from_be_bytes(bytes[1..9].try_into().ok()?);
+        let b = u64::from_be_bytes(bytes[9..17].try_into().ok()?);
+        let number = match bytes[0] {
+            1 => None,
+            2 => Some(Number::Int(a as i64)),
+            3 => Some(Number::Float(f64::from_bits(a))),
+            _ => None,
+        };
+        Some(match (f, bytes[0]) {
+            (AggregateFunction::Count, 0) => Acc::Count(a),
+            (AggregateFunction::Sum, 1..=3) => Acc::Sum(number),
+            (AggregateFunction::Min, 1..=3) => Acc::Min(number),
+            (AggregateFunction::Max, 1..=3) => Acc::Max(number),
+            (AggregateFunction::Avg, 4) => Acc::Avg(f64::from_bits(a), b),
+            _ => return None,
+        })
+    }
+}
+
+/// The smaller (or larger) of `old` and `new`; whole numbers compare as
+/// whole numbers (exactly, beyond a float's precision), and once either is
+/// a float the result is one.
+fn pick(old: Option<Number>, new: Number, smaller: bool) -> Number {
+    let replace = match (old, new) {
+        (None, _) => true,
+        (Some(Number::Int(a)), Number::Int(b)) => {
+            if smaller {
+                b < a
+            } else {
+                b > a
+            }
+        }
+        (Some(a), b) => {
+            if smaller {
+                b.as_f64() < a.as_f64()
+            } else {
+                b.as_f64() > a.as_f64()
+            }
+        }
+    };
+    let picked = match old {
+        Some(old) if !replace => old,
+        _ => new,
+    };
+    match (old, new) {
+        (Some(Number::Float(_)), _) | (_, Number::Float(_)) => Number::Float(picked.as_f64()),
+        _ => picked,
+    }
+}
+
+/// A running aggregate per key.
+pub(super) struct RunningAggregate {
+    function: AggregateFunction,
+    field: Option<String>,
+    emit: Emit,
+    ident: TaskIdent,
+    backend: Box<dyn StateBackend>,
+    state: u32,
+}
+
+impl RunningAggregate {
+    pub(super) fn new(
+        function: AggregateFunction,
+        field: Option<String>,
+        emit: Emit,
+        ident: TaskIdent,
+        mut backend: Box<dyn StateBackend>,
+    ) -> Result<RunningAggregate, OperatorError> {
+        let state = backend
+            .register(
+                &format!("weir.builtin.{}", function.name()),
+                StateKind::Value,
+            )
+            .map_err(|e| state_error(&ident, anyhow::anyhow!(e)))?;
+        Ok(RunningAggregate {
+            function,
+            field,
+            emit,
+            ident,
+            backend,
+            state,
+        })
+    }
+
+    /// The value a record adds.
+    fn value_of(&self, r: &Record) -> Result<Option<Number>, OperatorError> {
+        let Some(field) = &self.field else {
+            return Ok(None);
+        };
+        let raw = weir_model::json::pointer_raw(&r.value, field).map_err(|e| {
+            input_error(
+                &self.ident,
+                format!("a record is not JSON ({e}): {}", excerpt(&r.value)),
+            )
+        })?;
+        match raw {
+            None => Ok(None),
+            Some(raw) => Number::parse(raw.get()).map_err(|()| {
+                input_error(
+                    &self.ident,
+                    format!(
+                        "field {field} of a record is not a number: {}",
+                        excerpt(&r.value)
+                    ),
+                )
+            }),
+        }
+    }
+
+    /// An output record for `key` with its accumulator's value.
+    fn output(&self, key: &[u8], acc: &Acc, timestamp: Option<i64>) -> Record {
+        let mut value = Vec::with_capacity(key.len() + 24);
+        value.extend_from_slice(b"{\"key\":");
+        if serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
+            value.extend_from_slice(key);
+        } else {
+            let _ = serde_json::to_writer(&mut value, &String::from_utf8_lossy(key));
+        }
+        value.extend_from_slice(b",\"");
+        value.extend_from_slice(self.function.name().as_bytes());
+        value.extend_from_slice(b"\":");
+        acc.write(&mut value);
+        value.push(b'}');
+        Record {
+            key: None,
+            value,
+            timestamp,
+        }
+    }
+}
+
+impl StreamOperator for RunningAggregate {
+    fn process(
+        &mut self,
+        batch: Vec<Record>,
+        _: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        // The batch's keys, each once, in order of first appearance.
+        let mut index: HashMap<&[u8], usize> = HashMap::new();
+        let mut keys: Vec<StateKey> = Vec::new();
+        let mut of_record = Vec::with_capacity(batch.len());
+        for r in &batch {
+            let key = r.key.as_deref().ok_or_else(|| {
+                input_error(
+                    &self.ident,
+                    "a record reached a keyed operator without its key".into(),
+                )
+            })?;
+            let i = *index.entry(key).or_insert_with(|| {
+                keys.push(StateKey {
+                    state: self.state,
+                    key: key.to_vec(),
+                });
+                keys.len() - 1
+            });
+            of_record.push(i);
+        }
+        let stored = self
+            .backend
+            .get_values(&keys)
+            .map_err(|e| state_error(&self.ident, e))?;
+        let mut accs = Vec::with_capacity(keys.len());
+        for (k, v) in keys.iter().zip(stored) {
+            accs.push(match v {
+                None => Acc::new(self.function),
+                Some(bytes) => Acc::decode(self.function, &bytes).ok_or_else(|| {
+                    state_error(
+                        &self.ident,
+                        anyhow::anyhow!(
+                            "a stored accumulator of key {:?} is corrupt",
+                            excerpt(&k.key)
+                        ),
+                    )
+                })?,
+            });
+        }
+        let counts_null = self.field.is_none();
+        let mut main = Vec::with_capacity(match self.emit {
+            Emit::Record => batch.len(),
+            Emit::Batch => keys.len(),
+        });
+        let mut last_timestamp = vec![None; keys.len()];
+        for (r, &i) in batch.iter().zip(&of_record) {
+            let v = self.value_of(r)?;
+            accs[i].add(v, counts_null);
+            match self.emit {
+                Emit::Record => main.push(self.output(&keys[i].key, &accs[i], r.timestamp)),
+                Emit::Batch => last_timestamp[i] = r.timestamp,
+            }
+        }
+        if self.emit == Emit::Batch {
+            for (i, k) in keys.iter().enumerate() {
+                main.push(self.output(&k.key, &accs[i], last_timestamp[i]));
+            }
+        }
+        let ops = keys
+            .into_iter()
+            .zip(&accs)
+            .map(|(target, acc)| StateOp::PutValue {
+                target,
+                value: acc.encode(),
+            })
+            .collect();
+        self.backend
+            .apply_all(ops, Vec::new())
+            .map_err(|e| state_error(&self.ident, e))?;
+        Ok(BatchOutput {
+            main,
+            side: Vec::new(),
+        })
+    }
+
+    fn metrics(&self) -> weir_host::InstanceMetrics {
+        weir_host::InstanceMetrics {
+            state: self.backend.size(),
+            ..Default::default()
+        }
+    }
+
+    fn snapshot(
+        &mut self,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<Option<weir_state::snapshot::LocalSnapshot>> {
+        self.backend.snapshot(dir).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add_all(f: AggregateFunction, values: &[Option<Number>]) -> Acc {
+        let mut a = Acc::new(f);
+        for v in values {
+            a.add(*v, false);
+        }
+        a
+    }
+
+    fn json(a: &Acc) -> String {
+        let mut out = Vec::new();
+        a.write(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn accumulators_follow_sql() {
+        use Number::{Float, Int};
+        let vs = [Some(Int(3)), None, Some(Int(-7)), Some(Int(10))];
+        assert_eq!(json(&add_all(AggregateFunction::Sum, &vs)), "6");
+        assert_eq!(json(&add_all(AggregateFunction::Min, &vs)), "-7");
+        assert_eq!(json(&add_all(AggregateFunction::Max, &vs)), "10");
+        assert_eq!(json(&add_all(AggregateFunction::Avg, &vs)), "2.0");
+        assert_eq!(json(&add_all(AggregateFunction::Count, &vs)), "3");
+        let mut all = Acc::new(AggregateFunction::Count);
+        for v in vs {
+            all.add(v, true);
+        }
+        assert_eq!(json(&all), "4", "count(*) counts every record");
+        assert_eq!(json(&add_all(AggregateFunction::Sum, &[None])), "null");
+        assert_eq!(json(&add_all(AggregateFunction::Avg, &[])), "null");
+        let mixed = [Some(Int(1)), Some(Float(0.5))];
+        assert_eq!(json(&add_all(AggregateFunction::Sum, &mixed)), "1.5");
+        assert_eq!(json(&add_all(AggregateFunction::Min, &mixed)), "0.5");
+        assert_eq!(
+            json(&add_all(AggregateFunction::Max, &mixed)),
+            "1.0",
+            "a float once any is"
+        );
+        let big = [Some(Int(i64::MAX)), Some(Int(1))];
+        assert_eq!(
+            add_all(AggregateFunction::Sum, &big),
+            Acc::Sum(Some(Float(i64::MAX as f64 + 1.0))),
+            "past i64: a float"
+        );
+        // Whole numbers compare exactly, beyond f64's precision.
+        let close = [Some(Int(i64::MAX)), Some(Int(i64::MAX - 1))];
+        assert_eq!(
+            json(&add_all(AggregateFunction::Min, &close)),
+            (i64::MAX - 1).to_string()
+        );
+        for a in [
+            add_all(AggregateFunction::Avg, &vs),
+            add_all(AggregateFunction::Sum, &mixed),
+            add_all(AggregateFunction::Max, &[]),
+            Acc::Count(12),
+        ] {
+            let f = match a {
+                Acc::Count(_) => AggregateFunction::Count,
+                Acc::Sum(_) => AggregateFunction::Sum,
+                Acc::Min(_) => AggregateFunction::Min,
+                Acc::Max(_) => AggregateFunction::Max,
+                Acc::Avg(..) => AggregateFunction::Avg,
+            };
+            assert_eq!(Acc::decode(f, &a.encode()), Some(a));
+        }
+        assert_eq!(
+            Acc::decode(AggregateFunction::Sum, &Acc::Count(1).encode()),
+            None
+        );
+    }
+}

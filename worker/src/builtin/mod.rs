@@ -1,0 +1,107 @@
+//! The built-in operators ([`weir_model::builtin`]), native in the runtime:
+//! running aggregates per key on the task's state backend ([`aggregate`])
+//! and `select` ([`select`]).
+
+mod aggregate;
+mod select;
+
+use weir_host::{ErrorKind, OperatorError, TaskIdent};
+use weir_model::builtin::Builtin;
+use weir_state::StateBackend;
+
+use crate::operators::StreamOperator;
+
+/// The operator of one subtask of a built-in, its keyed state in `backend`.
+pub fn create(
+    builtin: &Builtin,
+    ident: TaskIdent,
+    backend: Box<dyn StateBackend>,
+) -> Result<Box<dyn StreamOperator>, OperatorError> {
+    Ok(match builtin {
+        Builtin::Aggregate {
+            function,
+            field,
+            emit,
+        } => Box::new(aggregate::RunningAggregate::new(
+            *function,
+            field.clone(),
+            *emit,
+            ident,
+            backend,
+        )?),
+        Builtin::Select { columns, filter } => {
+            Box::new(select::Select::new(columns.clone(), filter.clone(), ident))
+        }
+    })
+}
+
+/// A built-in's failure on its input (a record it cannot read).
+fn input_error(ident: &TaskIdent, message: String) -> OperatorError {
+    OperatorError {
+        ident: ident.clone(),
+        kind: ErrorKind::Guest,
+        message,
+        guest_output: Vec::new(),
+    }
+}
+
+/// A failure of its state backend.
+fn state_error(ident: &TaskIdent, e: anyhow::Error) -> OperatorError {
+    OperatorError {
+        ident: ident.clone(),
+        kind: ErrorKind::Host,
+        message: format!("state backend: {e:#}"),
+        guest_output: Vec::new(),
+    }
+}
+
+/// The first bytes of a record, for an error message.
+fn excerpt(value: &[u8]) -> String {
+    String::from_utf8_lossy(&value[..value.len().min(120)]).into_owned()
+}
+
+/// A JSON number read from a record: whole numbers stay whole.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+impl Number {
+    fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+
+    /// Parse the raw JSON text of a value: `Ok(None)` for `null`.
+    fn parse(raw: &str) -> Result<Option<Number>, ()> {
+        if raw == "null" {
+            return Ok(None);
+        }
+        if let Ok(i) = raw.parse::<i64>() {
+            return Ok(Some(Number::Int(i)));
+        }
+        match serde_json::from_str::<serde_json::Value>(raw) {
+            Ok(serde_json::Value::Number(n)) => {
+                n.as_f64().map(|f| Some(Number::Float(f))).ok_or(())
+            }
+            _ => Err(()),
+        }
+    }
+
+    /// Write it as JSON (a float that is not finite as `null`).
+    fn write(self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        match self {
+            Number::Int(i) => {
+                let _ = write!(out, "{i}");
+            }
+            Number::Float(f) if f.is_finite() => {
+                let _ = serde_json::to_writer(&mut *out, &f);
+            }
+            Number::Float(_) => out.extend_from_slice(b"null"),
+        }
+    }
+}
