@@ -6,7 +6,8 @@
 For each workload and parallelism (1 and 2) it runs Flink (`flink_bench.py`,
 PyFlink's MiniCluster: a warm-up, then R timed jobs in one JVM) and Weir
 (`weir run` of the same workload with the Wasm operators of
-`bench/operators`, R times), and prints a Markdown table: events/s (min,
+`bench/operators`, and with built-in operators where the manifest offers
+them, R times each), and prints a Markdown table: events/s (min,
 median, max), CPU-seconds per million events, peak RSS, submit-to-running
 time and the Weir/Flink ratio of the medians. `--out FILE` also writes the
 table there.
@@ -44,8 +45,8 @@ WORKLOADS = [
 ]
 
 
-def weir_job(name):
-    path = HERE / "jobs" / f"{name}.toml"
+def weir_job(name, builtin=False):
+    path = HERE / "jobs" / ("builtin" if builtin else "") / f"{name}.toml"
     return path if path.is_file() else None
 
 
@@ -79,13 +80,16 @@ def weir_once(weir, bundle, parallelism, events):
     return job, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, max(0.0, wall - job)
 
 
-def weir_side(weir, operators, events, runs, parallelism, workdir):
+def weir_side(weir, operators, events, runs, parallelism, workdir, builtin=False):
+    """Weir's runs of every workload it has a job for (`jobs/`, or
+    `jobs/builtin/` with built-in operators)."""
     results = {}
     for name in WORKLOADS:
-        job = weir_job(name)
+        job = weir_job(name, builtin)
         if job is None:
             continue
-        bundle = workdir / f"{name}-p{parallelism}"
+        tag = "builtin" if builtin else "wasm"
+        bundle = workdir / f"{name}-{tag}-p{parallelism}"
         bundle.mkdir(parents=True, exist_ok=True)
         shutil.copy(operators, bundle / "operators.wasm")
         shutil.copy(job, bundle / "weir.toml")
@@ -93,7 +97,7 @@ def weir_side(weir, operators, events, runs, parallelism, workdir):
         weir_once(weir, bundle, parallelism, min(events, 1_000_000))
         runs_of = [weir_once(weir, bundle, parallelism, events) for _ in range(runs)]
         results[name] = {
-            "engine": "weir",
+            "engine": f"weir-{tag}",
             "workload": name,
             "parallelism": parallelism,
             "events": events,
@@ -139,36 +143,41 @@ def fmt_rate(v):
 
 def table(rows):
     out = [
-        "| workload | p | Flink events/s (min / median / max) | Weir Wasm events/s (min / median / max) "
-        "| Weir/Flink | CPU-s per M events (Flink / Weir) | peak RSS MB (Flink / Weir) "
-        "| submit to running, s (Flink / Weir) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| workload | p | Flink events/s (min / median / max) | Weir Wasm events/s "
+        "| Weir built-in events/s | Wasm/Flink | built-in/Flink "
+        "| CPU-s per M events (Flink / Wasm / built-in) | peak RSS MB (Flink / Wasm / built-in) "
+        "| submit to running, s (Flink / Wasm) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, p, flink, weir in rows:
-        def cell(r):
-            if r is None:
-                return "—"
-            v = rates(r)
-            return f"{fmt_rate(v[0])} / **{fmt_rate(statistics.median(v))}** / {fmt_rate(v[-1])}"
 
-        def cpu(r):
-            if r is None:
-                return "—"
-            return f"{statistics.median(r['cpu_seconds']) / (r['events'] / 1e6):.2f}"
+    def cell(r):
+        if r is None:
+            return "—"
+        v = rates(r)
+        return f"{fmt_rate(v[0])} / **{fmt_rate(statistics.median(v))}** / {fmt_rate(v[-1])}"
 
-        def rss(r):
-            return "—" if r is None else f"{r['peak_rss_mb']:.0f}"
+    def cpu(r):
+        if r is None:
+            return "—"
+        return f"{statistics.median(r['cpu_seconds']) / (r['events'] / 1e6):.2f}"
 
-        def start(r):
-            return "—" if r is None else f"{statistics.median(r['submit_to_running_s']):.2f}"
+    def rss(r):
+        return "—" if r is None else f"{r['peak_rss_mb']:.0f}"
 
-        ratio = "—"
-        if flink and weir:
-            ratio = f"{statistics.median(rates(weir)) / statistics.median(rates(flink)):.2f}"
+    def start(r):
+        return "—" if r is None else f"{statistics.median(r['submit_to_running_s']):.2f}"
+
+    def ratio(a, b):
+        if a is None or b is None:
+            return "—"
+        return f"{statistics.median(rates(a)) / statistics.median(rates(b)):.2f}"
+
+    for name, p, flink, wasm, builtin in rows:
         out.append(
-            f"| {name} | {p} | {cell(flink)} | {cell(weir)} | {ratio} "
-            f"| {cpu(flink)} / {cpu(weir)} | {rss(flink)} / {rss(weir)} "
-            f"| {start(flink)} / {start(weir)} |"
+            f"| {name} | {p} | {cell(flink)} | {cell(wasm)} | {cell(builtin)} "
+            f"| {ratio(wasm, flink)} | {ratio(builtin, flink)} "
+            f"| {cpu(flink)} / {cpu(wasm)} / {cpu(builtin)} "
+            f"| {rss(flink)} / {rss(wasm)} / {rss(builtin)} | {start(flink)} / {start(wasm)} |"
         )
     return "\n".join(out) + "\n"
 
@@ -209,10 +218,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="weir-vs-flink-") as work:
         for p in args.parallelism or [1, 2]:
             flink = flink_side(args.flink_python, args.events, args.runs, p)
-            weir = weir_side(args.weir, args.operators, args.events, args.runs, p, Path(work))
+            work_dir = Path(work)
+            wasm = weir_side(args.weir, args.operators, args.events, args.runs, p, work_dir)
+            builtin = weir_side(
+                args.weir, args.operators, args.events, args.runs, p, work_dir, builtin=True
+            )
             for name in WORKLOADS:
-                if name in flink or name in weir:
-                    rows.append((name, p, flink.get(name), weir.get(name)))
+                if name in flink or name in wasm:
+                    rows.append((name, p, flink.get(name), wasm.get(name), builtin.get(name)))
     text = table(rows)
     print(text)
     if args.out:

@@ -400,8 +400,9 @@ fn run_shows_progress_as_plain_lines_off_a_terminal() {
     );
 }
 
-/// The side-by-side benchmark's Weir jobs (`bench/flink/jobs`) at
-/// parallelism 2 compute what Flink's SQL computes over the same columns:
+/// The side-by-side benchmark's Weir jobs (`bench/flink/jobs`, and
+/// `jobs/builtin` with built-in operators) at parallelism 2 compute what
+/// Flink's SQL computes over the same columns:
 /// every event (q0), the even ids with their derived columns (q1), a
 /// running count per key, and the counts per key of every tumbling (1 s)
 /// and sliding (10 s every 2 s) event-time window that holds an event.
@@ -411,6 +412,7 @@ fn the_side_by_side_jobs_compute_what_their_queries_say() {
     const EVENTS: u64 = 250_000;
     let run = |job: &str| -> Vec<Value> {
         let dir = tempfile::tempdir().unwrap();
+        // `builtin/<job>`: the same workload with a built-in operator.
         std::fs::copy(
             weir_tests::guest("bench-operators"),
             dir.path().join("operators.wasm"),
@@ -441,6 +443,25 @@ fn the_side_by_side_jobs_compute_what_their_queries_say() {
     };
     let ids = 0..EVENTS;
     let (k, price, ts) = (|i: u64| i % 10_000, |i: u64| i % 1000, |i: u64| i / 100);
+
+    // The built-in jobs give what the Wasm operators give.
+    let sorted = |mut rows: Vec<Value>| {
+        rows.sort_by_key(|v| v["id"].as_u64());
+        rows
+    };
+    assert_eq!(sorted(run("builtin/q0")), sorted(run("q0")), "q0, built-in");
+    assert_eq!(sorted(run("builtin/q1")), sorted(run("q1")), "q1, built-in");
+    let mut builtin_counts: Vec<(u64, u64)> = run("builtin/keyed-count")
+        .iter()
+        .map(|v| (v["key"].as_u64().unwrap(), v["count"].as_u64().unwrap()))
+        .collect();
+    builtin_counts.sort();
+    let mut wasm_counts: Vec<(u64, u64)> = run("keyed-count")
+        .iter()
+        .map(|v| (v["k"].as_u64().unwrap(), v["n"].as_u64().unwrap()))
+        .collect();
+    wasm_counts.sort();
+    assert_eq!(builtin_counts, wasm_counts, "keyed count, built-in");
 
     let q0 = run("q0");
     let row = q0.iter().find(|v| v["id"] == 12_345).unwrap();
@@ -525,4 +546,128 @@ fn the_side_by_side_jobs_compute_what_their_queries_say() {
     };
     assert_eq!(windows("tumbling-count"), expected(1000, 1000), "tumbling");
     assert_eq!(windows("sliding-count"), expected(10_000, 2000), "sliding");
+}
+
+/// Built-in running aggregates per key, against sums, extremes and means
+/// computed here: whole numbers stay whole, nulls and missing fields are
+/// skipped, `emit = "batch"` ends on the same totals, and a field that is
+/// not a number fails the job naming the record.
+#[test]
+fn builtin_aggregates_compute_running_values_per_key() {
+    use serde_json::{Value, json};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let mut lines = String::new();
+    let mut records = Vec::new();
+    for i in 0..3000i64 {
+        let user = format!("u{}", i % 7);
+        let amount = match i % 10 {
+            0 => Value::Null,
+            3 => json!(i as f64 / 4.0),
+            _ => json!((i * 37) % 101 - 50),
+        };
+        let record = if i % 13 == 0 {
+            json!({"user": user})
+        } else {
+            json!({"user": user, "amount": amount})
+        };
+        lines.push_str(&format!("{record}\n"));
+        records.push(record);
+    }
+    std::fs::write(&input, lines).unwrap();
+    let run = |builtin: &str, extra: &str| -> (bool, Vec<Value>, String) {
+        let bundle = dir.path().join(format!("{builtin}-{}", extra.len()));
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
+        let output = bundle.join("out.jsonl");
+        std::fs::write(
+            bundle.join("weir.toml"),
+            format!(
+                "[job]\nname = 'agg'\n[component]\npath = 'c.wasm'\n\
+                 [[source]]\nname = 'in'\ntype = 'json-lines-file'\npath = '{}'\n\
+                 [[operator]]\nname = 'agg'\nbuiltin = '{builtin}'\nkey-by = '/user'\n{extra}\n\
+                 [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+                input.display(),
+                output.display()
+            ),
+        )
+        .unwrap();
+        let o = weir(&["run", bundle.to_str().unwrap(), "--parallelism", "3"]);
+        let out = std::fs::read_to_string(&output)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (o.ok, out, o.stderr)
+    };
+    // The last update per key, and how many updates each key had.
+    let last = |out: &[Value], f: &str| {
+        let mut last = std::collections::BTreeMap::new();
+        for v in out {
+            let e = last
+                .entry(v["key"].as_str().unwrap().to_owned())
+                .or_insert((0, Value::Null));
+            e.0 += 1;
+            e.1 = v[f].clone();
+        }
+        last
+    };
+    let amounts = |user: &str| -> Vec<Value> {
+        records
+            .iter()
+            .filter(|r| r["user"] == user && !r["amount"].is_null())
+            .map(|r| r["amount"].clone())
+            .collect()
+    };
+    for user in (0..7).map(|u| format!("u{u}")) {
+        let all = records
+            .iter()
+            .filter(|r| r["user"] == user.as_str())
+            .count();
+        let a = amounts(&user);
+        let whole = |v: &Value| v.as_i64();
+        let sum: Value = if a.iter().all(|v| whole(v).is_some()) {
+            json!(a.iter().map(|v| v.as_i64().unwrap()).sum::<i64>())
+        } else {
+            json!(a.iter().map(|v| v.as_f64().unwrap()).sum::<f64>())
+        };
+        let fl: Vec<f64> = a.iter().map(|v| v.as_f64().unwrap()).collect();
+        let min = fl.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = fl.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let avg = fl.iter().sum::<f64>() / fl.len() as f64;
+        for (builtin, extra, f, want) in [
+            ("count", "", "count", json!(all)),
+            ("count", "field = '/amount'", "count", json!(a.len())),
+            ("sum", "field = '/amount'", "sum", sum.clone()),
+            ("sum", "field = '/amount'\nemit = 'batch'", "sum", sum),
+            ("min", "field = '/amount'", "min", json!(min)),
+            ("max", "field = '/amount'", "max", json!(max)),
+            ("avg", "field = '/amount'", "avg", json!(avg)),
+        ] {
+            let (ok, out, stderr) = run(builtin, extra);
+            assert!(ok, "{builtin} {extra}: {stderr}");
+            let (updates, got) = last(&out, f).remove(&user).unwrap();
+            if !extra.contains("batch") {
+                assert_eq!(
+                    updates, all,
+                    "{builtin} {extra}: an update per record of {user}"
+                );
+            }
+            let close = match (got.as_f64(), want.as_f64()) {
+                (Some(g), Some(w)) => (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+                _ => false,
+            };
+            assert!(
+                got == want || (close && got.is_f64() == want.is_f64()),
+                "{builtin} {extra} of {user}: {got}, not {want}"
+            );
+        }
+    }
+    std::fs::write(&input, "{\"user\": \"a\", \"amount\": \"many\"}\n").unwrap();
+    let (ok, _, stderr) = run("sum", "field = '/amount'");
+    assert!(!ok);
+    assert!(
+        stderr.contains("field /amount of a record is not a number") && stderr.contains("many"),
+        "{stderr}"
+    );
 }
