@@ -152,6 +152,193 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 }
 
+/// Several JSON pointers, read from a document in one pass (what
+/// [`pointer_raw`] gives for each, without parsing the document once per
+/// pointer).
+///
+/// ```
+/// use weir_model::json::Pointers;
+/// let p = Pointers::new(&["/id", "/user/name", "/missing"]);
+/// let got = p.read(br#"{"id": 7, "user": {"name": "ana"}}"#).unwrap();
+/// let got: Vec<Option<&str>> = got.iter().map(|v| v.map(|r| r.get())).collect();
+/// assert_eq!(got, [Some("7"), Some(r#""ana""#), None]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Pointers {
+    paths: Vec<Vec<String>>,
+}
+
+fn split_pointer(pointer: &str) -> Vec<String> {
+    match pointer {
+        "" => Vec::new(),
+        p => p
+            .strip_prefix('/')
+            .unwrap_or(p)
+            .split('/')
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .collect(),
+    }
+}
+
+impl Pointers {
+    /// The pointers, in the order [`Pointers::read`] answers.
+    pub fn new(pointers: &[&str]) -> Pointers {
+        Pointers {
+            paths: pointers.iter().map(|p| split_pointer(p)).collect(),
+        }
+    }
+
+    /// The value at each pointer in `bytes`, as raw text; fails when `bytes`
+    /// is not one JSON document.
+    pub fn read<'a>(
+        &self,
+        bytes: &'a [u8],
+    ) -> Result<Vec<Option<&'a RawValue>>, serde_json::Error> {
+        let mut out = vec![None; self.paths.len()];
+        let paths = self
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_slice(), i))
+            .collect();
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        Multi {
+            paths,
+            out: &mut out,
+        }
+        .deserialize(&mut de)?;
+        de.end()?;
+        Ok(out)
+    }
+}
+
+/// The paths still to find below the current value, with their answers'
+/// places.
+struct Multi<'p, 'o, 'de> {
+    paths: Vec<(&'p [String], usize)>,
+    out: &'o mut [Option<&'de RawValue>],
+}
+
+impl<'de> DeserializeSeed<'de> for Multi<'_, '_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if !self.paths.iter().any(|(p, _)| p.is_empty()) {
+            return d.deserialize_any(self);
+        }
+        // This value itself is wanted: take it whole, and look for any
+        // deeper path inside its text.
+        let raw = <&'de RawValue>::deserialize(d)?;
+        let mut deeper = Vec::new();
+        for (p, i) in self.paths {
+            if p.is_empty() {
+                self.out[i] = Some(raw);
+            } else {
+                deeper.push((p, i));
+            }
+        }
+        if !deeper.is_empty() {
+            let mut de = serde_json::Deserializer::from_str(raw.get());
+            Multi {
+                paths: deeper,
+                out: self.out,
+            }
+            .deserialize(&mut de)
+            .map_err(serde::de::Error::custom)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for Multi<'_, '_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            // The common case first: a field wanted as it is, nothing below.
+            let mut leaf = None;
+            let mut deeper = false;
+            for (p, i) in &self.paths {
+                if self.out[*i].is_none() && p[0] == key {
+                    if p.len() == 1 && leaf.is_none() {
+                        leaf = Some(*i);
+                    } else {
+                        deeper = true;
+                    }
+                }
+            }
+            match (leaf, deeper) {
+                (None, false) => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                (Some(i), false) => self.out[i] = Some(map.next_value::<&'de RawValue>()?),
+                _ => {
+                    let below: Vec<(&[String], usize)> = self
+                        .paths
+                        .iter()
+                        .filter(|(p, i)| self.out[*i].is_none() && p[0] == key)
+                        .map(|(p, i)| (&p[1..], *i))
+                        .collect();
+                    map.next_value_seed(Multi {
+                        paths: below,
+                        out: &mut *self.out,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            let below: Vec<(&[String], usize)> = self
+                .paths
+                .iter()
+                .filter(|(p, _)| p[0].parse::<usize>().ok() == Some(i))
+                .map(|(p, j)| (&p[1..], *j))
+                .collect();
+            let more = if below.is_empty() {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            } else {
+                seq.next_element_seed(Multi {
+                    paths: below,
+                    out: &mut *self.out,
+                })?
+                .is_some()
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    // Scalars have no fields.
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +362,12 @@ mod tests {
                 let want = v.pointer(p).map(|v| serde_json::to_vec(v).unwrap());
                 let got = pointer_compact(d.as_bytes(), p).unwrap();
                 assert_eq!(got, want, "{p} in {d}");
+            }
+            // All at once, in one pass: the same answers.
+            let all = Pointers::new(&pointers).read(d.as_bytes()).unwrap();
+            for (p, got) in pointers.iter().zip(all) {
+                let want = pointer_raw(d.as_bytes(), p).unwrap().map(RawValue::get);
+                assert_eq!(got.map(RawValue::get), want, "{p} in {d}, with the others");
             }
         }
     }

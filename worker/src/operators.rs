@@ -169,7 +169,7 @@ impl OperatorFactory for WasmOperatorFactory {
             guest_output: Vec::new(),
         })?;
         if let Some(b) = builtin {
-            return crate::builtin::create(b, ident, backend);
+            return crate::builtin::create(b, key_by.as_ref(), ident, backend);
         }
         let instance = OperatorInstance::new(
             self.runtime.clone(),

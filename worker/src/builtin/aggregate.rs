@@ -165,6 +165,8 @@ pub(super) struct RunningAggregate {
     ident: TaskIdent,
     backend: Box<dyn StateBackend>,
     state: u32,
+    /// Keys are compact JSON already (taken by a JSON pointer).
+    json_keys: bool,
 }
 
 impl RunningAggregate {
@@ -174,6 +176,7 @@ impl RunningAggregate {
         emit: Emit,
         ident: TaskIdent,
         mut backend: Box<dyn StateBackend>,
+        json_keys: bool,
     ) -> Result<RunningAggregate, OperatorError> {
         let state = backend
             .register(
@@ -188,6 +191,7 @@ impl RunningAggregate {
             ident,
             backend,
             state,
+            json_keys,
         })
     }
 
@@ -220,7 +224,7 @@ impl RunningAggregate {
     fn output(&self, key: &[u8], acc: &Acc, timestamp: Option<i64>) -> Record {
         let mut value = Vec::with_capacity(key.len() + 24);
         value.extend_from_slice(b"{\"key\":");
-        if serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
+        if self.json_keys || serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
             value.extend_from_slice(key);
         } else {
             let _ = serde_json::to_writer(&mut value, &String::from_utf8_lossy(key));

@@ -6,14 +6,17 @@ mod aggregate;
 mod select;
 
 use weir_host::{ErrorKind, OperatorError, TaskIdent};
+use weir_model::KeyBy;
 use weir_model::builtin::Builtin;
 use weir_state::StateBackend;
 
 use crate::operators::StreamOperator;
 
-/// The operator of one subtask of a built-in, its keyed state in `backend`.
+/// The operator of one subtask of a built-in keyed by `key_by`, its keyed
+/// state in `backend`.
 pub fn create(
     builtin: &Builtin,
+    key_by: Option<&KeyBy>,
     ident: TaskIdent,
     backend: Box<dyn StateBackend>,
 ) -> Result<Box<dyn StreamOperator>, OperatorError> {
@@ -28,6 +31,7 @@ pub fn create(
             *emit,
             ident,
             backend,
+            matches!(key_by, Some(KeyBy::Pointer(_))),
         )?),
         Builtin::Select { columns, filter } => {
             Box::new(select::Select::new(columns.clone(), filter.clone(), ident))
@@ -83,10 +87,10 @@ impl Number {
         if let Ok(i) = raw.parse::<i64>() {
             return Ok(Some(Number::Int(i)));
         }
-        match serde_json::from_str::<serde_json::Value>(raw) {
-            Ok(serde_json::Value::Number(n)) => {
-                n.as_f64().map(|f| Some(Number::Float(f))).ok_or(())
-            }
+        // The raw text of a JSON value: a number parses as one (strings
+        // keep their quotes, and JSON has no `inf` or `NaN`).
+        match raw.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Some(Number::Float(f))),
             _ => Err(()),
         }
     }

@@ -6,8 +6,6 @@
 //! floating-point division), null when a side is null or not a number. A
 //! comparison with a null is false, so `where` drops such records.
 
-use std::collections::HashMap;
-
 use serde_json::value::RawValue;
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
 use weir_model::Record;
@@ -16,8 +14,19 @@ use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use super::{Number, excerpt, input_error};
 use crate::operators::StreamOperator;
 
-/// A record's fields that the expressions read, by pointer.
-type Fields<'a> = HashMap<&'a str, Option<&'a RawValue>>;
+/// A record's fields that the expressions read, in the order of
+/// [`Select::pointers`].
+struct Fields<'a> {
+    names: &'a [String],
+    values: Vec<Option<&'a RawValue>>,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, pointer: &str) -> Option<&'a RawValue> {
+        let i = self.names.iter().position(|n| n == pointer)?;
+        self.values[i]
+    }
+}
 
 pub(super) struct Select {
     columns: Vec<(String, Expr)>,
@@ -26,6 +35,8 @@ pub(super) struct Select {
     filter: Option<Condition>,
     /// Every pointer the columns and the condition read.
     pointers: Vec<String>,
+    /// The same, to read in one pass.
+    reader: weir_model::json::Pointers,
     ident: TaskIdent,
 }
 
@@ -53,27 +64,28 @@ impl Select {
                 p
             })
             .collect();
+        let names: Vec<&str> = pointers.iter().map(String::as_str).collect();
         Select {
             columns,
             prefixes,
             filter,
+            reader: weir_model::json::Pointers::new(&names),
             pointers,
             ident,
         }
     }
 
     fn fields<'a>(&'a self, value: &'a [u8]) -> Result<Fields<'a>, OperatorError> {
-        let mut out = HashMap::with_capacity(self.pointers.len());
-        for p in &self.pointers {
-            let raw = weir_model::json::pointer_raw(value, p).map_err(|e| {
-                input_error(
-                    &self.ident,
-                    format!("a record is not JSON ({e}): {}", excerpt(value)),
-                )
-            })?;
-            out.insert(p.as_str(), raw);
-        }
-        Ok(out)
+        let values = self.reader.read(value).map_err(|e| {
+            input_error(
+                &self.ident,
+                format!("a record is not JSON ({e}): {}", excerpt(value)),
+            )
+        })?;
+        Ok(Fields {
+            names: &self.pointers,
+            values,
+        })
     }
 
     fn passes(&self, fields: &Fields<'_>) -> bool {
@@ -118,9 +130,7 @@ fn number(e: &Expr, fields: &Fields<'_>) -> Option<Number> {
         Expr::Integer(i) => Some(Number::Int(*i)),
         Expr::Number(f) => Some(Number::Float(*f)),
         Expr::Field(p) => fields
-            .get(p.as_str())
-            .copied()
-            .flatten()
+            .get(p)
             .and_then(|raw| Number::parse(raw.get()).ok().flatten()),
         Expr::Negate(e) => match number(e, fields)? {
             Number::Int(i) => Some(
@@ -180,7 +190,7 @@ impl StreamOperator for Select {
                 value.extend_from_slice(prefix);
                 match e {
                     // A field alone: copied as it is.
-                    Expr::Field(p) => match fields.get(p.as_str()).copied().flatten() {
+                    Expr::Field(p) => match fields.get(p) {
                         Some(raw) => value.extend_from_slice(raw.get().as_bytes()),
                         None => value.extend_from_slice(b"null"),
                     },
