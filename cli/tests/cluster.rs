@@ -100,6 +100,49 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
     }
 }
 
+/// A coordinator (heartbeat timeout 1.5 s) and three registered workers:
+/// the coordinator's process, the workers', its REST address and its
+/// address for workers.
+async fn start_three_workers(
+    dir: &std::path::Path,
+) -> (common::Proc, Vec<common::Proc>, String, String) {
+    let Cluster {
+        coordinator,
+        w1,
+        w2,
+        rest,
+        rpc,
+        ..
+    } = start_cluster(dir, "1500").await;
+    let w3 = start_worker(dir, "w3", &rpc);
+    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
+    (coordinator, vec![w1, w2, w3], rest, rpc)
+}
+
+/// The lines an exactly-once file sink committed: those of the part files
+/// in view in the directory `output` (hidden in-progress files aside), and
+/// how many part files there were.
+fn committed(output: &std::path::Path) -> (Vec<serde_json::Value>, usize) {
+    let mut lines = Vec::new();
+    let mut parts = 0;
+    for entry in std::fs::read_dir(output).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        assert!(
+            name.starts_with("part-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
+        parts += 1;
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            lines.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    (lines, parts)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_register_and_a_killed_one_is_removed() {
     let dir = tempfile::tempdir().unwrap();
@@ -643,17 +686,7 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     use weir_coordinator::jobs::JobState;
 
     let dir = tempfile::tempdir().unwrap();
-    let Cluster {
-        coordinator: _coordinator,
-        w1,
-        w2,
-        rest,
-        rpc,
-        ..
-    } = start_cluster(dir.path(), "1500").await;
-    let w3 = start_worker(dir.path(), "w3", &rpc);
-    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
-    let mut workers = vec![w1, w2, w3];
+    let (_coordinator, mut workers, rest, _) = start_three_workers(dir.path()).await;
 
     let output = dir.path().join("out.jsonl");
     let bundle = wordcount_bundle(
@@ -719,22 +752,10 @@ fn exactly_once(
     read: impl Fn(&serde_json::Value) -> (String, u64),
 ) {
     let mut counts = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    let mut parts = 0;
-    for entry in std::fs::read_dir(output).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        assert!(
-            name.starts_with("part-") && name.ends_with(".jsonl"),
-            "{name}"
-        );
-        parts += 1;
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
-            let (word, count) = read(&serde_json::from_str(line).unwrap());
-            counts.entry(word).or_default().push(count);
-        }
+    let (lines, parts) = committed(output);
+    for line in &lines {
+        let (word, count) = read(line);
+        counts.entry(word).or_default().push(count);
     }
     assert!(parts > 1, "parts committed with the checkpoints");
     let mut sum = 0;
@@ -1483,17 +1504,7 @@ async fn numbers_stay_exactly_once_and_in_order_per_key_through_every_kind_of_fa
 
     const N: u64 = 60_000;
     let dir = tempfile::tempdir().unwrap();
-    let Cluster {
-        coordinator: _coordinator,
-        w1,
-        w2,
-        rest,
-        rpc,
-        ..
-    } = start_cluster(dir.path(), "1500").await;
-    let w3 = start_worker(dir.path(), "w3", &rpc);
-    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
-    let mut workers = vec![w1, w2, w3];
+    let (_coordinator, mut workers, rest, _) = start_three_workers(dir.path()).await;
     let output = dir.path().join("out");
     let bundle = common::bundle(
         dir.path(),
@@ -1659,16 +1670,7 @@ async fn the_word_count_survives_repeated_random_worker_kills() {
     use weir_coordinator::jobs::JobState;
 
     let dir = tempfile::tempdir().unwrap();
-    let Cluster {
-        coordinator: _coordinator,
-        w1,
-        w2,
-        rest,
-        rpc,
-        ..
-    } = start_cluster(dir.path(), "1500").await;
-    let mut workers = vec![w1, w2, start_worker(dir.path(), "w3", &rpc)];
-    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
+    let (_coordinator, mut workers, rest, rpc) = start_three_workers(dir.path()).await;
     let output = dir.path().join("out");
     let bundle = wordcount_bundle(
         dir.path(),
@@ -1733,17 +1735,7 @@ async fn windows_on_rocksdb_fire_once_with_exact_counts_after_a_worker_is_killed
     const EVENTS: u64 = 100_000;
 
     let dir = tempfile::tempdir().unwrap();
-    let Cluster {
-        coordinator: _coordinator,
-        w1,
-        w2,
-        rest,
-        rpc,
-        ..
-    } = start_cluster(dir.path(), "1500").await;
-    let w3 = start_worker(dir.path(), "w3", &rpc);
-    wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
-    let mut workers = vec![w1, w2, w3];
+    let (_coordinator, mut workers, rest, _) = start_three_workers(dir.path()).await;
     let output = dir.path().join("counts");
     let bundle = common::bundle(
         dir.path(),
@@ -1781,26 +1773,14 @@ async fn windows_on_rocksdb_fire_once_with_exact_counts_after_a_worker_is_killed
         *expected.entry((i % 10_000, start)).or_insert(0u64) += 1;
     }
     let mut got = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir(&output).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        assert!(
-            name.starts_with("part-") && name.ends_with(".jsonl"),
-            "{name}"
+    for v in committed(&output).0 {
+        let window = (
+            v["k"].as_u64().unwrap(),
+            v["window_start"].as_i64().unwrap(),
         );
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let window = (
-                v["k"].as_u64().unwrap(),
-                v["window_start"].as_i64().unwrap(),
-            );
-            assert_eq!(v["window_end"].as_i64().unwrap(), window.1 + 200);
-            let n = v["n"].as_u64().unwrap();
-            assert!(got.insert(window, n).is_none(), "{window:?} fired twice");
-        }
+        assert_eq!(v["window_end"].as_i64().unwrap(), window.1 + 200);
+        let n = v["n"].as_u64().unwrap();
+        assert!(got.insert(window, n).is_none(), "{window:?} fired twice");
     }
     assert_eq!(got.len(), expected.len(), "every window of every key once");
     assert!(got == expected, "every window's exact count");
