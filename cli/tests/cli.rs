@@ -546,6 +546,95 @@ fn the_side_by_side_jobs_compute_what_their_queries_say() {
     };
     assert_eq!(windows("tumbling-count"), expected(1000, 1000), "tumbling");
     assert_eq!(windows("sliding-count"), expected(10_000, 2000), "sliding");
+    // The built-in window aggregates: `{"key", "window_start",
+    // "window_end", "count"}`.
+    for (job, size, slide) in [
+        ("tumbling-count", 1000, 1000),
+        ("sliding-count", 10_000, 2000),
+    ] {
+        let mut out = BTreeMap::new();
+        for v in run(&format!("builtin/{job}")) {
+            let start = v["window_start"].as_i64().unwrap();
+            assert_eq!(v["window_end"].as_i64().unwrap(), start + size);
+            let key = (v["key"].as_u64().unwrap(), start);
+            assert!(
+                out.insert(key, v["count"].as_u64().unwrap()).is_none(),
+                "builtin/{job}: {key:?} twice"
+            );
+        }
+        assert_eq!(out, expected(size, slide), "builtin/{job}");
+    }
+}
+
+/// A built-in window aggregate over session windows with allowed
+/// lateness, record by record (watermarks after every record): sessions
+/// merge, a record within the lateness merges into a fired session and
+/// fires it again at once, a record past it goes to the `late` output, and
+/// the end of input fires what is left — Flink's window operator, step by
+/// step.
+#[test]
+fn builtin_window_aggregates_merge_sessions_fire_again_within_lateness_and_send_late_records_aside()
+{
+    use serde_json::{Value, json};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let events = [
+        ("a", 0, 1),     // a [0, 10)
+        ("a", 5, 2),     // a [0, 15)
+        ("b", 3, 10),    // b [3, 13)
+        ("a", 30, 4),    // watermark 29: b [3, 13) and a [0, 15) fire
+        ("a", 12, 8),    // [12, 22) joins the fired a [0, 15): fires again
+        ("a", 2, 100),   // within a [0, 22): fires again
+        ("b", 50, 1000), // watermark 49: a [30, 40) fires; [0, 22), [3, 13) go
+        ("b", 5, 7),     // past its lateness (14 + 20 <= 49): late
+    ];
+    let lines: String = events
+        .iter()
+        .map(|(u, ts, x)| format!("{}\n", json!({"u": u, "ts": ts, "x": x})))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let (output, late) = (dir.path().join("out.jsonl"), dir.path().join("late.jsonl"));
+    let bundle = dir.path().join("job");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(weir_tests::guest("wordcount"), bundle.join("c.wasm")).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        format!(
+            "[job]\nname = 'sessions'\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'in'\ntype = 'json-lines-file'\npath = '{}'\n\
+             timestamp = '/ts'\nwatermark = 'bounded'\nmax-delay-ms = 0\nwatermark-interval-ms = 0\n\
+             [[operator]]\nname = 'spend'\nbuiltin = 'sum'\nfield = '/x'\nkey-by = '/u'\n\
+             window = {{ type = 'session', gap-ms = 10 }}\nallowed-lateness-ms = 20\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [[sink]]\nname = 'late'\ninput = 'spend:late'\ntype = 'json-lines-file'\npath = '{}'\n",
+            input.display(),
+            output.display(),
+            late.display()
+        ),
+    )
+    .unwrap();
+    let o = weir(&["run", bundle.to_str().unwrap()]);
+    assert!(o.ok, "{}", o.stderr);
+    let read = |p: &std::path::Path| -> Vec<Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let w = |k: &str, s: i64, e: i64, sum: i64| json!({"key": k, "window_start": s, "window_end": e, "sum": sum});
+    assert_eq!(
+        read(&output),
+        [
+            w("b", 3, 13, 10),
+            w("a", 0, 15, 3),
+            w("a", 0, 22, 11),
+            w("a", 0, 22, 111),
+            w("a", 30, 40, 4),
+            w("b", 50, 60, 1000),
+        ]
+    );
+    assert_eq!(read(&late), [json!({"u": "b", "ts": 5, "x": 7})]);
 }
 
 /// Built-in running aggregates per key, against sums, extremes and means

@@ -75,6 +75,7 @@ fn kind_name(kind: OperatorKind) -> &'static str {
         OperatorKind::KeyedProcess => "keyed-process",
         OperatorKind::TimestampAssigner => "timestamp-assigner",
         OperatorKind::Window => "window",
+        OperatorKind::WindowProcess => "window-process",
     }
 }
 

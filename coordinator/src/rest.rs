@@ -323,7 +323,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "name": {"type": "string"},
                 "size": {"type": "integer"},
                 "component_sha256": {"type": "string"},
-                "operators": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "kind": {"type": "string", "enum": ["map", "flat-map", "filter", "keyed-process", "timestamp-assigner", "window"]}}}},
+                "operators": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "kind": {"type": "string", "enum": ["map", "flat-map", "filter", "keyed-process", "timestamp-assigner", "window", "window-process"]}}}},
                 "params": {"type": "object", "additionalProperties": {"type": "object", "properties": {"default": {"type": ["string", "null"]}, "doc": {"type": ["string", "null"]}}}},
                 "uploaded_at_ms": {"type": "integer"}
             }}

@@ -9,7 +9,7 @@ use crate::__private::bindings::exports::weir::operator::operators::{
     Guest, GuestOperator, Operator,
 };
 use crate::__private::bindings::weir::operator::types::{
-    Batch, BatchContext, OperatorDescriptor, Timer,
+    Batch, BatchContext, OperatorDescriptor, Packed, Timer, Window, WindowSpec,
 };
 use crate::driver::{Effects, Instance, OperatorEntry};
 use crate::{LogLevel, host};
@@ -77,9 +77,13 @@ fn hand_over(_: Effects) {
 }
 
 impl<R: Registry> GuestOperator for Handle<R> {
-    fn create(name: String, config: Vec<(String, String)>) -> Result<Operator, String> {
+    fn create(
+        name: String,
+        config: Vec<(String, String)>,
+        window: Option<WindowSpec>,
+    ) -> Result<Operator, String> {
         install_panic_hook();
-        let instance = Instance::create(R::operators(), &name, config)?;
+        let instance = Instance::create(R::operators(), &name, config, window)?;
         Ok(Operator::new(Handle::<R> {
             instance: RefCell::new(instance),
             _registry: PhantomData,
@@ -94,6 +98,33 @@ impl<R: Registry> GuestOperator for Handle<R> {
 
     fn on_timer(&self, timers: Vec<Timer>, ctx: BatchContext) -> Result<(), String> {
         let effects = self.instance.borrow_mut().on_timer(timers, ctx)?;
+        hand_over(effects);
+        Ok(())
+    }
+
+    fn accumulate(
+        &self,
+        records: Batch,
+        accumulators: Packed,
+        groups: Vec<u32>,
+        targets: Vec<u32>,
+    ) -> Result<Packed, String> {
+        self.instance
+            .borrow_mut()
+            .accumulate(records, accumulators, groups, targets)
+    }
+
+    fn fire(
+        &self,
+        windows: Vec<Window>,
+        contents: Packed,
+        ends: Vec<u32>,
+        ctx: BatchContext,
+    ) -> Result<(), String> {
+        let effects = self
+            .instance
+            .borrow_mut()
+            .fire(windows, contents, ends, ctx)?;
         hand_over(effects);
         Ok(())
     }

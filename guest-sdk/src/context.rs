@@ -97,13 +97,6 @@ impl Pending {
         self.side_batch(name)
             .push_with(None, timestamp, |buf| codec::encode_into(buf, value));
     }
-
-    /// Send an input record's bytes, unchanged, to side output `name`.
-    pub(crate) fn push_side_raw(&mut self, name: &str, value: &[u8]) {
-        let timestamp = self.timestamp;
-        self.side_batch(name)
-            .push_with(None, timestamp, |buf| buf.extend_from_slice(value));
-    }
 }
 
 /// A side output: its name (what the manifest routes, as
@@ -597,6 +590,8 @@ impl<Out: Serialize> Context<'_, Out> {
 pub struct OpenContext {
     pub(crate) config: Vec<(String, String)>,
     pub(crate) keyed: bool,
+    /// A window function's windows, as the manifest declares them.
+    pub(crate) window: Option<crate::__private::bindings::weir::operator::types::WindowSpec>,
 }
 
 impl OpenContext {

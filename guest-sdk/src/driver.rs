@@ -7,7 +7,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch as WitBatch, BatchContext, OperatorKind, Span, StateOp, Timer,
+    Batch as WitBatch, BatchContext, OperatorKind, Packed, Span, StateOp, Timer,
+    Window as WitWindow, WindowSpec,
 };
 use crate::context::{OutBatch, Pending};
 use crate::state::{StateCache, with_cache};
@@ -22,12 +23,61 @@ pub(crate) struct Effects {
     pub(crate) timer_ops: Vec<crate::__private::bindings::weir::operator::types::TimerOp>,
 }
 
-/// One operator, with its types erased.
+/// One operator, with its types erased. Window functions are called by
+/// the window operator (`accumulate`, `fire_window`), the others per record
+/// and per timer.
 pub(crate) trait DynOperator {
     /// Handle one record; the current key is set.
-    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()>;
+    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
+        let _ = (value, batch);
+        Err("a window function is called by the window operator, not per record".into())
+    }
     /// Handle one timer; the current key is set.
-    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Pending) -> crate::Result<()>;
+    fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Pending) -> crate::Result<()> {
+        let _ = (time, domain, batch);
+        Ok(())
+    }
+
+    /// A window aggregate folds records into accumulators (the contract's
+    /// `accumulate`).
+    fn accumulate(
+        &mut self,
+        records: &[&[u8]],
+        accumulators: &[&[u8]],
+        groups: &[u32],
+        targets: &[u32],
+    ) -> crate::Result<Vec<Vec<u8>>> {
+        let _ = (records, accumulators, groups, targets);
+        Err("this operator is not a window aggregate".into())
+    }
+
+    /// A window fires with its contents (accumulators or records).
+    fn fire_window(
+        &mut self,
+        window: &crate::Window,
+        contents: &[&[u8]],
+        batch: &mut Pending,
+    ) -> crate::Result<()> {
+        let _ = (window, contents, batch);
+        Err("this operator is not a window function".into())
+    }
+}
+
+/// The strings of a `packed`, borrowed; checked against its data.
+fn unpacked(p: &Packed) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::with_capacity(p.ends.len());
+    let mut from = 0usize;
+    for &end in &p.ends {
+        let bytes = p.data.get(from..end as usize).ok_or_else(|| {
+            format!(
+                "a packed string ends at {end}, outside its {} bytes",
+                p.data.len()
+            )
+        })?;
+        out.push(bytes);
+        from = end as usize;
+    }
+    Ok(out)
 }
 
 /// Creates an operator from its open context.
@@ -56,9 +106,6 @@ impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
         .emit(out);
         Ok(())
     }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
-        Ok(())
-    }
 }
 
 impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
@@ -70,9 +117,6 @@ impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
                 _type: PhantomData,
             },
         );
-        Ok(())
-    }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
         Ok(())
     }
 }
@@ -87,9 +131,6 @@ impl<I: DeserializeOwned> DynOperator for FilterOp<I> {
         }
         Ok(())
     }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
-        Ok(())
-    }
 }
 
 struct TimestampOp<I>(fn(&I) -> i64);
@@ -100,9 +141,6 @@ impl<I: DeserializeOwned> DynOperator for TimestampOp<I> {
         batch
             .outputs
             .push_with(None, Some(t), |buf| buf.extend_from_slice(value));
-        Ok(())
-    }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
         Ok(())
     }
 }
@@ -116,9 +154,6 @@ impl<P: Process> DynOperator for ProcessOp<P> {
                 _type: PhantomData,
             },
         )
-    }
-    fn timer(&mut self, _: i64, _: TimeDomain, _: &mut Pending) -> crate::Result<()> {
-        Ok(())
     }
 }
 
@@ -210,7 +245,7 @@ impl OperatorEntry {
     pub fn window_process<P: crate::ProcessWindow>(name: &'static str) -> Self {
         OperatorEntry {
             name,
-            kind: OperatorKind::Window,
+            kind: OperatorKind::WindowProcess,
             create: Box::new(crate::window::open_process::<P>),
         }
     }
@@ -240,11 +275,13 @@ fn swap_cache(cache: &mut StateCache) {
 }
 
 impl Instance {
-    /// Create the operator `name` from `entries` with the job's parameters.
+    /// Create the operator `name` from `entries` with the job's parameters
+    /// (and a window function's windows).
     pub(crate) fn create(
         entries: Vec<OperatorEntry>,
         name: &str,
         config: Vec<(String, String)>,
+        window: Option<WindowSpec>,
     ) -> Result<Instance, String> {
         let known: Vec<&str> = entries.iter().map(|e| e.name).collect();
         let Some(entry) = entries.into_iter().find(|e| e.name == name) else {
@@ -253,11 +290,12 @@ impl Instance {
                 known.join(", ")
             ));
         };
-        let keyed = matches!(
-            entry.kind,
-            OperatorKind::KeyedProcess | OperatorKind::Window
-        );
-        let mut ctx = OpenContext { config, keyed };
+        let keyed = matches!(entry.kind, OperatorKind::KeyedProcess);
+        let mut ctx = OpenContext {
+            config,
+            keyed,
+            window,
+        };
         let mut cache = StateCache::default();
         swap_cache(&mut cache);
         let created = (entry.create)(&mut ctx);
@@ -349,6 +387,80 @@ impl Instance {
             let key = entry.key.map(bytes).transpose()?;
             with_cache(|c| c.set_key(key));
             op.record(bytes(entry.value)?, batch)
+        })
+    }
+
+    /// Fold a batch into accumulators (a window aggregate).
+    pub(crate) fn accumulate(
+        &mut self,
+        records: WitBatch,
+        accumulators: Packed,
+        groups: Vec<u32>,
+        targets: Vec<u32>,
+    ) -> Result<Packed, String> {
+        let WitBatch { data, entries } = records;
+        let values = entries
+            .iter()
+            .map(|e| {
+                data.get(e.value.offset as usize..e.value.offset as usize + e.value.len as usize)
+                    .ok_or_else(|| {
+                        format!(
+                            "a record's span is outside the batch's {} bytes",
+                            data.len()
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if targets.len() != values.len() {
+            return Err(format!(
+                "accumulate: {} targets for {} records",
+                targets.len(),
+                values.len()
+            ));
+        }
+        let accs = unpacked(&accumulators)?;
+        let name = self.name;
+        let out = self
+            .op
+            .accumulate(&values, &accs, &groups, &targets)
+            .map_err(|e| format!("operator `{name}`: {e}"))?;
+        let mut data = Vec::with_capacity(out.iter().map(Vec::len).sum());
+        let mut ends = Vec::with_capacity(out.len());
+        for acc in out {
+            data.extend_from_slice(&acc);
+            ends.push(data.len() as u32);
+        }
+        Ok(Packed { data, ends })
+    }
+
+    /// Windows fire: window `w`'s contents are `contents[ends[w - 1]..ends[w]]`.
+    pub(crate) fn fire(
+        &mut self,
+        windows: Vec<WitWindow>,
+        contents: Packed,
+        ends: Vec<u32>,
+        ctx: BatchContext,
+    ) -> Result<Effects, String> {
+        if ends.len() != windows.len() {
+            return Err(format!(
+                "fire: {} content ranges for {} windows",
+                ends.len(),
+                windows.len()
+            ));
+        }
+        let strings = unpacked(&contents)?;
+        let mut from = 0usize;
+        let mut items = Vec::with_capacity(windows.len());
+        for (w, &end) in windows.into_iter().zip(&ends) {
+            let range = strings
+                .get(from..end as usize)
+                .ok_or("a window's contents are outside the call's")?;
+            items.push((crate::Window::new(w.key, w.start, w.end), range));
+            from = end as usize;
+        }
+        self.run(items, ctx, |op, (window, contents), batch| {
+            batch.timestamp = Some(window.end - 1);
+            op.fire_window(&window, contents, batch)
         })
     }
 

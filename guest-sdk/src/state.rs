@@ -338,33 +338,6 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         self.with_slot(|v, _| v.as_ref().and_then(|b| b.downcast_ref::<T>()).cloned())
     }
 
-    /// Change the current key's value in place (a default one when unset),
-    /// without copying it; afterwards, unset it unless `keep` holds.
-    ///
-    /// `change` runs while the state cache is borrowed: it must not use
-    /// keyed state or the current key.
-    pub(crate) fn modify<R>(
-        &self,
-        change: impl FnOnce(&mut T) -> R,
-        keep: impl FnOnce(&T) -> bool,
-    ) -> crate::Result<R>
-    where
-        T: Default,
-    {
-        self.with_slot(|v, dirty| {
-            *dirty = true;
-            let value = v.get_or_insert_with(|| Box::new(T::default()));
-            let value = value
-                .downcast_mut::<T>()
-                .expect("a value state holds its own type");
-            let r = change(value);
-            if !keep(value) {
-                *v = None;
-            }
-            r
-        })
-    }
-
     /// Set the current key's value.
     ///
     /// # Panics

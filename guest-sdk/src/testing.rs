@@ -19,8 +19,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch, BatchContext, Entry, Span, StateKey, StateKind, StateOp, TimeDomain as WitDomain, Timer,
-    TimerOp,
+    Batch, BatchContext, Entry, OperatorKind, Packed, SlidingWindow, Span, StateKey, StateKind,
+    StateOp, TimeDomain as WitDomain, Timer, TimerOp, Window as WitWindow, WindowAssigner,
+    WindowSpec,
 };
 use crate::context::OutBatch;
 use crate::driver::{Effects, Instance, OperatorEntry};
@@ -103,6 +104,102 @@ fn values_of(batch: OutBatch) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Byte strings as the contract's `packed`.
+fn packed<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> Packed {
+    let mut data = Vec::new();
+    let mut ends = Vec::new();
+    for s in strings {
+        data.extend_from_slice(s);
+        ends.push(data.len() as u32);
+    }
+    Packed { data, ends }
+}
+
+/// The strings of a `packed` the SDK wrote.
+fn unpacked(p: Packed) -> Vec<Vec<u8>> {
+    let mut from = 0;
+    p.ends
+        .iter()
+        .map(|&end| {
+            let s = p.data[from..end as usize].to_vec();
+            from = end as usize;
+            s
+        })
+        .collect()
+}
+
+/// A window function's open windows and timers in the harness.
+struct Windows {
+    spec: weir_window::Spec,
+    store: weir_window::MemoryStore,
+}
+
+/// A window as the manifest would give it, from the harness's parameters
+/// (`weir.window.kind` = `tumbling` | `sliding` | `session`,
+/// `weir.window.size-ms`, `weir.window.slide-ms`, `weir.window.gap-ms`,
+/// `weir.window.time` = `event` | `processing`,
+/// `weir.window.allowed-lateness-ms`); `None` without a kind.
+fn window_spec(params: &[(&str, &str)]) -> crate::Result<Option<(WindowSpec, weir_window::Spec)>> {
+    let get = |k: &str| {
+        params
+            .iter()
+            .find(|(name, _)| name.strip_prefix("weir.window.") == Some(k))
+            .map(|(_, v)| *v)
+    };
+    let number = |k: &str| -> crate::Result<i64> {
+        let raw = get(k).ok_or_else(|| format!("the window has no `{k}`"))?;
+        raw.parse()
+            .map_err(|_| format!("window {k} = {raw:?} is not a whole number").into())
+    };
+    let (wit, assigner) = match get("kind") {
+        None => return Ok(None),
+        Some("tumbling") => {
+            let size = number("size-ms")?;
+            (
+                WindowAssigner::Tumbling(size),
+                weir_window::Assigner::Tumbling { size },
+            )
+        }
+        Some("sliding") => {
+            let (size, slide) = (number("size-ms")?, number("slide-ms")?);
+            (
+                WindowAssigner::Sliding(SlidingWindow {
+                    size_ms: size,
+                    slide_ms: slide,
+                }),
+                weir_window::Assigner::Sliding { size, slide },
+            )
+        }
+        Some("session") => {
+            let gap = number("gap-ms")?;
+            (
+                WindowAssigner::Session(gap),
+                weir_window::Assigner::Session { gap },
+            )
+        }
+        Some(other) => return Err(format!("unknown window kind {other:?}").into()),
+    };
+    let (domain, time) = match get("time") {
+        None | Some("event") => (WitDomain::EventTime, weir_window::Time::Event),
+        Some("processing") => (WitDomain::ProcessingTime, weir_window::Time::Processing),
+        Some(other) => return Err(format!("unknown window time {other:?}").into()),
+    };
+    let lateness = match get("allowed-lateness-ms") {
+        None => 0,
+        Some(_) => number("allowed-lateness-ms")?,
+    };
+    let spec =
+        weir_window::Spec::new(assigner, time, lateness, weir_window::Contents::Accumulator)?;
+    Ok(Some((
+        WindowSpec {
+            assigner: wit,
+            domain,
+            allowed_lateness_ms: lateness,
+        },
+        spec,
+    )))
+}
+
 /// Runs one operator natively with in-memory state and timers.
 ///
 /// ```
@@ -117,6 +214,8 @@ pub struct Harness {
     instance: Instance,
     store: Rc<RefCell<Store>>,
     keyed: bool,
+    /// A window function's windows, run as the runtime runs them.
+    window: Option<Windows>,
     watermark: Option<i64>,
     processing_time: i64,
     side: Vec<(String, Vec<Vec<u8>>)>,
@@ -127,21 +226,42 @@ impl Harness {
     fn new(entry: OperatorEntry, params: &[(&str, &str)]) -> crate::Result<Harness> {
         let store = Rc::new(RefCell::new(Store::default()));
         host::install(Box::new(MemoryHost(store.clone())));
-        use crate::__private::bindings::weir::operator::types::OperatorKind;
-        let keyed = matches!(
-            entry.kind,
-            OperatorKind::KeyedProcess | OperatorKind::Window
-        );
+        let contents = match entry.kind {
+            OperatorKind::Window => Some(weir_window::Contents::Accumulator),
+            OperatorKind::WindowProcess => Some(weir_window::Contents::Records),
+            _ => None,
+        };
+        let keyed = matches!(entry.kind, OperatorKind::KeyedProcess) || contents.is_some();
         let name = entry.name;
+        let (wit_spec, window) = match contents {
+            Some(contents) => match window_spec(params)? {
+                Some((wit, spec)) => (
+                    Some(wit),
+                    Some(Windows {
+                        spec: weir_window::Spec::new(
+                            spec.assigner,
+                            spec.time,
+                            spec.lateness,
+                            contents,
+                        )?,
+                        store: weir_window::MemoryStore::default(),
+                    }),
+                ),
+                None => (None, None),
+            },
+            None => (None, None),
+        };
         let config = params
             .iter()
+            .filter(|(k, _)| !k.starts_with("weir.window."))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let instance = Instance::create(vec![entry], name, config)?;
+        let instance = Instance::create(vec![entry], name, config, wit_spec)?;
         Ok(Harness {
             instance,
             store,
             keyed,
+            window,
             watermark: None,
             processing_time: 0,
             side: Vec::new(),
@@ -455,12 +575,139 @@ impl Harness {
                 timestamp,
             }],
         };
+        if self.window.is_some() {
+            return self.window_record(batch);
+        }
         let effects = self.instance.process(batch, self.context())?;
+        self.apply(effects)
+    }
+
+    /// A record for a window function: assigned to its windows, folded in
+    /// with one `accumulate`, windows within their lateness fired again.
+    fn window_record<O: DeserializeOwned>(&mut self, batch: Batch) -> crate::Result<Vec<O>> {
+        let ctx = self.context();
+        let spec = self.window.as_ref().expect("a window function").spec;
+        let entry = &batch.entries[0];
+        let span = |s: Span| &batch.data[s.offset as usize..(s.offset + s.len) as usize];
+        let key = span(entry.key.expect("keyed")).to_vec();
+        let value = span(entry.value).to_vec();
+        let t = match spec.time {
+            weir_window::Time::Event => entry.timestamp.ok_or(
+                "an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`",
+            )?,
+            weir_window::Time::Processing => ctx.processing_time,
+        };
+        let store = &mut self.window.as_mut().expect("a window function").store;
+        let Ok(mut assigned) = spec.assign(store, &[(&key, t)], ctx.watermark);
+        if !assigned.late.is_empty() {
+            self.push_side("late", value.clone());
+        }
+        let groups = std::mem::take(&mut assigned.groups);
+        let additions = std::mem::take(&mut assigned.additions);
+        let results = match spec.contents {
+            weir_window::Contents::Records => {
+                let mut out: Vec<Vec<u8>> = groups.into_iter().map(|g| g.concat()).collect();
+                for (_, g) in &additions {
+                    weir_window::slot::append_record(&mut out[*g as usize], &value);
+                }
+                out
+            }
+            weir_window::Contents::Accumulator if groups.is_empty() => Vec::new(),
+            weir_window::Contents::Accumulator => {
+                let mut group_ends = Vec::new();
+                for g in &groups {
+                    group_ends.push(group_ends.last().copied().unwrap_or(0) + g.len() as u32);
+                }
+                let accumulators = packed(groups.iter().flatten().map(Vec::as_slice));
+                let records = Batch {
+                    data: value.clone(),
+                    entries: vec![Entry {
+                        key: None,
+                        value: Span {
+                            offset: 0,
+                            len: value.len() as u32,
+                        },
+                        timestamp: Some(t),
+                    }],
+                };
+                let targets = additions.iter().map(|(_, g)| *g).collect();
+                let answer =
+                    self.instance
+                        .accumulate(records, accumulators, group_ends, targets)?;
+                unpacked(answer)
+            }
+        };
+        let store = &mut self.window.as_mut().expect("a window function").store;
+        let Ok(refire) = spec.commit(store, assigned, results);
+        self.fire_windows(refire)
+    }
+
+    fn push_side(&mut self, name: &str, value: Vec<u8>) {
+        match self.side.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, all)) => all.push(value),
+            None => self.side.push((name.to_owned(), vec![value])),
+        }
+    }
+
+    /// Windows fire through the function's `fire`.
+    fn fire_windows<O: DeserializeOwned>(
+        &mut self,
+        fired: Vec<weir_window::Fired>,
+    ) -> crate::Result<Vec<O>> {
+        if fired.is_empty() {
+            self.timestamps.clear();
+            return Ok(Vec::new());
+        }
+        let spec = self.window.as_ref().expect("a window function").spec;
+        let mut windows = Vec::new();
+        let mut strings: Vec<Vec<u8>> = Vec::new();
+        let mut ends = Vec::new();
+        for f in fired {
+            for c in f.contents {
+                match spec.contents {
+                    weir_window::Contents::Accumulator => strings.push(c),
+                    weir_window::Contents::Records => strings.extend(
+                        weir_window::slot::records(&c)
+                            .expect("records the harness stored")
+                            .into_iter()
+                            .map(<[u8]>::to_vec),
+                    ),
+                }
+            }
+            ends.push(strings.len() as u32);
+            windows.push(WitWindow {
+                key: f.key,
+                start: f.start,
+                end: f.end,
+            });
+        }
+        let contents = packed(strings.iter().map(Vec::as_slice));
+        let effects = self
+            .instance
+            .fire(windows, contents, ends, self.context())?;
         self.apply(effects)
     }
 
     fn fire<O: DeserializeOwned>(&mut self, event_time: bool, upto: i64) -> crate::Result<Vec<O>> {
         host::install(Box::new(MemoryHost(self.store.clone())));
+        if let Some(w) = &self.window {
+            let spec = w.spec;
+            if (spec.time == weir_window::Time::Event) != event_time {
+                return Ok(Vec::new());
+            }
+            let mut out = Vec::new();
+            loop {
+                let store = &mut self.window.as_mut().expect("a window function").store;
+                let due = store.take_due(upto, 16);
+                if due.is_empty() {
+                    return Ok(out);
+                }
+                let timers: Vec<(&[u8], i64)> =
+                    due.iter().map(|(t, k)| (k.as_slice(), *t)).collect();
+                let Ok(fired) = spec.fire(store, &timers);
+                out.extend(self.fire_windows(fired)?);
+            }
+        }
         let mut out = Vec::new();
         loop {
             let due = {
@@ -601,16 +848,21 @@ impl Harness {
     /// ```
     pub fn timers(&self) -> Vec<(TimeDomain, i64)> {
         let s = self.store.borrow();
-        s.timers
-            .iter()
-            .map(|(t, e, _)| {
+        let mut all: Vec<(i64, bool)> = s.timers.iter().map(|(t, e, _)| (*t, *e)).collect();
+        if let Some(w) = &self.window {
+            let event = w.spec.time == weir_window::Time::Event;
+            all.extend(w.store.timers.iter().map(|(t, _)| (*t, event)));
+            all.sort_by_key(|(t, _)| *t);
+        }
+        all.into_iter()
+            .map(|(t, e)| {
                 (
-                    if *e {
+                    if e {
                         TimeDomain::EventTime
                     } else {
                         TimeDomain::ProcessingTime
                     },
-                    *t,
+                    t,
                 )
             })
             .collect()

@@ -5,9 +5,11 @@
 //! or session; event or processing time; allowed lateness) and the component
 //! says what to compute per window: an [`Aggregate`] (folded record by
 //! record, constant state per window) or a [`ProcessWindow`] (sees all the
-//! window's records at once). Windows are built on keyed state and timers:
-//! one value per key holding its open windows (start, end, accumulator), one
-//! timer at each window's end (and one at the end of its allowed lateness).
+//! window's records at once). The window operator itself runs in the
+//! runtime, on the task's keyed state and timers: it keeps each window's
+//! accumulator (a sliding window's records in panes it shares with its
+//! neighbours) and calls the function once per batch to fold records in,
+//! and once per batch of windows that fire.
 //!
 //! - A window `[start, end)` fires when the watermark reaches `end - 1`; its
 //!   results carry the timestamp `end - 1`.
@@ -66,11 +68,9 @@ use std::marker::PhantomData;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::__private::bindings::weir::operator::types::{TimeDomain as WitDomain, Timer, TimerOp};
 use crate::context::Pending;
 use crate::driver::DynOperator;
-use crate::state::{ValueState, with_cache};
-use crate::{Collector, OpenContext, SideOutput, TimeDomain, codec};
+use crate::{Collector, OpenContext, SideOutput, codec};
 
 /// Where a window operator sends the records later than its allowed
 /// lateness, unchanged (route it with `input = "operator:late"`).
@@ -234,156 +234,81 @@ pub trait ProcessWindow: Sized + 'static {
     ) -> crate::Result<()>;
 }
 
-/// How records are assigned to windows, as the manifest's `window` says
-/// (handed to the operator as `weir.window.*` configuration entries).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Assigner {
-    Tumbling { size: i64 },
-    Sliding { size: i64, slide: i64 },
-    Session { gap: i64 },
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Spec {
-    assigner: Assigner,
-    domain: TimeDomain,
-    lateness: i64,
-}
-
-impl Spec {
-    fn from_config(ctx: &OpenContext) -> crate::Result<Spec> {
-        let get = |k: &str| ctx.param(&format!("weir.window.{k}"));
-        let number = |k: &str| -> crate::Result<i64> {
-            let raw = get(k).ok_or_else(|| format!("the window has no `{k}`"))?;
-            let n: i64 = raw
-                .parse()
-                .map_err(|_| format!("window {k} = {raw:?} is not a whole number"))?;
-            if n < 0 || (n == 0 && k != "allowed-lateness-ms") {
-                return Err(format!("window {k} = {n} must be positive").into());
-            }
-            Ok(n)
-        };
-        let assigner = match get("kind") {
-            None => {
-                return Err(
-                    "this is a window function, but the job gives it no `window` in its manifest"
-                        .into(),
-                );
-            }
-            Some("tumbling") => Assigner::Tumbling {
-                size: number("size-ms")?,
-            },
-            Some("sliding") => Assigner::Sliding {
-                size: number("size-ms")?,
-                slide: number("slide-ms")?,
-            },
-            Some("session") => Assigner::Session {
-                gap: number("gap-ms")?,
-            },
-            Some(other) => return Err(format!("unknown window kind {other:?}").into()),
-        };
-        let domain = match get("time") {
-            None | Some("event") => TimeDomain::EventTime,
-            Some("processing") => TimeDomain::ProcessingTime,
-            Some(other) => return Err(format!("unknown window time {other:?}").into()),
-        };
-        let lateness = match get("allowed-lateness-ms") {
-            None => 0,
-            Some(_) => number("allowed-lateness-ms")?,
-        };
-        Ok(Spec {
-            assigner,
-            domain,
-            lateness: if domain == TimeDomain::EventTime {
-                lateness
-            } else {
-                0
-            },
-        })
-    }
-
-    /// The windows (start, end) a record at `t` belongs to, oldest first,
-    /// into `out`.
-    fn assign_into(&self, t: i64, out: &mut Vec<(i64, i64)>) {
-        out.clear();
-        match self.assigner {
-            Assigner::Tumbling { size } => {
-                let start = t - t.rem_euclid(size);
-                out.push((start, start + size));
-            }
-            Assigner::Sliding { size, slide } => {
-                // Every window [k·slide, k·slide + size) that holds `t`,
-                // whether or not the slide divides the size (none, in the
-                // gaps between windows when the slide is the larger).
-                let last = t - t.rem_euclid(slide);
-                let mut start = Some(last);
-                while let Some(s) = start.filter(|&s| s > t.saturating_sub(size)) {
-                    out.push((s, s.saturating_add(size)));
-                    start = s.checked_sub(slide);
-                }
-                out.reverse();
-            }
-            Assigner::Session { gap } => out.push((t, t.saturating_add(gap))),
-        }
-    }
-
-    /// When a window's state may go: the end of its allowed lateness.
-    fn cleanup_time(&self, end: i64) -> i64 {
-        (end - 1).saturating_add(self.lateness)
-    }
-}
-
-/// What the window operator needs of a window function.
-trait WindowFunction: 'static {
-    type In: DeserializeOwned;
-    type Acc: Serialize + DeserializeOwned + Clone;
-    fn create(&self) -> Self::Acc;
-    fn add(&self, acc: &mut Self::Acc, input: &Self::In);
-    fn merge(&self, acc: &mut Self::Acc, other: Self::Acc);
-    /// Emit the window's results into `batch` (whose timestamp is set to the
-    /// window's `end - 1`).
-    fn fire(&mut self, window: &Window, acc: Self::Acc, batch: &mut Pending) -> crate::Result<()>;
-}
-
+/// An [`Aggregate`] as the window operator calls it.
 struct AggregateFn<A>(A);
 
-impl<A: Aggregate> WindowFunction for AggregateFn<A> {
-    type In = A::In;
-    type Acc = A::Acc;
-    fn create(&self) -> A::Acc {
-        self.0.create()
+impl<A: Aggregate> AggregateFn<A> {
+    /// The merge of stored accumulators (a new one for none).
+    fn merged(&self, stored: &[&[u8]]) -> crate::Result<A::Acc> {
+        let Some((first, rest)) = stored.split_first() else {
+            return Ok(self.0.create());
+        };
+        let mut acc: A::Acc = codec::decode(first)?;
+        for other in rest {
+            self.0.merge(&mut acc, codec::decode(other)?);
+        }
+        Ok(acc)
     }
-    fn add(&self, acc: &mut A::Acc, input: &A::In) {
-        self.0.add(acc, input)
+}
+
+impl<A: Aggregate> DynOperator for AggregateFn<A> {
+    fn accumulate(
+        &mut self,
+        records: &[&[u8]],
+        accumulators: &[&[u8]],
+        groups: &[u32],
+        targets: &[u32],
+    ) -> crate::Result<Vec<Vec<u8>>> {
+        let mut accs = Vec::with_capacity(groups.len());
+        let mut from = 0usize;
+        for &end in groups {
+            let stored = accumulators
+                .get(from..end as usize)
+                .ok_or("a group's accumulators are outside the call's")?;
+            accs.push(self.merged(stored)?);
+            from = end as usize;
+        }
+        for (record, &g) in records.iter().zip(targets) {
+            let input: A::In = codec::decode(record)?;
+            let acc = accs
+                .get_mut(g as usize)
+                .ok_or("a record's group is outside the call's")?;
+            self.0.add(acc, &input);
+        }
+        Ok(accs.iter().map(codec::encode).collect())
     }
-    fn merge(&self, acc: &mut A::Acc, other: A::Acc) {
-        self.0.merge(acc, other)
-    }
-    fn fire(&mut self, window: &Window, acc: A::Acc, batch: &mut Pending) -> crate::Result<()> {
+
+    fn fire_window(
+        &mut self,
+        window: &Window,
+        contents: &[&[u8]],
+        batch: &mut Pending,
+    ) -> crate::Result<()> {
+        let acc = self.merged(contents)?;
         let out = self.0.result(window, acc)?;
         batch.push(&out, None);
         Ok(())
     }
 }
 
+/// A [`ProcessWindow`] as the window operator calls it: the host keeps
+/// the records, so it has no `accumulate`.
 struct ProcessFn<P>(P);
 
-impl<P: ProcessWindow> WindowFunction for ProcessFn<P> {
-    type In = P::In;
-    type Acc = Vec<P::In>;
-    fn create(&self) -> Vec<P::In> {
-        Vec::new()
-    }
-    fn add(&self, acc: &mut Vec<P::In>, input: &P::In) {
-        acc.push(input.clone())
-    }
-    fn merge(&self, acc: &mut Vec<P::In>, other: Vec<P::In>) {
-        acc.extend(other)
-    }
-    fn fire(&mut self, window: &Window, acc: Vec<P::In>, batch: &mut Pending) -> crate::Result<()> {
+impl<P: ProcessWindow> DynOperator for ProcessFn<P> {
+    fn fire_window(
+        &mut self,
+        window: &Window,
+        contents: &[&[u8]],
+        batch: &mut Pending,
+    ) -> crate::Result<()> {
+        let records = contents
+            .iter()
+            .map(|r| codec::decode(r))
+            .collect::<crate::Result<Vec<P::In>>>()?;
         self.0.process(
             window,
-            acc,
+            records,
             &mut Collector {
                 batch,
                 _type: PhantomData,
@@ -392,294 +317,40 @@ impl<P: ProcessWindow> WindowFunction for ProcessFn<P> {
     }
 }
 
-/// The window operator: per key, its open windows as one value (start,
-/// end, accumulator) — read with the batch's other keys in one host call —
-/// and a timer at each window's end and at the end of its lateness.
-struct WindowOp<F: WindowFunction> {
-    f: F,
-    spec: Spec,
-    windows: ValueState<Vec<(i64, i64, F::Acc)>>,
-    /// The windows of the record at hand (kept to spare an allocation).
-    assigned: Vec<(i64, i64)>,
-}
-
-/// Open a window operator over `f`.
-fn open<F: WindowFunction>(f: F, ctx: &mut OpenContext) -> crate::Result<Box<dyn DynOperator>> {
-    let spec = Spec::from_config(ctx)?;
-    let windows = ctx.value_state("weir.windows")?;
-    Ok(Box::new(WindowOp {
-        f,
-        spec,
-        windows,
-        assigned: Vec::new(),
-    }))
+/// The manifest gives a window function its windows.
+fn check_window(ctx: &OpenContext) -> crate::Result<()> {
+    if ctx.window.is_none() {
+        return Err(
+            "this is a window function, but the job gives it no `window` in its manifest".into(),
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn open_aggregate<A: Aggregate>(
     ctx: &mut OpenContext,
 ) -> crate::Result<Box<dyn DynOperator>> {
-    let a = A::open(ctx)?;
-    open(AggregateFn(a), ctx)
+    check_window(ctx)?;
+    Ok(Box::new(AggregateFn(A::open(ctx)?)))
 }
 
 pub(crate) fn open_process<P: ProcessWindow>(
     ctx: &mut OpenContext,
 ) -> crate::Result<Box<dyn DynOperator>> {
-    let p = P::open(ctx)?;
-    open(ProcessFn(p), ctx)
+    check_window(ctx)?;
+    Ok(Box::new(ProcessFn(P::open(ctx)?)))
 }
 
-fn current_key() -> Vec<u8> {
-    with_cache(|c| c.current_key.clone()).unwrap_or_default()
-}
-
-impl Spec {
-    fn timer(&self, batch: &mut Pending, key: &[u8], time: i64, register: bool) {
-        let timer = Timer {
-            key: key.to_vec(),
-            time,
-            domain: WitDomain::from(self.domain),
-        };
-        batch.timer_ops.push(if register {
-            TimerOp::Register(timer)
-        } else {
-            TimerOp::Delete(timer)
-        });
-    }
-
-    /// Timers for a window that holds state: its firing (unless the
-    /// watermark passed it: it fires at once), and its cleanup.
-    fn schedule(&self, batch: &mut Pending, key: &[u8], end: i64) {
-        if !self.has_fired(end, batch.watermark) {
-            self.timer(batch, key, end - 1, true);
-        }
-        if self.cleanup_time(end) != end - 1 {
-            self.timer(batch, key, self.cleanup_time(end), true);
-        }
-    }
-
-    fn unschedule(&self, batch: &mut Pending, key: &[u8], end: i64) {
-        self.timer(batch, key, end - 1, false);
-        if self.cleanup_time(end) != end - 1 {
-            self.timer(batch, key, self.cleanup_time(end), false);
-        }
-    }
-
-    /// Whether the window `[_, end)` is past its allowed lateness.
-    fn is_late(&self, end: i64, watermark: Option<i64>) -> bool {
-        self.domain == TimeDomain::EventTime
-            && watermark.is_some_and(|wm| self.cleanup_time(end) <= wm)
-    }
-
-    /// Whether the window `[_, end)` has fired already (a record for it is
-    /// within the allowed lateness and makes it fire again).
-    fn has_fired(&self, end: i64, watermark: Option<i64>) -> bool {
-        self.domain == TimeDomain::EventTime && watermark.is_some_and(|wm| end - 1 <= wm)
-    }
-}
-
-/// Emit `window`'s results into `batch`, with the timestamp `end - 1`.
-fn fire<F: WindowFunction>(
-    f: &mut F,
-    batch: &mut Pending,
-    key: &[u8],
-    (start, end): (i64, i64),
-    acc: F::Acc,
-) -> crate::Result<()> {
-    let window = Window {
-        start,
-        end,
-        key: key.to_vec(),
-    };
-    let timestamp = batch.timestamp.replace(end - 1);
-    let fired = f.fire(&window, acc, batch);
-    batch.timestamp = timestamp;
-    fired
-}
-
-impl<F: WindowFunction> WindowOp<F> {
-    /// A record for a session: it merges every session of its key that it
-    /// overlaps or touches.
-    fn session(
-        &mut self,
-        batch: &mut Pending,
-        key: &[u8],
-        t: i64,
-        input: F::In,
-        value: &[u8],
-    ) -> crate::Result<()> {
-        let WindowOp {
-            f, spec, windows, ..
-        } = self;
-        let Assigner::Session { gap } = spec.assigner else {
-            unreachable!("sessions only")
-        };
-        let (mut start, mut end) = (t, t.saturating_add(gap));
-        if spec.is_late(end, batch.watermark) {
-            batch.push_side_raw(LATE.name(), value);
-            return Ok(());
-        }
-        let fired = windows.modify(
-            |sessions| {
-                let mut acc = f.create();
-                f.add(&mut acc, &input);
-                sessions.retain_mut(|(s, e, other)| {
-                    let merges = *s <= end && start <= *e;
-                    if merges {
-                        start = start.min(*s);
-                        end = end.max(*e);
-                        f.merge(&mut acc, std::mem::replace(other, f.create()));
-                        spec.unschedule(batch, key, *e);
-                    }
-                    !merges
-                });
-                spec.schedule(batch, key, end);
-                let fired = spec.has_fired(end, batch.watermark).then(|| acc.clone());
-                sessions.push((start, end, acc));
-                fired
-            },
-            |_| true,
-        )?;
-        if let Some(acc) = fired {
-            fire(f, batch, key, (start, end), acc)?;
-        }
-        Ok(())
-    }
-}
-
-impl<F: WindowFunction> DynOperator for WindowOp<F> {
-    fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let t = match self.spec.domain {
-            TimeDomain::EventTime => batch.timestamp.ok_or(
-                "an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`",
-            )?,
-            TimeDomain::ProcessingTime => batch.processing_time,
-        };
-        let key = current_key();
-        let input: F::In = codec::decode(value)?;
-        if let Assigner::Session { .. } = self.spec.assigner {
-            return self.session(batch, &key, t, input, value);
-        }
-        let WindowOp {
-            f,
-            spec,
-            windows,
-            assigned,
-        } = self;
-        let watermark = batch.watermark;
-        spec.assign_into(t, assigned);
-        assigned.retain(|(_, end)| !spec.is_late(*end, watermark));
-        if assigned.is_empty() {
-            batch.push_side_raw(LATE.name(), value);
-            return Ok(());
-        }
-        let refire = windows.modify(
-            |open| {
-                let mut refire = Vec::new();
-                for &(start, end) in assigned.iter() {
-                    let i = match open.iter().position(|w| w.0 == start) {
-                        Some(i) => i,
-                        None => {
-                            spec.schedule(batch, &key, end);
-                            open.push((start, end, f.create()));
-                            open.len() - 1
-                        }
-                    };
-                    f.add(&mut open[i].2, &input);
-                    if spec.has_fired(end, watermark) {
-                        refire.push(((start, end), open[i].2.clone()));
-                    }
-                }
-                refire
-            },
-            |_| true,
-        )?;
-        for (window, acc) in refire {
-            fire(f, batch, &key, window, acc)?;
-        }
-        Ok(())
-    }
-
-    fn timer(&mut self, time: i64, _: TimeDomain, batch: &mut Pending) -> crate::Result<()> {
-        let key = current_key();
-        let WindowOp {
-            f, spec, windows, ..
-        } = self;
-        let due = windows.modify(
-            |open| {
-                let mut due = Vec::new();
-                open.retain(|(start, end, acc)| {
-                    if end - 1 == time {
-                        due.push(((*start, *end), acc.clone()));
-                    }
-                    spec.cleanup_time(*end) > time
-                });
-                due
-            },
-            |open| !open.is_empty(),
-        )?;
-        for (window, acc) in due {
-            fire(f, batch, &key, window, acc)?;
-        }
-        Ok(())
+impl Window {
+    /// A window of `key`, `[start, end)`.
+    pub(crate) fn new(key: Vec<u8>, start: i64, end: i64) -> Window {
+        Window { start, end, key }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    impl Spec {
-        fn assign(&self, t: i64) -> Vec<(i64, i64)> {
-            let mut out = Vec::new();
-            self.assign_into(t, &mut out);
-            out
-        }
-    }
-
-    fn spec(assigner: Assigner) -> Spec {
-        Spec {
-            assigner,
-            domain: TimeDomain::EventTime,
-            lateness: 0,
-        }
-    }
-
-    #[test]
-    fn assigners() {
-        let t = spec(Assigner::Tumbling { size: 10 });
-        assert_eq!(t.assign(0), [(0, 10)]);
-        assert_eq!(t.assign(9), [(0, 10)]);
-        assert_eq!(t.assign(-1), [(-10, 0)]);
-        let s = spec(Assigner::Sliding { size: 10, slide: 5 });
-        assert_eq!(s.assign(7), [(0, 10), (5, 15)]);
-        assert_eq!(s.assign(10), [(5, 15), (10, 20)]);
-        let s = spec(Assigner::Sliding {
-            size: 30,
-            slide: 10,
-        });
-        assert_eq!(s.assign(25), [(0, 30), (10, 40), (20, 50)]);
-        // A slide that does not divide the size: 30 days every 7 days.
-        const DAY: i64 = 86_400_000;
-        let s = spec(Assigner::Sliding {
-            size: 30 * DAY,
-            slide: 7 * DAY,
-        });
-        for t in [0, 5 * DAY, 29 * DAY + 1, 100 * DAY - 1, -3 * DAY] {
-            let want: Vec<(i64, i64)> = (-10..20)
-                .map(|k| (k * 7 * DAY, k * 7 * DAY + 30 * DAY))
-                .filter(|&(a, b)| a <= t && t < b)
-                .collect();
-            assert_eq!(s.assign(t), want, "t = {t}");
-            assert!((4..=5).contains(&want.len()));
-        }
-        // A slide above the size: records between windows are in none.
-        let s = spec(Assigner::Sliding { size: 5, slide: 10 });
-        assert_eq!(s.assign(3), [(0, 5)]);
-        assert_eq!(s.assign(7), []);
-        let g = spec(Assigner::Session { gap: 5 });
-        assert_eq!(g.assign(3), [(3, 8)]);
-    }
 
     struct Count;
     impl Aggregate for Count {
@@ -740,5 +411,35 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("no `window`"), "{e}");
+    }
+
+    #[test]
+    fn sliding_windows_merge_their_panes() {
+        // 30 every 7: panes of 1; a record is added once, each window merges
+        // its 30 panes when it fires.
+        let mut h = crate::testing::Harness::window_aggregate::<Count>(&[
+            ("weir.window.kind", "sliding"),
+            ("weir.window.size-ms", "30"),
+            ("weir.window.slide-ms", "7"),
+        ])
+        .unwrap();
+        for t in [0, 6, 7, 29, 30] {
+            h.process::<_, _, (i64, u64)>("k", &1, Some(t)).unwrap();
+        }
+        let fired: Vec<(i64, u64)> = h.advance_watermark(1_000).unwrap();
+        assert_eq!(
+            fired,
+            [
+                (-28, 1),
+                (-21, 3),
+                (-14, 3),
+                (-7, 3),
+                (0, 4),
+                (7, 3),
+                (14, 2),
+                (21, 2),
+                (28, 2)
+            ]
+        );
     }
 }

@@ -39,6 +39,7 @@ pub struct OperatorInstance {
     component: Arc<LoadedComponent>,
     function: String,
     config: Vec<(String, String)>,
+    window: Option<types::WindowSpec>,
     ident: Arc<TaskIdent>,
     kind: OperatorKind,
     store: Store<TaskState>,
@@ -61,15 +62,18 @@ pub struct InstanceMetrics {
 
 impl OperatorInstance {
     /// Instantiate `component` and create its operator `function` with the
-    /// job's parameters, keeping keyed state and timers in `backend`.
+    /// job's parameters (and a window function with its windows), keeping
+    /// keyed state and timers in `backend`.
     pub fn new(
         runtime: Arc<WasmRuntime>,
         component: Arc<LoadedComponent>,
         function: &str,
         config: Vec<(String, String)>,
+        window: Option<&weir_model::graph::WindowSpec>,
         ident: TaskIdent,
         backend: Box<dyn StateBackend>,
     ) -> Result<OperatorInstance, OperatorError> {
+        let window = window.map(wit_window_spec);
         let ident = Arc::new(ident);
         let kind = match component.operator(function) {
             Some(d) => d.kind,
@@ -90,13 +94,15 @@ impl OperatorInstance {
                 });
             }
         };
-        let (store, bindings, handle) =
-            Self::start(&runtime, &component, function, &config, &ident, backend)?;
+        let (store, bindings, handle) = Self::start(
+            &runtime, &component, function, &config, window, &ident, backend,
+        )?;
         Ok(OperatorInstance {
             runtime,
             component,
             function: function.to_owned(),
             config,
+            window,
             ident,
             kind,
             store,
@@ -111,6 +117,7 @@ impl OperatorInstance {
         component: &LoadedComponent,
         function: &str,
         config: &[(String, String)],
+        window: Option<types::WindowSpec>,
         ident: &Arc<TaskIdent>,
         backend: Box<dyn StateBackend>,
     ) -> Result<(Store<TaskState>, OperatorComponent, ResourceAny), OperatorError> {
@@ -123,7 +130,7 @@ impl OperatorInstance {
         let created = bindings
             .weir_operator_operators()
             .operator()
-            .call_create(&mut store, function, config);
+            .call_create(&mut store, function, config, window);
         store.data_mut().creating = false;
         store.data_mut().staged.clear();
         match created {
@@ -189,6 +196,65 @@ impl OperatorInstance {
                 .operator()
                 .call_on_timer(store, handle, &timers, ctx)
         })
+    }
+
+    /// A window aggregate folds records into accumulators (the contract's
+    /// `accumulate`): group `g` starts from the merge of
+    /// `accumulators[groups[g - 1]..groups[g]]`, record `i` is added to group
+    /// `targets[i]`; the answer holds each group's accumulator.
+    pub fn accumulate(
+        &mut self,
+        records: Vec<Record>,
+        accumulators: types::Packed,
+        groups: Vec<u32>,
+        targets: Vec<u32>,
+    ) -> Result<types::Packed, OperatorError> {
+        let batch = pack(records);
+        let mut answer = None;
+        self.call(
+            BatchContext::default(),
+            "accumulating a batch",
+            |b, store, handle, _| {
+                b.weir_operator_operators()
+                    .operator()
+                    .call_accumulate(store, handle, &batch, &accumulators, &groups, &targets)
+                    .map(|r| r.map(|packed| answer = Some(packed)))
+            },
+        )?;
+        let answer = answer.expect("an ok call answers");
+        if answer.ends.len() != groups.len() {
+            return Err(self.guest_contract_error(format!(
+                "accumulate answered {} accumulators for {} groups",
+                answer.ends.len(),
+                groups.len()
+            )));
+        }
+        Ok(answer)
+    }
+
+    /// Windows fire (the contract's `fire`): window `w`'s contents are
+    /// `contents[ends[w - 1]..ends[w]]`.
+    pub fn fire_windows(
+        &mut self,
+        windows: Vec<types::Window>,
+        contents: types::Packed,
+        ends: Vec<u32>,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        self.call(ctx, "firing windows", |b, store, handle, ctx| {
+            b.weir_operator_operators()
+                .operator()
+                .call_fire(store, handle, &windows, &contents, &ends, ctx)
+        })
+    }
+
+    fn guest_contract_error(&self, message: String) -> OperatorError {
+        OperatorError {
+            ident: (*self.ident).clone(),
+            kind: ErrorKind::Guest,
+            message,
+            guest_output: Vec::new(),
+        }
     }
 
     /// One call into the guest: deadline and context set, time counted,
@@ -311,6 +377,7 @@ impl OperatorInstance {
             &self.component,
             &self.function,
             &self.config,
+            self.window,
             &self.ident,
             backend,
         )?;
@@ -318,6 +385,25 @@ impl OperatorInstance {
         self.bindings = bindings;
         self.handle = handle;
         Ok(())
+    }
+}
+
+/// A manifest's windows as the contract's `window-spec`.
+fn wit_window_spec(w: &weir_model::graph::WindowSpec) -> types::WindowSpec {
+    use weir_model::graph::{TimeCharacteristic, WindowAssigner};
+    types::WindowSpec {
+        assigner: match w.assigner {
+            WindowAssigner::Tumbling { size_ms } => types::WindowAssigner::Tumbling(size_ms),
+            WindowAssigner::Sliding { size_ms, slide_ms } => {
+                types::WindowAssigner::Sliding(types::SlidingWindow { size_ms, slide_ms })
+            }
+            WindowAssigner::Session { gap_ms } => types::WindowAssigner::Session(gap_ms),
+        },
+        domain: match w.time {
+            TimeCharacteristic::Event => types::TimeDomain::EventTime,
+            TimeCharacteristic::Processing => types::TimeDomain::ProcessingTime,
+        },
+        allowed_lateness_ms: w.allowed_lateness_ms,
     }
 }
 

@@ -41,7 +41,7 @@ impl LoadedComponent {
                     K::Map | K::FlatMap | K::Filter => R::Transform,
                     K::KeyedProcess => R::KeyedProcess,
                     K::TimestampAssigner => R::TimestampAssigner,
-                    K::Window => R::Window,
+                    K::Window | K::WindowProcess => R::Window,
                 };
                 weir_model::ExportedOperator {
                     name: o.name.clone(),

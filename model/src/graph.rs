@@ -122,40 +122,6 @@ pub enum TimeCharacteristic {
     Processing,
 }
 
-impl WindowSpec {
-    /// The spec as the guest receives it in its configuration
-    /// (`weir.window.*` entries; see `docs/operator-contract.md`).
-    pub fn config(&self) -> Vec<(String, String)> {
-        let mut c = Vec::new();
-        let mut put = |k: &str, v: String| c.push((format!("weir.window.{k}"), v));
-        match self.assigner {
-            WindowAssigner::Tumbling { size_ms } => {
-                put("kind", "tumbling".into());
-                put("size-ms", size_ms.to_string());
-            }
-            WindowAssigner::Sliding { size_ms, slide_ms } => {
-                put("kind", "sliding".into());
-                put("size-ms", size_ms.to_string());
-                put("slide-ms", slide_ms.to_string());
-            }
-            WindowAssigner::Session { gap_ms } => {
-                put("kind", "session".into());
-                put("gap-ms", gap_ms.to_string());
-            }
-        }
-        put(
-            "time",
-            match self.time {
-                TimeCharacteristic::Event => "event",
-                TimeCharacteristic::Processing => "processing",
-            }
-            .into(),
-        );
-        put("allowed-lateness-ms", self.allowed_lateness_ms.to_string());
-        c
-    }
-}
-
 /// What a vertex does.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum VertexKind {
@@ -1118,5 +1084,27 @@ mod builtin_tests {
         assert!(err("function='f'\nfield='/x'").contains("`field` is for built-in operators"));
         assert!(err("builtin='count'").contains("needs `key-by`"));
         assert!(err("builtin='select'\ncolumns=['a = /a +']").contains("column `a`"));
+        assert!(
+            err("builtin='select'\ncolumns=['a = /a']\nkey-by='/a'\nwindow={type='tumbling', size-ms=10}")
+                .contains("takes no `window`")
+        );
+        assert!(
+            err("builtin='count'\nkey-by='/k'\nemit='batch'\nwindow={type='tumbling', size-ms=10}")
+                .contains("`emit` is for running aggregates")
+        );
+    }
+
+    #[test]
+    fn windowed_builtins_plan() {
+        let g = build("builtin='avg'\nkey-by='/k'\nfield='/x'\nwindow={type='sliding', size-ms=30, slide-ms=7}")
+            .unwrap();
+        let VertexKind::Operator {
+            builtin, window, ..
+        } = &g.vertices[1].kind
+        else {
+            panic!("an operator")
+        };
+        assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
+        assert!(window.is_some());
     }
 }

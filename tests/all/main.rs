@@ -72,6 +72,7 @@ pub fn instance(rt: &Arc<WasmRuntime>, function: &str) -> OperatorInstance {
         component,
         function,
         Vec::new(),
+        None,
         TaskIdent {
             job: "test-job".into(),
             operator: format!("op-{function}"),

@@ -9,6 +9,9 @@
 //!   [`OperatorFactory`] that creates them per subtask.
 //! - [`builtin`]: the built-in operators, native: running aggregates per key
 //!   and `select`.
+//! - [`window`]: the window operator, native: windows on the task's state
+//!   backend and timers, with a window function from the component or
+//!   built in.
 //! - [`sources`] and [`sinks`]: the connectors (text and JSON-lines files, a
 //!   generator; stdout and JSON-lines files).
 //! - [`state`]: which state backend a job's operators get, and where
@@ -37,6 +40,7 @@ pub mod sources;
 pub mod state;
 pub mod task;
 pub mod watermark;
+pub mod window;
 
 pub use local::{JobReport, LocalJob, Placement, run_job, run_placed};
 pub use operators::{OperatorFactory, StreamOperator, WasmOperatorFactory};

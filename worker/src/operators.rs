@@ -10,7 +10,12 @@ use weir_model::{Record, Vertex, VertexKind};
 use weir_state::TimeDomain;
 use weir_state::snapshot::LocalSnapshot;
 
+use weir_host::types::OperatorKind;
+use weir_model::builtin::Builtin;
+use weir_window::Contents;
+
 use crate::state::StateSetup;
+use crate::window::{BuiltinAggregate, GuestFunction, WindowOperator};
 
 /// An operator as a task runs it: batches in, outputs out; timers fire on
 /// watermarks and on processing time.
@@ -145,9 +150,6 @@ impl OperatorFactory for WasmOperatorFactory {
             unreachable!("operators are created for operator vertices only")
         };
         let mut config = self.params.clone();
-        if let Some(w) = window {
-            config.extend(w.config());
-        }
         config.push(("weir.attempt".into(), self.attempt.to_string()));
         let ident = TaskIdent {
             job: job.to_owned(),
@@ -168,17 +170,58 @@ impl OperatorFactory for WasmOperatorFactory {
             message: format!("state backend: {e:#}"),
             guest_output: Vec::new(),
         })?;
-        if let Some(b) = builtin {
-            return crate::builtin::create(b, key_by.as_ref(), ident, backend);
+        let json_keys = matches!(key_by, Some(weir_model::KeyBy::Pointer(_)));
+        match (builtin, window) {
+            (
+                Some(Builtin::Aggregate {
+                    function, field, ..
+                }),
+                Some(w),
+            ) => {
+                let f = BuiltinAggregate::new(*function, field.clone(), ident.clone(), json_keys);
+                return Ok(Box::new(WindowOperator::new(
+                    w,
+                    Box::new(f),
+                    backend,
+                    ident,
+                )?));
+            }
+            (Some(b), _) => return crate::builtin::create(b, key_by.as_ref(), ident, backend),
+            (None, _) => {}
         }
+        let Some(w) = window else {
+            let instance = OperatorInstance::new(
+                self.runtime.clone(),
+                self.component.clone(),
+                function,
+                config,
+                None,
+                ident,
+                backend,
+            )?;
+            return Ok(Box::new(WasmOperator(instance, key_by.is_some())));
+        };
+        // A window function: the window operator keeps the windows in the
+        // task's backend; the guest's instance needs none of its own.
+        let contents = match self.component.operator(function).map(|o| o.kind) {
+            Some(OperatorKind::WindowProcess) => Contents::Records,
+            _ => Contents::Accumulator,
+        };
         let instance = OperatorInstance::new(
             self.runtime.clone(),
             self.component.clone(),
             function,
             config,
-            ident,
-            backend,
+            Some(w),
+            ident.clone(),
+            Box::new(weir_state::MemoryStateBackend::new()),
         )?;
-        Ok(Box::new(WasmOperator(instance, key_by.is_some())))
+        let f = GuestFunction::new(instance, contents);
+        Ok(Box::new(WindowOperator::new(
+            w,
+            Box::new(f),
+            backend,
+            ident,
+        )?))
     }
 }

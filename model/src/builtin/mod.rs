@@ -12,6 +12,13 @@
 //! # emit = "record"          # record (default): an update per record
 //!                            # batch: one update per key per batch
 //!
+//! # The same aggregates per window: one result per key and window.
+//! [[operator]]
+//! name = "per-second"
+//! builtin = "count"
+//! key-by = "/k"
+//! window = { type = "tumbling", size-ms = 1000 }
+//!
 //! # Columns computed from each record that passes `where`.
 //! [[operator]]
 //! name = "q1"
@@ -71,7 +78,9 @@ pub enum Emit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Builtin {
-    /// A running aggregate per key: `{"key": k, "<function>": value}`.
+    /// An aggregate per key: running, `{"key": k, "<function>": value}`;
+    /// with a `window`, per key and window, `{"key": k, "window_start": s,
+    /// "window_end": e, "<function>": value}`.
     Aggregate {
         /// What it computes.
         function: AggregateFunction,
@@ -125,11 +134,6 @@ impl Builtin {
                 Ok(())
             }
         };
-        if t.windowed {
-            return Err(format!(
-                "operator `{name}`: built-in operators do not take a `window` yet (write the window's aggregate with the SDK)"
-            ));
-        }
         let function = match t.builtin {
             "count" => AggregateFunction::Count,
             "sum" => AggregateFunction::Sum,
@@ -137,6 +141,11 @@ impl Builtin {
             "max" => AggregateFunction::Max,
             "avg" => AggregateFunction::Avg,
             "select" => {
+                if t.windowed {
+                    return Err(format!(
+                        "operator `{name}`: builtin = \"select\" takes no `window` (windows are for count, sum, min, max, avg)"
+                    ));
+                }
                 unused("field", t.field.is_some())?;
                 unused("emit", t.emit.is_some())?;
                 let columns = t.columns.ok_or_else(|| {
@@ -183,6 +192,12 @@ impl Builtin {
         };
         unused("where", t.filter.is_some())?;
         unused("columns", t.columns.is_some())?;
+        if t.windowed && t.emit.is_some() {
+            return Err(format!(
+                "operator `{name}`: a windowed builtin = \"{}\" emits once per window when it fires; `emit` is for running aggregates",
+                t.builtin
+            ));
+        }
         if !t.keyed {
             return Err(format!(
                 "operator `{name}`: builtin = \"{}\" aggregates per key and needs `key-by`",
@@ -301,12 +316,22 @@ mod tests {
             })
             .contains("emit \"often\"")
         );
+        let columns = vec!["a = /a".to_owned()];
         assert!(
             err(BuiltinTable {
                 windowed: true,
+                columns: Some(&columns),
+                ..table("select")
+            })
+            .contains("takes no `window`")
+        );
+        assert!(
+            Builtin::plan(&BuiltinTable {
+                windowed: true,
                 ..table("count")
             })
-            .contains("`window`")
+            .is_ok(),
+            "aggregates take windows"
         );
         assert!(err(table("select")).contains("needs `columns`"));
         let bad = vec!["id /id".to_owned()];

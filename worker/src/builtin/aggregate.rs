@@ -23,9 +23,9 @@ use weir_state::{StateBackend, StateKey, StateKind, StateOp};
 use super::{Number, excerpt, input_error, state_error};
 use crate::operators::StreamOperator;
 
-/// One key's accumulator.
+/// One key's (or window's) accumulator.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Acc {
+pub(crate) enum Acc {
     Count(u64),
     /// The sum so far (`None`: no value yet).
     Sum(Option<Number>),
@@ -36,7 +36,7 @@ enum Acc {
 }
 
 impl Acc {
-    fn new(f: AggregateFunction) -> Acc {
+    pub(crate) fn new(f: AggregateFunction) -> Acc {
         match f {
             AggregateFunction::Count => Acc::Count(0),
             AggregateFunction::Sum => Acc::Sum(None),
@@ -48,7 +48,7 @@ impl Acc {
 
     /// Add a record's value (`None`: the record has no value for the field,
     /// or `count` reads none).
-    fn add(&mut self, v: Option<Number>, counts_null: bool) {
+    pub(crate) fn add(&mut self, v: Option<Number>, counts_null: bool) {
         match (self, v) {
             (Acc::Count(n), Some(_)) => *n += 1,
             (Acc::Count(n), None) if counts_null => *n += 1,
@@ -72,8 +72,24 @@ impl Acc {
         }
     }
 
+    /// Fold another accumulator of the same function in.
+    pub(crate) fn merge(&mut self, other: Acc) {
+        match (self, other) {
+            (Acc::Count(a), Acc::Count(b)) => *a += b,
+            (Acc::Avg(s, n), Acc::Avg(t, m)) => {
+                *s += t;
+                *n += m;
+            }
+            (
+                me @ (Acc::Sum(_) | Acc::Min(_) | Acc::Max(_)),
+                Acc::Sum(v) | Acc::Min(v) | Acc::Max(v),
+            ) => me.add(v, false),
+            _ => {}
+        }
+    }
+
     /// Its value as JSON.
-    fn write(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
         match *self {
             Acc::Count(n) => Number::Int(n as i64).write(out),
             Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => match v {
@@ -86,7 +102,7 @@ impl Acc {
     }
 
     /// As stored: a tag, then two 8-byte fields.
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let (tag, a, b): (u8, u64, u64) = match *self {
             Acc::Count(n) => (0, n, 0),
             Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => match v {
@@ -103,7 +119,7 @@ impl Acc {
         out
     }
 
-    fn decode(f: AggregateFunction, bytes: &[u8]) -> Option<Acc> {
+    pub(crate) fn decode(f: AggregateFunction, bytes: &[u8]) -> Option<Acc> {
         if bytes.len() != 17 {
             return None;
         }
@@ -157,6 +173,46 @@ fn pick(old: Option<Number>, new: Number, smaller: bool) -> Number {
     }
 }
 
+/// The value a record adds to an aggregate of `field` (`None`: the
+/// record has none, or the aggregate reads no field).
+pub(crate) fn value_of(
+    field: Option<&str>,
+    r: &Record,
+    ident: &TaskIdent,
+) -> Result<Option<Number>, OperatorError> {
+    let Some(field) = field else {
+        return Ok(None);
+    };
+    let raw = weir_model::json::pointer_raw(&r.value, field).map_err(|e| {
+        input_error(
+            ident,
+            format!("a record is not JSON ({e}): {}", excerpt(&r.value)),
+        )
+    })?;
+    match raw {
+        None => Ok(None),
+        Some(raw) => Number::parse(raw.get()).map_err(|()| {
+            input_error(
+                ident,
+                format!(
+                    "field {field} of a record is not a number: {}",
+                    excerpt(&r.value)
+                ),
+            )
+        }),
+    }
+}
+
+/// A key as JSON in an output record: as it was extracted when it is JSON
+/// already (`json_keys`: taken by a JSON pointer), else as a string.
+pub(crate) fn write_key(out: &mut Vec<u8>, key: &[u8], json_keys: bool) {
+    if json_keys || serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
+        out.extend_from_slice(key);
+    } else {
+        let _ = serde_json::to_writer(&mut *out, &String::from_utf8_lossy(key));
+    }
+}
+
 /// A running aggregate per key.
 pub(super) struct RunningAggregate {
     function: AggregateFunction,
@@ -197,38 +253,14 @@ impl RunningAggregate {
 
     /// The value a record adds.
     fn value_of(&self, r: &Record) -> Result<Option<Number>, OperatorError> {
-        let Some(field) = &self.field else {
-            return Ok(None);
-        };
-        let raw = weir_model::json::pointer_raw(&r.value, field).map_err(|e| {
-            input_error(
-                &self.ident,
-                format!("a record is not JSON ({e}): {}", excerpt(&r.value)),
-            )
-        })?;
-        match raw {
-            None => Ok(None),
-            Some(raw) => Number::parse(raw.get()).map_err(|()| {
-                input_error(
-                    &self.ident,
-                    format!(
-                        "field {field} of a record is not a number: {}",
-                        excerpt(&r.value)
-                    ),
-                )
-            }),
-        }
+        value_of(self.field.as_deref(), r, &self.ident)
     }
 
     /// An output record for `key` with its accumulator's value.
     fn output(&self, key: &[u8], acc: &Acc, timestamp: Option<i64>) -> Record {
         let mut value = Vec::with_capacity(key.len() + 24);
         value.extend_from_slice(b"{\"key\":");
-        if self.json_keys || serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
-            value.extend_from_slice(key);
-        } else {
-            let _ = serde_json::to_writer(&mut value, &String::from_utf8_lossy(key));
-        }
+        write_key(&mut value, key, self.json_keys);
         value.extend_from_slice(b",\"");
         value.extend_from_slice(self.function.name().as_bytes());
         value.extend_from_slice(b"\":");

@@ -2,7 +2,7 @@
 //! running aggregates per key on the task's state backend ([`aggregate`])
 //! and `select` ([`select`]).
 
-mod aggregate;
+pub(crate) mod aggregate;
 mod select;
 
 use weir_host::{ErrorKind, OperatorError, TaskIdent};
@@ -66,7 +66,7 @@ fn excerpt(value: &[u8]) -> String {
 
 /// A JSON number read from a record: whole numbers stay whole.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Number {
+pub(crate) enum Number {
     Int(i64),
     Float(f64),
 }

@@ -1,0 +1,104 @@
+//! Built-in window aggregates (`count`, `sum`, `min`, `max`, `avg` of a
+//! JSON pointer), native in the runtime. A window's result is
+//! `{"key": <key>, "window_start": <ms>, "window_end": <ms>, "<function>":
+//! <value>}` with the timestamp `window_end - 1`.
+
+use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
+use weir_model::Record;
+use weir_model::builtin::AggregateFunction;
+use weir_window::{Contents, Fired};
+
+use super::WindowFunction;
+use crate::builtin::aggregate::{Acc, value_of, write_key};
+
+/// A built-in aggregate per window.
+pub(crate) struct BuiltinAggregate {
+    function: AggregateFunction,
+    field: Option<String>,
+    ident: TaskIdent,
+    /// Keys are compact JSON already (taken by a JSON pointer).
+    json_keys: bool,
+}
+
+impl BuiltinAggregate {
+    pub(crate) fn new(
+        function: AggregateFunction,
+        field: Option<String>,
+        ident: TaskIdent,
+        json_keys: bool,
+    ) -> BuiltinAggregate {
+        BuiltinAggregate {
+            function,
+            field,
+            ident,
+            json_keys,
+        }
+    }
+
+    /// The merge of stored accumulators.
+    fn merged(&self, stored: &[Vec<u8>]) -> Result<Acc, OperatorError> {
+        let mut acc = Acc::new(self.function);
+        for bytes in stored {
+            let other = Acc::decode(self.function, bytes).ok_or_else(|| OperatorError {
+                ident: self.ident.clone(),
+                kind: weir_host::ErrorKind::Host,
+                message: "state backend: a window's stored accumulator is corrupt".into(),
+                guest_output: Vec::new(),
+            })?;
+            acc.merge(other);
+        }
+        Ok(acc)
+    }
+}
+
+impl WindowFunction for BuiltinAggregate {
+    fn contents(&self) -> Contents {
+        Contents::Accumulator
+    }
+
+    fn accumulate(
+        &mut self,
+        records: Vec<Record>,
+        groups: Vec<Vec<Vec<u8>>>,
+        additions: &[(u32, u32)],
+    ) -> Result<Vec<Vec<u8>>, OperatorError> {
+        let mut accs = groups
+            .iter()
+            .map(|g| self.merged(g))
+            .collect::<Result<Vec<_>, _>>()?;
+        let counts_null = self.field.is_none();
+        for &(r, g) in additions {
+            let v = value_of(self.field.as_deref(), &records[r as usize], &self.ident)?;
+            accs[g as usize].add(v, counts_null);
+        }
+        Ok(accs.iter().map(Acc::encode).collect())
+    }
+
+    fn fire(&mut self, fired: Vec<Fired>, _: BatchContext) -> Result<BatchOutput, OperatorError> {
+        let mut main = Vec::with_capacity(fired.len());
+        for f in fired {
+            let acc = self.merged(&f.contents)?;
+            let mut value = Vec::with_capacity(f.key.len() + 64);
+            value.extend_from_slice(b"{\"key\":");
+            write_key(&mut value, &f.key, self.json_keys);
+            value.extend_from_slice(b",\"window_start\":");
+            value.extend_from_slice(itoa::Buffer::new().format(f.start).as_bytes());
+            value.extend_from_slice(b",\"window_end\":");
+            value.extend_from_slice(itoa::Buffer::new().format(f.end).as_bytes());
+            value.extend_from_slice(b",\"");
+            value.extend_from_slice(self.function.name().as_bytes());
+            value.extend_from_slice(b"\":");
+            acc.write(&mut value);
+            value.push(b'}');
+            main.push(Record {
+                key: None,
+                value,
+                timestamp: Some(f.end - 1),
+            });
+        }
+        Ok(BatchOutput {
+            main,
+            side: Vec::new(),
+        })
+    }
+}

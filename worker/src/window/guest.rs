@@ -1,0 +1,138 @@
+//! A window function from the job's component: a window aggregate
+//! (`accumulate` once per batch, `fire` per batch of firing windows) or a
+//! process-window function (its records kept by the host, `fire` with them).
+
+use weir_host::types::{Packed, Window};
+use weir_host::{BatchContext, BatchOutput, InstanceMetrics, OperatorError, OperatorInstance};
+use weir_model::Record;
+use weir_window::{Contents, Fired, slot};
+
+use super::{WindowFunction, append_records};
+
+/// A component's window function, in its own operator instance (which keeps
+/// no state of its own: the window operator's backend holds the windows).
+pub(crate) struct GuestFunction {
+    instance: OperatorInstance,
+    contents: Contents,
+}
+
+impl GuestFunction {
+    /// `instance` is a window aggregate (`contents` accumulators) or a
+    /// process-window function (records).
+    pub(crate) fn new(instance: OperatorInstance, contents: Contents) -> GuestFunction {
+        GuestFunction { instance, contents }
+    }
+}
+
+/// Byte strings as the contract's `packed`.
+fn pack<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> Packed {
+    let mut data = Vec::new();
+    let mut ends = Vec::new();
+    for s in strings {
+        data.extend_from_slice(s);
+        ends.push(data.len() as u32);
+    }
+    Packed { data, ends }
+}
+
+/// The strings of a `packed`, checked.
+fn unpack(packed: Packed) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::with_capacity(packed.ends.len());
+    let mut from = 0usize;
+    for &end in &packed.ends {
+        let end = end as usize;
+        let bytes = packed.data.get(from..end).ok_or_else(|| {
+            format!(
+                "a packed string ends at {end}, outside its {} bytes",
+                packed.data.len()
+            )
+        })?;
+        out.push(bytes.to_vec());
+        from = end;
+    }
+    Ok(out)
+}
+
+impl WindowFunction for GuestFunction {
+    fn contents(&self) -> Contents {
+        self.contents
+    }
+
+    fn accumulate(
+        &mut self,
+        records: Vec<Record>,
+        groups: Vec<Vec<Vec<u8>>>,
+        additions: &[(u32, u32)],
+    ) -> Result<Vec<Vec<u8>>, OperatorError> {
+        if self.contents == Contents::Records {
+            return Ok(append_records(&records, groups, additions));
+        }
+        // With accumulators every record is in at most one group, in
+        // record order.
+        let mut take = vec![false; records.len()];
+        let mut targets = Vec::with_capacity(additions.len());
+        for &(r, g) in additions {
+            take[r as usize] = true;
+            targets.push(g);
+        }
+        let records: Vec<Record> = records
+            .into_iter()
+            .zip(take)
+            .filter_map(|(r, t)| t.then_some(r))
+            .collect();
+        let mut group_ends = Vec::with_capacity(groups.len());
+        let mut n = 0u32;
+        for g in &groups {
+            n += g.len() as u32;
+            group_ends.push(n);
+        }
+        let accumulators = pack(groups.iter().flatten().map(Vec::as_slice));
+        let answer = self
+            .instance
+            .accumulate(records, accumulators, group_ends, targets)?;
+        unpack(answer).map_err(|e| OperatorError {
+            ident: self.instance.ident().clone(),
+            kind: weir_host::ErrorKind::Guest,
+            message: format!("accumulate: {e}"),
+            guest_output: Vec::new(),
+        })
+    }
+
+    fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        let mut windows = Vec::with_capacity(fired.len());
+        let mut strings: Vec<Vec<u8>> = Vec::new();
+        let mut ends = Vec::with_capacity(fired.len());
+        for f in fired {
+            match self.contents {
+                Contents::Accumulator => strings.extend(f.contents),
+                Contents::Records => {
+                    for c in &f.contents {
+                        let records = slot::records(c).ok_or_else(|| OperatorError {
+                            ident: self.instance.ident().clone(),
+                            kind: weir_host::ErrorKind::Host,
+                            message: "a window's stored records are corrupt".into(),
+                            guest_output: Vec::new(),
+                        })?;
+                        strings.extend(records.into_iter().map(<[u8]>::to_vec));
+                    }
+                }
+            }
+            ends.push(strings.len() as u32);
+            windows.push(Window {
+                key: f.key,
+                start: f.start,
+                end: f.end,
+            });
+        }
+        let contents = pack(strings.iter().map(Vec::as_slice));
+        self.instance.fire_windows(windows, contents, ends, ctx)
+    }
+
+    fn metrics(&self) -> InstanceMetrics {
+        let m = self.instance.metrics();
+        InstanceMetrics {
+            state: Default::default(),
+            ..m
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The window operator, native in the runtime: [`weir_window`]'s windows
+//! on the task's state backend and timers (so windows are checkpointed and
+//! restored like any keyed state), with a window function from the job's
+//! component ([`guest`]) or built into the runtime ([`builtin`]).
+//!
+//! Per batch of records it reads the keys' open windows in one bulk read,
+//! calls the window function once (`accumulate`), writes the windows back
+//! and registers their timers in one batch; per batch of due timers it
+//! fires the windows that end there with one call (`fire`).
+
+mod builtin;
+mod guest;
+
+use weir_host::{BatchContext, BatchOutput, ErrorKind, InstanceMetrics, OperatorError, TaskIdent};
+use weir_model::Record;
+use weir_state::snapshot::LocalSnapshot;
+use weir_state::{StateBackend, StateKey, StateKind, StateOp, TimeDomain, Timer, TimerOp};
+use weir_window::{Contents, Fired, Slot, Spec, Time, slot};
+
+pub(crate) use builtin::BuiltinAggregate;
+pub(crate) use guest::GuestFunction;
+
+use crate::operators::StreamOperator;
+
+/// The side output of records later than their windows' allowed lateness.
+pub const LATE: &str = "late";
+
+/// What computes a window's result.
+pub(crate) trait WindowFunction: Send {
+    /// What it keeps per window.
+    fn contents(&self) -> Contents;
+
+    /// The new contents of each group: group `g` starts from the merge of
+    /// `groups[g]` (stored contents; none for a new window), then each
+    /// `(record, group)` of `additions` adds `records[record]` to it.
+    fn accumulate(
+        &mut self,
+        records: Vec<Record>,
+        groups: Vec<Vec<Vec<u8>>>,
+        additions: &[(u32, u32)],
+    ) -> Result<Vec<Vec<u8>>, OperatorError>;
+
+    /// Windows fire: their results, with the timestamp `end - 1`.
+    fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<BatchOutput, OperatorError>;
+
+    /// Its memory and guest time, for metrics.
+    fn metrics(&self) -> InstanceMetrics {
+        InstanceMetrics::default()
+    }
+}
+
+/// A process-window function's contents: the records, kept by the host.
+pub(crate) fn append_records(
+    records: &[Record],
+    groups: Vec<Vec<Vec<u8>>>,
+    additions: &[(u32, u32)],
+) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = groups.into_iter().map(|g| g.concat()).collect();
+    for &(r, g) in additions {
+        slot::append_record(&mut out[g as usize], &records[r as usize].value);
+    }
+    out
+}
+
+/// The window operator of one subtask.
+pub struct WindowOperator {
+    spec: Spec,
+    function: Box<dyn WindowFunction>,
+    backend: Box<dyn StateBackend>,
+    /// The value state of every key's open windows.
+    state: u32,
+    ident: TaskIdent,
+}
+
+/// Timers of `domain` due up to `upto`, fired in batches of this many.
+const TIMER_BATCH: usize = 1024;
+
+/// The state name of a key's open windows.
+const WINDOWS_STATE: &str = "weir.windows";
+
+impl WindowOperator {
+    /// A window operator for `spec` (whose contents the function decides)
+    /// with its keyed state in `backend`.
+    pub(crate) fn new(
+        spec: &weir_model::graph::WindowSpec,
+        function: Box<dyn WindowFunction>,
+        mut backend: Box<dyn StateBackend>,
+        ident: TaskIdent,
+    ) -> Result<WindowOperator, OperatorError> {
+        use weir_model::graph::{TimeCharacteristic, WindowAssigner};
+        let assigner = match spec.assigner {
+            WindowAssigner::Tumbling { size_ms } => {
+                weir_window::Assigner::Tumbling { size: size_ms }
+            }
+            WindowAssigner::Sliding { size_ms, slide_ms } => weir_window::Assigner::Sliding {
+                size: size_ms,
+                slide: slide_ms,
+            },
+            WindowAssigner::Session { gap_ms } => weir_window::Assigner::Session { gap: gap_ms },
+        };
+        let time = match spec.time {
+            TimeCharacteristic::Event => Time::Event,
+            TimeCharacteristic::Processing => Time::Processing,
+        };
+        let spec = Spec::new(
+            assigner,
+            time,
+            spec.allowed_lateness_ms,
+            function.contents(),
+        )
+        .map_err(|e| host_error(&ident, e.to_string()))?;
+        let state = backend
+            .register(WINDOWS_STATE, StateKind::Value)
+            .map_err(|e| host_error(&ident, format!("state backend: {e}")))?;
+        Ok(WindowOperator {
+            spec,
+            function,
+            backend,
+            state,
+            ident,
+        })
+    }
+
+    fn domain(&self) -> TimeDomain {
+        match self.spec.time {
+            Time::Event => TimeDomain::EventTime,
+            Time::Processing => TimeDomain::ProcessingTime,
+        }
+    }
+
+    fn store(&mut self) -> BackendStore<'_> {
+        BackendStore {
+            domain: self.domain(),
+            backend: &mut *self.backend,
+            state: self.state,
+            ops: Vec::new(),
+            timers: Vec::new(),
+        }
+    }
+
+    /// Fire the due timers of the operator's clock up to `upto`.
+    fn fire_due(&mut self, upto: i64, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        let domain = self.domain();
+        let mut all = BatchOutput::default();
+        loop {
+            let due = self
+                .backend
+                .take_due_timers(domain, upto, TIMER_BATCH)
+                .map_err(|e| self.state_error(e))?;
+            if due.is_empty() {
+                return Ok(all);
+            }
+            let timers: Vec<(&[u8], i64)> =
+                due.iter().map(|t| (t.key.as_slice(), t.time)).collect();
+            let spec = self.spec;
+            let mut store = self.store();
+            let fired = spec.fire(&mut store, &timers);
+            let fired = store.flush().and(fired).map_err(|e| self.state_error(e))?;
+            if !fired.is_empty() {
+                let out = self.function.fire(fired, ctx)?;
+                all.main.extend(out.main);
+                merge_side(&mut all.side, out.side);
+            }
+        }
+    }
+
+    /// One round of a batch: its records up to the first that makes a
+    /// window fire again; returns the records after it.
+    fn round(
+        &mut self,
+        batch: &mut Vec<Record>,
+        ctx: BatchContext,
+        out: &mut BatchOutput,
+    ) -> Result<Vec<Record>, OperatorError> {
+        let input_error = |message: String| OperatorError {
+            ident: self.ident.clone(),
+            kind: ErrorKind::Guest,
+            message,
+            guest_output: Vec::new(),
+        };
+        let mut pairs = Vec::with_capacity(batch.len());
+        for r in batch.iter() {
+            let key = r.key.as_deref().ok_or_else(|| {
+                input_error("a record reached a window operator without its key".into())
+            })?;
+            let t = match self.spec.time {
+                Time::Event => r.timestamp.ok_or_else(|| {
+                    input_error("an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`".into())
+                })?,
+                Time::Processing => ctx.processing_time,
+            };
+            pairs.push((key, t));
+        }
+        let spec = self.spec;
+        let mut store = BackendStore {
+            domain: self.domain(),
+            backend: &mut *self.backend,
+            state: self.state,
+            ops: Vec::new(),
+            timers: Vec::new(),
+        };
+        let mut assigned = spec
+            .assign(&mut store, &pairs, ctx.watermark)
+            .map_err(|e| host_error(&self.ident, format!("state backend: {e:#}")))?;
+        drop(pairs);
+        let rest = batch.split_off(assigned.consumed);
+        let records = std::mem::take(batch);
+        if !assigned.late.is_empty() {
+            let late = assigned.late.iter().map(|&r| {
+                let r = &records[r as usize];
+                Record {
+                    key: None,
+                    value: r.value.clone(),
+                    timestamp: r.timestamp,
+                }
+            });
+            merge_side(&mut out.side, vec![(LATE.to_owned(), late.collect())]);
+        }
+        let groups = std::mem::take(&mut assigned.groups);
+        let additions = std::mem::take(&mut assigned.additions);
+        let results = if groups.is_empty() {
+            Vec::new()
+        } else {
+            self.function.accumulate(records, groups, &additions)?
+        };
+        let refire = spec.commit(&mut store, assigned, results);
+        let refire = store
+            .flush()
+            .and(refire)
+            .map_err(|e| host_error(&self.ident, format!("state backend: {e:#}")))?;
+        if !refire.is_empty() {
+            let fired = self.function.fire(refire, ctx)?;
+            out.main.extend(fired.main);
+            merge_side(&mut out.side, fired.side);
+        }
+        Ok(rest)
+    }
+
+    fn state_error(&self, e: anyhow::Error) -> OperatorError {
+        host_error(&self.ident, format!("state backend: {e:#}"))
+    }
+}
+
+fn host_error(ident: &TaskIdent, message: String) -> OperatorError {
+    OperatorError {
+        ident: ident.clone(),
+        kind: ErrorKind::Host,
+        message,
+        guest_output: Vec::new(),
+    }
+}
+
+fn merge_side(all: &mut Vec<(String, Vec<Record>)>, side: Vec<(String, Vec<Record>)>) {
+    for (name, records) in side {
+        match all.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, r)) => r.extend(records),
+            None => all.push((name, records)),
+        }
+    }
+}
+
+impl StreamOperator for WindowOperator {
+    fn process(
+        &mut self,
+        mut batch: Vec<Record>,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        let mut out = BatchOutput::default();
+        // In rounds: a record that updates a window which fired already
+        // (within its lateness) ends a round, and the window fires again
+        // before the next record.
+        while !batch.is_empty() {
+            let rest = self.round(&mut batch, ctx, &mut out)?;
+            batch = rest;
+        }
+        Ok(out)
+    }
+
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        match ctx.watermark {
+            Some(wm)
+                if self.spec.time == Time::Event
+                    && self
+                        .backend
+                        .next_timer(TimeDomain::EventTime)
+                        .is_some_and(|t| t <= wm) =>
+            {
+                self.fire_due(wm, ctx)
+            }
+            _ => Ok(BatchOutput::default()),
+        }
+    }
+
+    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+        if self.spec.time != Time::Processing {
+            return Ok(BatchOutput::default());
+        }
+        self.fire_due(ctx.processing_time, ctx)
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        self.backend.next_timer(TimeDomain::ProcessingTime)
+    }
+
+    fn metrics(&self) -> InstanceMetrics {
+        InstanceMetrics {
+            state: self.backend.size(),
+            ..self.function.metrics()
+        }
+    }
+
+    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
+        self.backend.snapshot(dir).map(Some)
+    }
+}
+
+/// The window engine's store on a state backend: slots as one value per
+/// key; writes and timers applied in one batch by [`BackendStore::flush`].
+struct BackendStore<'a> {
+    domain: TimeDomain,
+    backend: &'a mut dyn StateBackend,
+    state: u32,
+    ops: Vec<StateOp>,
+    timers: Vec<TimerOp>,
+}
+
+impl BackendStore<'_> {
+    fn flush(self) -> anyhow::Result<()> {
+        if self.ops.is_empty() && self.timers.is_empty() {
+            return Ok(());
+        }
+        self.backend.apply_all(self.ops, self.timers)
+    }
+}
+
+impl weir_window::Store for BackendStore<'_> {
+    type Error = anyhow::Error;
+
+    fn load(&mut self, keys: &[&[u8]]) -> anyhow::Result<Vec<Vec<Slot>>> {
+        let state_keys: Vec<StateKey> = keys
+            .iter()
+            .map(|k| StateKey {
+                state: self.state,
+                key: k.to_vec(),
+            })
+            .collect();
+        self.backend
+            .get_values(&state_keys)?
+            .into_iter()
+            .map(|v| match v {
+                None => Ok(Vec::new()),
+                Some(bytes) => slot::decode(&bytes)
+                    .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt")),
+            })
+            .collect()
+    }
+
+    fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> anyhow::Result<()> {
+        let target = StateKey {
+            state: self.state,
+            key: key.to_vec(),
+        };
+        self.ops.push(if slots.is_empty() {
+            StateOp::Clear(target)
+        } else {
+            StateOp::PutValue {
+                target,
+                value: slot::encode(&slots),
+            }
+        });
+        Ok(())
+    }
+
+    fn timer(&mut self, key: &[u8], time: i64, register: bool) -> anyhow::Result<()> {
+        let timer = Timer {
+            key: key.to_vec(),
+            time,
+            domain: self.domain,
+        };
+        self.timers.push(if register {
+            TimerOp::Register(timer)
+        } else {
+            TimerOp::Delete(timer)
+        });
+        Ok(())
+    }
+}
