@@ -89,6 +89,11 @@ impl WasmRuntime {
         // Component-model async is not used; without it every call is about
         // twice as cheap.
         c.concurrency_support(false);
+        // `WEIR_WASM_PROFILER=perfmap`: guest functions named in
+        // /tmp/perf-<pid>.map, for `perf` (see docs/benchmarks.md).
+        if std::env::var("WEIR_WASM_PROFILER").as_deref() == Ok("perfmap") {
+            c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let n = config.max_instances.max(1);
         let mut pool = PoolingAllocationConfig::default();
         // A component holds several core instances and tables; a Rust guest
