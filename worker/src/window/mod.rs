@@ -69,7 +69,48 @@ pub struct WindowOperator {
     backend: Box<dyn StateBackend>,
     /// The value state of every key's open windows.
     state: u32,
+    /// Keys' windows changed since they were last written to the backend.
+    cache: SlotCache,
     ident: TaskIdent,
+}
+
+/// Keys' slots as the window operator last saved them, decoded: a batch
+/// takes its keys' slots from here (no read, no decoding) and puts them
+/// back; they go to the backend, encoded, before a snapshot or when there
+/// are [`SlotCache::LIMIT`] of them.
+#[derive(Default)]
+struct SlotCache {
+    /// A key's slots; none: the key has none (cleared in the backend when
+    /// written out).
+    slots: rustc_hash::FxHashMap<Vec<u8>, Vec<Slot>>,
+}
+
+impl SlotCache {
+    /// Keys kept before they are written out.
+    const LIMIT: usize = 100_000;
+
+    /// Write every key's slots to `backend`, leaving the cache empty.
+    fn write_out(&mut self, backend: &mut dyn StateBackend, state: u32) -> anyhow::Result<()> {
+        if self.slots.is_empty() {
+            return Ok(());
+        }
+        let ops = self
+            .slots
+            .drain()
+            .map(|(key, slots)| {
+                let target = StateKey { state, key };
+                if slots.is_empty() {
+                    StateOp::Clear(target)
+                } else {
+                    StateOp::PutValue {
+                        target,
+                        value: slot::encode(&slots),
+                    }
+                }
+            })
+            .collect();
+        backend.apply_all(ops, Vec::new())
+    }
 }
 
 /// Timers of `domain` due up to `upto`, fired in batches of this many.
@@ -117,6 +158,7 @@ impl WindowOperator {
             function,
             backend,
             state,
+            cache: SlotCache::default(),
             ident,
         })
     }
@@ -133,7 +175,7 @@ impl WindowOperator {
             domain: self.domain(),
             backend: &mut *self.backend,
             state: self.state,
-            ops: Vec::new(),
+            cache: &mut self.cache,
             timers: Vec::new(),
         }
     }
@@ -196,7 +238,7 @@ impl WindowOperator {
             domain: self.domain(),
             backend: &mut *self.backend,
             state: self.state,
-            ops: Vec::new(),
+            cache: &mut self.cache,
             timers: Vec::new(),
         };
         let mut assigned = spec
@@ -310,26 +352,31 @@ impl StreamOperator for WindowOperator {
     }
 
     fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
+        self.cache.write_out(&mut *self.backend, self.state)?;
         self.backend.snapshot(dir).map(Some)
     }
 }
 
 /// The window engine's store on a state backend: slots as one value per
-/// key; writes and timers applied in one batch by [`BackendStore::flush`].
+/// key, in front of it the operator's [`SlotCache`]; timers applied in one
+/// batch by [`BackendStore::flush`].
 struct BackendStore<'a> {
     domain: TimeDomain,
     backend: &'a mut dyn StateBackend,
     state: u32,
-    ops: Vec<StateOp>,
+    cache: &'a mut SlotCache,
     timers: Vec<TimerOp>,
 }
 
 impl BackendStore<'_> {
     fn flush(self) -> anyhow::Result<()> {
-        if self.ops.is_empty() && self.timers.is_empty() {
-            return Ok(());
+        if !self.timers.is_empty() {
+            self.backend.apply_all(Vec::new(), self.timers)?;
         }
-        self.backend.apply_all(self.ops, self.timers)
+        if self.cache.slots.len() >= SlotCache::LIMIT {
+            self.cache.write_out(self.backend, self.state)?;
+        }
+        Ok(())
     }
 }
 
@@ -337,37 +384,34 @@ impl weir_window::Store for BackendStore<'_> {
     type Error = anyhow::Error;
 
     fn load(&mut self, keys: &[&[u8]]) -> anyhow::Result<Vec<Vec<Slot>>> {
-        let state_keys: Vec<StateKey> = keys
+        // Cached keys are taken (the engine saves every key it loads);
+        // the others are read from the backend in one call.
+        let mut out: Vec<Option<Vec<Slot>>> =
+            keys.iter().map(|k| self.cache.slots.remove(*k)).collect();
+        let missing: Vec<StateKey> = keys
             .iter()
-            .map(|k| StateKey {
+            .zip(&out)
+            .filter(|(_, cached)| cached.is_none())
+            .map(|(k, _)| StateKey {
                 state: self.state,
                 key: k.to_vec(),
             })
             .collect();
-        self.backend
-            .get_values(&state_keys)?
-            .into_iter()
-            .map(|v| match v {
-                None => Ok(Vec::new()),
-                Some(bytes) => slot::decode(&bytes)
-                    .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt")),
-            })
-            .collect()
+        if !missing.is_empty() {
+            let mut read = self.backend.get_values(&missing)?.into_iter();
+            for slot_list in out.iter_mut().filter(|o| o.is_none()) {
+                *slot_list = Some(match read.next().flatten() {
+                    None => Vec::new(),
+                    Some(bytes) => slot::decode(&bytes)
+                        .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt"))?,
+                });
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
     fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> anyhow::Result<()> {
-        let target = StateKey {
-            state: self.state,
-            key: key.to_vec(),
-        };
-        self.ops.push(if slots.is_empty() {
-            StateOp::Clear(target)
-        } else {
-            StateOp::PutValue {
-                target,
-                value: slot::encode(&slots),
-            }
-        });
+        self.cache.slots.insert(key.to_vec(), slots);
         Ok(())
     }
 
