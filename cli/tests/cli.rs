@@ -566,6 +566,61 @@ fn the_side_by_side_jobs_compute_what_their_queries_say() {
     }
 }
 
+/// A slow stream is not held in a sink's buffer: a generator of 200
+/// records per second, scheduled to start a moment from now
+/// (`start-at-ms`), reaches its output file while the job runs — nothing
+/// before the start, then lines within a fraction of a second.
+#[test]
+fn a_slow_stream_reaches_its_sink_while_the_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.jsonl");
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 1500;
+    std::fs::copy(weir_tests::guest("wordcount"), dir.path().join("c.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        format!(
+            "[job]\nname = 'slow'\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'tick'\ntype = 'generator'\nrate = '200'\nstart-at-ms = '{start_at}'\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            output.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["run", dir.path().to_str().unwrap()])
+        .env(
+            "WEIR_CACHE_DIR",
+            std::env::temp_dir().join("weir-cli-tests-cache"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = || {
+        std::fs::read_to_string(&output)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    let early = lines();
+    let started = Instant::now();
+    let mut seen = 0;
+    while started.elapsed() < Duration::from_secs(20) && seen < 20 {
+        std::thread::sleep(Duration::from_millis(50));
+        seen = lines();
+    }
+    let waited = started.elapsed();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(early, 0, "records before the scheduled start");
+    assert!(seen >= 20, "only {seen} lines after {waited:?}");
+}
+
 /// A built-in window aggregate over session windows with allowed
 /// lateness, record by record (watermarks after every record): sessions
 /// merge, a record within the lateness merges into a fired session and

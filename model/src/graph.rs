@@ -169,6 +169,10 @@ pub enum SourceConfig {
         pattern: GeneratorPattern,
         /// Records per second per subtask, when limited.
         rate: Option<u64>,
+        /// When the first record is due, ms since the epoch (0 or absent:
+        /// at once).
+        #[serde(default)]
+        start_at_ms: Option<u64>,
     },
 }
 
@@ -524,7 +528,13 @@ impl JobGraph {
                     count,
                     pattern,
                     rate,
+                    start_at_ms,
                 } => {
+                    let start_at_ms = start_at_ms
+                        .as_deref()
+                        .map(|t| number("start-at-ms", &substitute(t, &params)?))
+                        .transpose()?
+                        .filter(|&t| t > 0);
                     let count = count
                         .as_deref()
                         .map(|c| number("count", &substitute(c, &params)?))
@@ -554,6 +564,7 @@ impl JobGraph {
                         count,
                         pattern,
                         rate,
+                        start_at_ms,
                     }
                 }
             };

@@ -299,6 +299,11 @@ pub enum SourceKind {
         /// At most this many records per second per subtask.
         #[serde(default)]
         rate: Option<String>,
+        /// The wall-clock time (ms since the epoch) of the first record:
+        /// with `rate`, record `j` of a subtask is due at `start-at-ms + j /
+        /// rate`, a schedule to measure latency against.
+        #[serde(default, rename = "start-at-ms")]
+        start_at_ms: Option<String>,
     },
 }
 

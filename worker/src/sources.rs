@@ -54,13 +54,22 @@ pub fn open(
             count,
             pattern,
             rate,
-        } => Box::new(Generator::new(
-            *count,
-            *pattern,
-            *rate,
-            subtask,
-            parallelism,
-        )),
+            start_at_ms,
+        } => {
+            let mut g = Generator::new(*count, *pattern, *rate, subtask, parallelism);
+            if let Some(at) = start_at_ms {
+                // The schedule starts at that wall-clock time.
+                let ahead = *at as i64 - weir_host::now_ms();
+                g.started = if ahead >= 0 {
+                    Instant::now() + Duration::from_millis(ahead as u64)
+                } else {
+                    Instant::now()
+                        .checked_sub(Duration::from_millis(ahead.unsigned_abs()))
+                        .unwrap_or_else(Instant::now)
+                };
+            }
+            Box::new(g)
+        }
     })
 }
 
@@ -296,6 +305,12 @@ impl Source for Generator {
 
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
         let mut max = max;
+        let now = Instant::now();
+        if now < self.started {
+            // Not due yet (`start-at-ms`).
+            std::thread::sleep((self.started - now).min(Duration::from_millis(100)));
+            return Ok(Some(Vec::new()));
+        }
         if let Some(rate) = self.rate.filter(|r| *r > 0) {
             // Wait until the rate allows another record, then take what it allows.
             let allowed = (self.started.elapsed().as_secs_f64() * rate as f64) as u64;
@@ -406,6 +421,7 @@ mod tests {
             count: Some(100),
             pattern: GeneratorPattern::Sequence,
             rate: None,
+            start_at_ms: None,
         };
         let mut got: Vec<u64> = read_all(&config, 3)
             .iter()
@@ -425,6 +441,7 @@ mod tests {
             count: Some(123_457),
             pattern: GeneratorPattern::Numbers,
             rate: None,
+            start_at_ms: None,
         };
         let all = read_all(&config, 2);
         assert_eq!(all.len(), 123_457);
@@ -468,6 +485,7 @@ mod snapshot_tests {
                 count: Some(100),
                 pattern: GeneratorPattern::Sequence,
                 rate: None,
+                start_at_ms: None,
             },
         ] {
             for subtask in 0..2 {

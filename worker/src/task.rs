@@ -250,6 +250,7 @@ impl Subtask {
                     Some(b) => {
                         self.push_source(b, &mut watermark)?;
                         self.flush()?;
+                        self.flush_sinks()?;
                     }
                 }
                 self.source_time(&mut watermark)?;
@@ -261,14 +262,22 @@ impl Subtask {
                 let mut tracker = WatermarkTracker::new(channels);
                 let mut barriers = BarrierHandler::new(channels);
                 let mut idle = false;
+                let has_sinks = self.nodes.iter().any(|n| matches!(n.op, NodeOp::Sink(_)));
                 loop {
                     // Wait for input at most until the next timer is due, and
                     // never longer than CANCEL_CHECK (senders in other
-                    // processes may stop without closing this channel).
+                    // processes may stop without closing this channel), or
+                    // than a sink's flush interval (what it holds is written
+                    // out soon, however slow the stream).
                     let wait = match self.next_processing_timer() {
                         None => CANCEL_CHECK,
                         Some(t) => Duration::from_millis((t - now_ms()).clamp(0, 1000) as u64)
                             .min(CANCEL_CHECK),
+                    };
+                    let wait = if has_sinks {
+                        wait.min(crate::sinks::FLUSH_INTERVAL)
+                    } else {
+                        wait
                     };
                     let received = match rx.try_recv() {
                         Ok(m) => Some(Some(m)),
@@ -302,6 +311,7 @@ impl Subtask {
                             next = barriers.next_released();
                         }
                         self.flush()?;
+                        self.flush_sinks()?;
                         if tracker.all_ended() {
                             break;
                         }

@@ -30,8 +30,8 @@ pub trait Sink: Send {
     /// The input ended: make everything durable (and, for a transactional
     /// sink, visible).
     fn finish(&mut self) -> anyhow::Result<()>;
-    /// Time went on (a watermark): make what was written visible, at most
-    /// every [`FLUSH_INTERVAL`].
+    /// Make what was written visible, at most every [`FLUSH_INTERVAL`]:
+    /// called after every batch, and when no input came for that long.
     fn flush(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
@@ -55,8 +55,9 @@ pub trait Sink: Send {
     }
 }
 
-/// How often a sink writes out its buffer while a job runs.
-pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+/// How often a sink writes out its buffer while a job runs: a partly
+/// filled buffer waits at most this long, however slow the stream.
+pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The writer shared by the subtasks of one sink vertex.
 #[derive(Clone)]
