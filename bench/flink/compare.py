@@ -186,14 +186,15 @@ START = "<!-- side-by-side: start (bench/flink/run.sh writes this) -->"
 END = "<!-- side-by-side: end -->"
 
 
-def write_docs(path, text):
-    """Replace what lies between the markers in `path` with `text`."""
+def write_docs(path, text, start=START, end=END):
+    """Replace what lies between the markers `start` and `end` in `path`
+    with `text`."""
     doc = path.read_text()
-    if START not in doc or END not in doc:
-        raise SystemExit(f"{path} has no side-by-side markers ({START} … {END})")
-    head, rest = doc.split(START, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{START}\n{text}{END}{tail}")
+    if start not in doc or end not in doc:
+        raise SystemExit(f"{path} has no markers {start} … {end}")
+    head, rest = doc.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}\n{text}{end}{tail}")
 
 
 def main():

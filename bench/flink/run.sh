@@ -2,8 +2,8 @@
 # Weir and Apache Flink side by side on this machine, in one run: installs
 # Flink 2.3 through PyFlink (once, into a cache outside the clone), builds
 # Weir and the benchmark's Wasm operators in release mode, runs every
-# workload on both at parallelism 1 and 2, and writes the table into
-# docs/benchmarks.md. Arguments go to compare.py (e.g. --events 1000000
+# workload on both at parallelism 1 and 2, then Weir's latency at half of
+# its peak rate, and writes both tables into docs/benchmarks.md. Arguments go to compare.py (e.g. --events 1000000
 # --runs 1 for a quick look).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,3 +28,9 @@ python3 bench/flink/compare.py \
     --flink-python "$VENV/bin/python" \
     --docs docs/benchmarks.md \
     "$@"
+
+# Weir's latency at half of its peak rate (Weir only).
+python3 bench/flink/latency.py \
+    --weir "$CARGO_TARGET_DIR/release/weir" \
+    --operators "$CARGO_TARGET_DIR/wasm32-wasip2/release/bench_operators.wasm" \
+    --docs docs/benchmarks.md
