@@ -4,14 +4,15 @@
 
 use std::cell::RefCell;
 
-use crate::__private::bindings::weir::operator::types::{StateKey, StateKind};
+use crate::__private::bindings::weir::operator::types::{Packed, StateKey, StateKind};
 use crate::LogLevel;
 
 /// Reads and log lines; effects (outputs, state and timer changes) are not
 /// here: the driver collects them per batch and hands them over at its end.
 pub(crate) trait HostApi {
     fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
-    fn get_values(&mut self, keys: &[StateKey]) -> Vec<Option<Vec<u8>>>;
+    /// For each key, the value of each state (key-major).
+    fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>>;
     fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>>;
     fn get_entry(&mut self, key: &StateKey, map_key: &[u8]) -> Option<Vec<u8>>;
     fn get_entries(&mut self, key: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)>;
@@ -31,8 +32,19 @@ mod wasm {
         fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
             imports::declare_state(name, kind)
         }
-        fn get_values(&mut self, keys: &[StateKey]) -> Vec<Option<Vec<u8>>> {
-            imports::get_values(keys)
+        fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
+            let (values, present) = imports::get_values(states, &crate::host::pack(keys));
+            let mut from = 0usize;
+            values
+                .ends
+                .iter()
+                .zip(present)
+                .map(|(&end, set)| {
+                    let v = values.data.get(from..end as usize).map(<[u8]>::to_vec);
+                    from = end as usize;
+                    v.filter(|_| set)
+                })
+                .collect()
         }
         fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
             imports::get_list(key)
@@ -60,7 +72,7 @@ impl HostApi for WasmHost {
     fn declare_state(&mut self, _: &str, _: StateKind) -> Result<u32, String> {
         Err(NATIVE.into())
     }
-    fn get_values(&mut self, _: &[StateKey]) -> Vec<Option<Vec<u8>>> {
+    fn get_values(&mut self, _: &[u32], _: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
         panic!("{NATIVE}")
     }
     fn get_list(&mut self, _: &StateKey) -> Vec<Vec<u8>> {
@@ -83,6 +95,21 @@ const NATIVE: &str =
 
 thread_local! {
     static HOST: RefCell<Box<dyn HostApi>> = RefCell::new(Box::new(WasmHost));
+}
+
+/// Byte strings as the contract's `packed`.
+#[cfg_attr(
+    not(target_family = "wasm"),
+    expect(dead_code, reason = "packed for the host only inside Wasm")
+)]
+pub(crate) fn pack<T: AsRef<[u8]>>(strings: &[T]) -> Packed {
+    let mut data = Vec::with_capacity(strings.iter().map(|s| s.as_ref().len()).sum());
+    let mut ends = Vec::with_capacity(strings.len());
+    for s in strings {
+        data.extend_from_slice(s.as_ref());
+        ends.push(data.len() as u32);
+    }
+    Packed { data, ends }
 }
 
 /// Run `f` with the current host.

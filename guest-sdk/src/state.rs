@@ -109,25 +109,20 @@ impl StateCache {
             return;
         }
         let mut distinct: FxHashSet<&[u8]> = FxHashSet::default();
-        let mut requests = Vec::new();
+        let mut requested: Vec<&[u8]> = Vec::new();
         for key in keys {
             if distinct.insert(key) {
-                for &state in &self.value_ids {
-                    requests.push(StateKey {
-                        state,
-                        key: key.to_vec(),
-                    });
-                }
+                requested.push(key);
             }
         }
-        if requests.is_empty() {
+        if requested.is_empty() {
             return;
         }
-        let answers = host::with(|h| h.get_values(&requests));
+        let answers = host::with(|h| h.get_values(&self.value_ids, &requested));
         let per_key = self.value_ids.len();
-        for (i, (request, answer)) in requests.into_iter().zip(answers).enumerate() {
+        for (i, answer) in answers.into_iter().enumerate() {
             self.values[i % per_key]
-                .entry(request.key)
+                .entry_ref(requested[i / per_key])
                 .or_insert(ValueSlot::Raw(answer));
         }
     }
@@ -286,11 +281,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
             let key = cache.current_key.as_deref().ok_or_else(no_key)?;
             // One lookup on a hit; the key is copied only on a miss.
             let slot = cache.values[self.slot].entry_ref(key).or_insert_with(|| {
-                let request = StateKey {
-                    state,
-                    key: key.to_vec(),
-                };
-                let answer = host::with(|h| h.get_values(std::slice::from_ref(&request)));
+                let answer = host::with(|h| h.get_values(&[state], &[key]));
                 ValueSlot::Raw(answer.into_iter().next().flatten())
             });
             if let ValueSlot::Raw(bytes) = slot {

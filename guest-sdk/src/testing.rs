@@ -61,10 +61,11 @@ impl HostApi for MemoryHost {
         s.declared.push((name.to_owned(), kind));
         Ok(s.declared.len() as u32 - 1)
     }
-    fn get_values(&mut self, keys: &[StateKey]) -> Vec<Option<Vec<u8>>> {
+    fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
         let s = self.0.borrow();
         keys.iter()
-            .map(|k| s.values.get(&entry(k)).cloned())
+            .flat_map(|k| states.iter().map(move |&state| (state, k.to_vec())))
+            .map(|addr| s.values.get(&addr).cloned())
             .collect()
     }
     fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {

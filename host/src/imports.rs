@@ -136,6 +136,24 @@ pub(crate) fn unpack(batch: Batch, out: &mut Vec<Record>) -> wasmtime::Result<()
     Ok(())
 }
 
+/// The strings of a `packed`; an end outside its data is the guest's bug:
+/// it traps the call.
+fn packed_strings(p: &types::Packed) -> wasmtime::Result<Vec<&[u8]>> {
+    let mut out = Vec::with_capacity(p.ends.len());
+    let mut from = 0usize;
+    for &end in &p.ends {
+        let bytes = p.data.get(from..end as usize).ok_or_else(|| {
+            wasmtime::format_err!(
+                "a packed string ends at {end}, outside its {} bytes (or before the previous)",
+                p.data.len()
+            )
+        })?;
+        out.push(bytes);
+        from = end as usize;
+    }
+    Ok(out)
+}
+
 /// Pack records into one batch.
 pub(crate) fn pack(records: Vec<Record>) -> Batch {
     let size = records
@@ -191,9 +209,61 @@ impl host::Host for TaskState {
         Ok(self.backend.register(&name, kind.into()))
     }
 
-    fn get_values(&mut self, keys: Vec<StateKey>) -> wasmtime::Result<Vec<Option<Vec<u8>>>> {
-        let keys: Vec<weir_state::StateKey> = keys.into_iter().map(Into::into).collect();
-        self.backend.get_values(&keys).map_err(backend_error)
+    fn get_values(
+        &mut self,
+        states: Vec<u32>,
+        keys: types::Packed,
+    ) -> wasmtime::Result<(types::Packed, Vec<bool>)> {
+        let mut requests = Vec::with_capacity(keys.ends.len() * states.len());
+        for key in packed_strings(&keys)? {
+            for &state in &states {
+                requests.push(weir_state::StateKey {
+                    state,
+                    key: key.to_vec(),
+                });
+            }
+        }
+        let answers = self.backend.get_values(&requests).map_err(backend_error)?;
+        let mut data = Vec::with_capacity(answers.iter().flatten().map(Vec::len).sum());
+        let mut ends = Vec::with_capacity(answers.len());
+        let mut present = Vec::with_capacity(answers.len());
+        for a in &answers {
+            if let Some(v) = a {
+                data.extend_from_slice(v);
+            }
+            ends.push(data.len() as u32);
+            present.push(a.is_some());
+        }
+        Ok((types::Packed { data, ends }, present))
+    }
+
+    fn put_values(
+        &mut self,
+        state: u32,
+        keys: types::Packed,
+        values: types::Packed,
+    ) -> wasmtime::Result<()> {
+        let keys = packed_strings(&keys)?;
+        let values = packed_strings(&values)?;
+        if keys.len() != values.len() {
+            return Err(wasmtime::format_err!(
+                "put-values: {} keys but {} values",
+                keys.len(),
+                values.len()
+            ));
+        }
+        for (key, value) in keys.into_iter().zip(values) {
+            self.staged
+                .state_ops
+                .push(StateOp::PutValue(types::ValuePut {
+                    target: StateKey {
+                        state,
+                        key: key.to_vec(),
+                    },
+                    value: value.to_vec(),
+                }));
+        }
+        Ok(())
     }
 
     fn get_list(&mut self, key: StateKey) -> wasmtime::Result<Vec<Vec<u8>>> {
