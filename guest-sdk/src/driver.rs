@@ -64,7 +64,7 @@ pub(crate) trait DynOperator {
 }
 
 /// The strings of a `packed`, borrowed; checked against its data.
-fn unpacked(p: &Packed) -> Result<Vec<&[u8]>, String> {
+pub(crate) fn unpacked(p: &Packed) -> Result<Vec<&[u8]>, String> {
     let mut out = Vec::with_capacity(p.ends.len());
     let mut from = 0usize;
     for &end in &p.ends {

@@ -98,13 +98,9 @@ thread_local! {
 }
 
 /// Byte strings as the contract's `packed`.
-#[cfg_attr(
-    not(target_family = "wasm"),
-    expect(dead_code, reason = "packed for the host only inside Wasm")
-)]
-pub(crate) fn pack<T: AsRef<[u8]>>(strings: &[T]) -> Packed {
-    let mut data = Vec::with_capacity(strings.iter().map(|s| s.as_ref().len()).sum());
-    let mut ends = Vec::with_capacity(strings.len());
+pub(crate) fn pack<T: AsRef<[u8]>>(strings: impl IntoIterator<Item = T>) -> Packed {
+    let mut data = Vec::new();
+    let mut ends = Vec::new();
     for s in strings {
         data.extend_from_slice(s.as_ref());
         ends.push(data.len() as u32);

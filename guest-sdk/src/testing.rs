@@ -19,9 +19,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch, BatchContext, Entry, OperatorKind, Packed, SlidingWindow, Span, StateKey, StateKind,
-    StateOp, TimeDomain as WitDomain, Timer, TimerOp, Window as WitWindow, WindowAssigner,
-    WindowSpec,
+    Batch, BatchContext, Entry, OperatorKind, SlidingWindow, Span, StateKey, StateKind, StateOp,
+    TimeDomain as WitDomain, Timer, TimerOp, Window as WitWindow, WindowAssigner, WindowSpec,
 };
 use crate::context::OutBatch;
 use crate::driver::{Effects, Instance, OperatorEntry};
@@ -102,30 +101,6 @@ fn values_of(batch: OutBatch) -> Vec<Vec<u8>> {
         .entries
         .iter()
         .map(|e| data[e.value.offset as usize..(e.value.offset + e.value.len) as usize].to_vec())
-        .collect()
-}
-
-/// Byte strings as the contract's `packed`.
-fn packed<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> Packed {
-    let mut data = Vec::new();
-    let mut ends = Vec::new();
-    for s in strings {
-        data.extend_from_slice(s);
-        ends.push(data.len() as u32);
-    }
-    Packed { data, ends }
-}
-
-/// The strings of a `packed` the SDK wrote.
-fn unpacked(p: Packed) -> Vec<Vec<u8>> {
-    let mut from = 0;
-    p.ends
-        .iter()
-        .map(|&end| {
-            let s = p.data[from..end as usize].to_vec();
-            from = end as usize;
-            s
-        })
         .collect()
 }
 
@@ -619,7 +594,7 @@ impl Harness {
                 for g in &groups {
                     group_ends.push(group_ends.last().copied().unwrap_or(0) + g.len() as u32);
                 }
-                let accumulators = packed(groups.iter().flatten().map(Vec::as_slice));
+                let accumulators = host::pack(groups.iter().flatten());
                 let records = Batch {
                     data: value.clone(),
                     entries: vec![Entry {
@@ -635,7 +610,10 @@ impl Harness {
                 let answer =
                     self.instance
                         .accumulate(records, accumulators, group_ends, targets)?;
-                unpacked(answer)
+                crate::driver::unpacked(&answer)?
+                    .into_iter()
+                    .map(<[u8]>::to_vec)
+                    .collect()
             }
         };
         let store = &mut self.window.as_mut().expect("a window function").store;
@@ -682,7 +660,7 @@ impl Harness {
                 end: f.end,
             });
         }
-        let contents = packed(strings.iter().map(Vec::as_slice));
+        let contents = host::pack(&strings);
         let effects = self
             .instance
             .fire(windows, contents, ends, self.context())?;

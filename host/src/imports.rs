@@ -136,24 +136,6 @@ pub(crate) fn unpack(batch: Batch, out: &mut Vec<Record>) -> wasmtime::Result<()
     Ok(())
 }
 
-/// The strings of a `packed`; an end outside its data is the guest's bug:
-/// it traps the call.
-fn packed_strings(p: &types::Packed) -> wasmtime::Result<Vec<&[u8]>> {
-    let mut out = Vec::with_capacity(p.ends.len());
-    let mut from = 0usize;
-    for &end in &p.ends {
-        let bytes = p.data.get(from..end as usize).ok_or_else(|| {
-            wasmtime::format_err!(
-                "a packed string ends at {end}, outside its {} bytes (or before the previous)",
-                p.data.len()
-            )
-        })?;
-        out.push(bytes);
-        from = end as usize;
-    }
-    Ok(out)
-}
-
 /// Pack records into one batch.
 pub(crate) fn pack(records: Vec<Record>) -> Batch {
     let size = records
@@ -215,7 +197,7 @@ impl host::Host for TaskState {
         keys: types::Packed,
     ) -> wasmtime::Result<(types::Packed, Vec<bool>)> {
         let mut requests = Vec::with_capacity(keys.ends.len() * states.len());
-        for key in packed_strings(&keys)? {
+        for key in crate::packed::strings(&keys).map_err(wasmtime::Error::msg)? {
             for &state in &states {
                 requests.push(weir_state::StateKey {
                     state,
@@ -224,17 +206,9 @@ impl host::Host for TaskState {
             }
         }
         let answers = self.backend.get_values(&requests).map_err(backend_error)?;
-        let mut data = Vec::with_capacity(answers.iter().flatten().map(Vec::len).sum());
-        let mut ends = Vec::with_capacity(answers.len());
-        let mut present = Vec::with_capacity(answers.len());
-        for a in &answers {
-            if let Some(v) = a {
-                data.extend_from_slice(v);
-            }
-            ends.push(data.len() as u32);
-            present.push(a.is_some());
-        }
-        Ok((types::Packed { data, ends }, present))
+        let present = answers.iter().map(Option::is_some).collect();
+        let values = crate::packed::pack(answers.iter().map(|a| a.as_deref().unwrap_or_default()));
+        Ok((values, present))
     }
 
     fn put_values(
@@ -243,8 +217,8 @@ impl host::Host for TaskState {
         keys: types::Packed,
         values: types::Packed,
     ) -> wasmtime::Result<()> {
-        let keys = packed_strings(&keys)?;
-        let values = packed_strings(&values)?;
+        let keys = crate::packed::strings(&keys).map_err(wasmtime::Error::msg)?;
+        let values = crate::packed::strings(&values).map_err(wasmtime::Error::msg)?;
         if keys.len() != values.len() {
             return Err(wasmtime::format_err!(
                 "put-values: {} keys but {} values",

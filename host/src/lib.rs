@@ -24,6 +24,7 @@ mod convert;
 pub mod error;
 mod imports;
 pub mod instance;
+pub mod packed;
 pub mod runtime;
 mod wasi;
 

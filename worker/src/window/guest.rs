@@ -2,7 +2,8 @@
 //! (`accumulate` once per batch, `fire` per batch of firing windows) or a
 //! process-window function (its records kept by the host, `fire` with them).
 
-use weir_host::types::{Packed, Window};
+use weir_host::packed;
+use weir_host::types::Window;
 use weir_host::{BatchContext, BatchOutput, InstanceMetrics, OperatorError, OperatorInstance};
 use weir_model::Record;
 use weir_window::{Contents, Fired, slot};
@@ -22,35 +23,6 @@ impl GuestFunction {
     pub(crate) fn new(instance: OperatorInstance, contents: Contents) -> GuestFunction {
         GuestFunction { instance, contents }
     }
-}
-
-/// Byte strings as the contract's `packed`.
-fn pack<'a>(strings: impl IntoIterator<Item = &'a [u8]>) -> Packed {
-    let mut data = Vec::new();
-    let mut ends = Vec::new();
-    for s in strings {
-        data.extend_from_slice(s);
-        ends.push(data.len() as u32);
-    }
-    Packed { data, ends }
-}
-
-/// The strings of a `packed`, checked.
-fn unpack(packed: Packed) -> Result<Vec<Vec<u8>>, String> {
-    let mut out = Vec::with_capacity(packed.ends.len());
-    let mut from = 0usize;
-    for &end in &packed.ends {
-        let end = end as usize;
-        let bytes = packed.data.get(from..end).ok_or_else(|| {
-            format!(
-                "a packed string ends at {end}, outside its {} bytes",
-                packed.data.len()
-            )
-        })?;
-        out.push(bytes.to_vec());
-        from = end;
-    }
-    Ok(out)
 }
 
 impl WindowFunction for GuestFunction {
@@ -86,16 +58,18 @@ impl WindowFunction for GuestFunction {
             n += g.len() as u32;
             group_ends.push(n);
         }
-        let accumulators = pack(groups.iter().flatten().map(Vec::as_slice));
+        let accumulators = packed::pack(groups.iter().flatten());
         let answer = self
             .instance
             .accumulate(records, accumulators, group_ends, targets)?;
-        unpack(answer).map_err(|e| OperatorError {
-            ident: self.instance.ident().clone(),
-            kind: weir_host::ErrorKind::Guest,
-            message: format!("accumulate: {e}"),
-            guest_output: Vec::new(),
-        })
+        packed::strings(&answer)
+            .map(|all| all.into_iter().map(<[u8]>::to_vec).collect())
+            .map_err(|e| OperatorError {
+                ident: self.instance.ident().clone(),
+                kind: weir_host::ErrorKind::Guest,
+                message: format!("accumulate: {e}"),
+                guest_output: Vec::new(),
+            })
     }
 
     fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
@@ -124,7 +98,7 @@ impl WindowFunction for GuestFunction {
                 end: f.end,
             });
         }
-        let contents = pack(strings.iter().map(Vec::as_slice));
+        let contents = packed::pack(&strings);
         self.instance.fire_windows(windows, contents, ends, ctx)
     }
 
