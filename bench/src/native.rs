@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 use weir_host::{BatchContext, BatchOutput, MemoryStateBackend, OperatorError, StateBackend};
-use weir_model::{Record, Vertex, VertexKind};
+use weir_model::{Record, RecordBuffer, Vertex, VertexKind};
 use weir_state::{StateKey, StateKind, StateOp};
 use weir_worker::{OperatorFactory, StreamOperator};
 
@@ -40,23 +40,22 @@ impl StreamOperator for Split {
         batch: Vec<Record>,
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let mut main = Vec::with_capacity(batch.len() * 10);
+        let mut main = RecordBuffer::with_capacity(batch.len() * 10, batch.len() * 100);
         for r in batch {
             let line: String = serde_json::from_slice(&r.value).map_err(codec_error)?;
             for w in line
                 .split(|c: char| !c.is_alphanumeric())
                 .filter(|w| !w.is_empty())
             {
-                let value = serde_json::to_vec(&w.to_lowercase()).map_err(codec_error)?;
-                main.push(Record {
-                    key: None,
-                    value,
-                    timestamp: r.timestamp,
+                let mut result = Ok(());
+                main.push(None, r.timestamp, |v| {
+                    result = serde_json::to_writer(v, &w.to_lowercase());
                 });
+                result.map_err(codec_error)?;
             }
         }
         Ok(BatchOutput {
-            main,
+            main: main.finish(),
             side: Vec::new(),
         })
     }
@@ -68,9 +67,9 @@ impl StreamOperator for Count {
         batch: Vec<Record>,
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let mut main = Vec::with_capacity(batch.len());
+        let mut main = RecordBuffer::with_capacity(batch.len(), batch.len() * 32);
         for r in batch {
-            let key = r.key.expect("keyed input");
+            let key = r.key.expect("keyed input").to_vec();
             let previous = self.backend.get_value(self.state, &key).expect("in memory");
             let count = match previous {
                 Some(v) => serde_json::from_slice::<u64>(&v).map_err(codec_error)?,
@@ -86,15 +85,14 @@ impl StreamOperator for Count {
                     value: serde_json::to_vec(&count).map_err(codec_error)?,
                 })
                 .expect("in memory");
-            let value = serde_json::to_vec(&WordCount { word, count }).map_err(codec_error)?;
-            main.push(Record {
-                key: None,
-                value,
-                timestamp: r.timestamp,
+            let mut result = Ok(());
+            main.push(None, r.timestamp, |v| {
+                result = serde_json::to_writer(v, &WordCount { word, count });
             });
+            result.map_err(codec_error)?;
         }
         Ok(BatchOutput {
-            main,
+            main: main.finish(),
             side: Vec::new(),
         })
     }

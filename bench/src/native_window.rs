@@ -48,7 +48,7 @@ impl StreamOperator for WindowCount {
     ) -> Result<BatchOutput, OperatorError> {
         for r in batch {
             let t = r.timestamp.ok_or_else(|| error("no timestamp".into()))?;
-            let key = r.key.ok_or_else(|| error("no key".into()))?;
+            let key = r.key.ok_or_else(|| error("no key".into()))?.to_vec();
             let mut start = t - t.rem_euclid(self.slide);
             while start > t - self.size {
                 let end = start + self.size;
@@ -84,7 +84,7 @@ impl StreamOperator for WindowCount {
             .map_err(|e| error(e.to_string()))?;
             main.push(Record {
                 key: None,
-                value,
+                value: value.into(),
                 timestamp: Some(time),
             });
         }

@@ -58,7 +58,7 @@ fn install_panic_hook() {
 fn hand_over(effects: Effects) {
     use crate::__private::bindings::weir::operator::host as imports;
     use crate::__private::bindings::weir::operator::types::StateOp;
-    if !effects.outputs.entries.is_empty() {
+    if effects.outputs.len() > 0 {
         imports::emit(&effects.outputs.into_wit());
     }
     for (name, records) in effects.side {

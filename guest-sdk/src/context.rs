@@ -9,60 +9,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch as WitBatch, Entry, Span, StateKind, TimeDomain as WitDomain, Timer, TimerOp,
+    StateKind, TimeDomain as WitDomain, Timer, TimerOp,
 };
+use crate::batch::OutBatch;
 use crate::state::{ListState, MapState, ValueState, with_cache};
 use crate::{codec, host};
-
-/// Records being built: their bytes packed into one buffer.
-#[derive(Default)]
-pub(crate) struct OutBatch {
-    pub(crate) data: Vec<u8>,
-    pub(crate) entries: Vec<Entry>,
-}
-
-fn span(start: usize, end: usize) -> Span {
-    Span {
-        offset: start as u32,
-        len: (end - start) as u32,
-    }
-}
-
-impl OutBatch {
-    /// Append a record whose value `write` encodes into the buffer.
-    pub(crate) fn push_with(
-        &mut self,
-        key: Option<&[u8]>,
-        timestamp: Option<i64>,
-        write: impl FnOnce(&mut Vec<u8>),
-    ) {
-        let key = key.map(|k| {
-            let start = self.data.len();
-            self.data.extend_from_slice(k);
-            span(start, self.data.len())
-        });
-        let start = self.data.len();
-        write(&mut self.data);
-        let value = span(start, self.data.len());
-        self.entries.push(Entry {
-            key,
-            value,
-            timestamp,
-        });
-    }
-
-    /// The batch as the contract carries it.
-    #[cfg_attr(
-        not(target_family = "wasm"),
-        expect(dead_code, reason = "handed over only inside Wasm")
-    )]
-    pub(crate) fn into_wit(self) -> WitBatch {
-        WitBatch {
-            data: self.data,
-            entries: self.entries,
-        }
-    }
-}
 
 /// The effects of one batch, collected in the guest and handed over at its end.
 #[derive(Default)]

@@ -7,10 +7,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch as WitBatch, BatchContext, OperatorKind, Packed, Span, StateOp, Timer,
-    Window as WitWindow, WindowSpec,
+    Batch as WitBatch, BatchContext, OperatorKind, Packed, StateOp, Timer, Window as WitWindow,
+    WindowSpec,
 };
-use crate::context::{OutBatch, Pending};
+use crate::batch::OutBatch;
+use crate::context::Pending;
 use crate::state::{StateCache, with_cache};
 use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, codec};
 
@@ -356,37 +357,20 @@ impl Instance {
         batch: WitBatch,
         ctx: BatchContext,
     ) -> Result<Effects, String> {
-        let WitBatch { data, entries } = batch;
-        let bytes = |s: Span| -> Result<&[u8], String> {
-            data.get(s.offset as usize..s.offset as usize + s.len as usize)
-                .ok_or_else(|| {
-                    format!(
-                        "a record's span {}+{} is outside the batch's {} bytes",
-                        s.offset,
-                        s.len,
-                        data.len()
-                    )
-                })
-        };
+        let records = crate::batch::records(&batch)?;
         if self.keyed {
-            if let Some(i) = entries.iter().position(|e| e.key.is_none()) {
+            if let Some(i) = records.iter().position(|r| r.key.is_none()) {
                 return Err(format!(
                     "operator `{}` is a keyed_process but record {i} of the batch has no key (use key-by in the manifest)",
                     self.name
                 ));
             }
-            let keys = entries
-                .iter()
-                .filter_map(|e| e.key)
-                .map(bytes)
-                .collect::<Result<Vec<_>, _>>()?;
-            self.cache.prefetch(keys.into_iter());
+            self.cache.prefetch(records.iter().filter_map(|r| r.key));
         }
-        self.run(entries, ctx, |op, entry, batch| {
-            batch.timestamp = entry.timestamp;
-            let key = entry.key.map(bytes).transpose()?;
-            with_cache(|c| c.set_key(key));
-            op.record(bytes(entry.value)?, batch)
+        self.run(records, ctx, |op, record, batch| {
+            batch.timestamp = record.timestamp;
+            with_cache(|c| c.set_key(record.key));
+            op.record(record.value, batch)
         })
     }
 
@@ -398,19 +382,10 @@ impl Instance {
         groups: Vec<u32>,
         targets: Vec<u32>,
     ) -> Result<Packed, String> {
-        let WitBatch { data, entries } = records;
-        let values = entries
-            .iter()
-            .map(|e| {
-                data.get(e.value.offset as usize..e.value.offset as usize + e.value.len as usize)
-                    .ok_or_else(|| {
-                        format!(
-                            "a record's span is outside the batch's {} bytes",
-                            data.len()
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let values: Vec<&[u8]> = crate::batch::records(&records)?
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
         if targets.len() != values.len() {
             return Err(format!(
                 "accumulate: {} targets for {} records",

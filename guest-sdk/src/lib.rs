@@ -77,6 +77,7 @@
 //! # fn main() {}
 //! ```
 
+mod batch;
 pub mod codec;
 mod component;
 mod context;

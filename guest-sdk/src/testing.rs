@@ -19,10 +19,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch, BatchContext, Entry, OperatorKind, SlidingWindow, Span, StateKey, StateKind, StateOp,
+    BatchContext, OperatorKind, SlidingWindow, StateKey, StateKind, StateOp,
     TimeDomain as WitDomain, Timer, TimerOp, Window as WitWindow, WindowAssigner, WindowSpec,
 };
-use crate::context::OutBatch;
+use crate::batch::OutBatch;
 use crate::driver::{Effects, Instance, OperatorEntry};
 use crate::host::{self, HostApi};
 use crate::{Collector, KeyedProcess, LogLevel, Process, TimeDomain, codec};
@@ -92,16 +92,6 @@ impl HostApi for MemoryHost {
     fn log(&mut self, level: LogLevel, message: &str) {
         eprintln!("[{level:?}] {message}");
     }
-}
-
-/// The values of a batch's records, in order.
-fn values_of(batch: OutBatch) -> Vec<Vec<u8>> {
-    let data = &batch.data;
-    batch
-        .entries
-        .iter()
-        .map(|e| data[e.value.offset as usize..(e.value.offset + e.value.len) as usize].to_vec())
-        .collect()
 }
 
 /// A window function's open windows and timers in the harness.
@@ -464,19 +454,16 @@ impl Harness {
             }
         }
         for (name, records) in effects.side {
-            let values = values_of(records);
+            let values = records.values();
             match self.side.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, all)) => all.extend(values),
                 None => self.side.push((name, values)),
             }
         }
-        self.timestamps = effects
+        self.timestamps = effects.outputs.timestamps();
+        effects
             .outputs
-            .entries
-            .iter()
-            .map(|e| e.timestamp)
-            .collect();
-        values_of(effects.outputs)
+            .values()
             .iter()
             .map(|v| codec::decode(v))
             .collect()
@@ -529,46 +516,28 @@ impl Harness {
         timestamp: Option<i64>,
     ) -> crate::Result<Vec<O>> {
         host::install(Box::new(MemoryHost(self.store.clone())));
-        let mut data = Vec::new();
-        let key = self.keyed.then(|| {
-            codec::encode_into(&mut data, key);
-            Span {
-                offset: 0,
-                len: data.len() as u32,
-            }
-        });
-        let start = data.len();
-        codec::encode_into(&mut data, value);
-        let value = Span {
-            offset: start as u32,
-            len: (data.len() - start) as u32,
-        };
-        let batch = Batch {
-            data,
-            entries: vec![Entry {
-                key,
-                value,
-                timestamp,
-            }],
-        };
+        let key = self.keyed.then(|| codec::encode(key));
+        let value = codec::encode(value);
         if self.window.is_some() {
-            return self.window_record(batch);
+            return self.window_record(key.expect("window functions are keyed"), value, timestamp);
         }
+        let batch = OutBatch::one(key.as_deref(), &value, timestamp);
         let effects = self.instance.process(batch, self.context())?;
         self.apply(effects)
     }
 
     /// A record for a window function: assigned to its windows, folded in
     /// with one `accumulate`, windows within their lateness fired again.
-    fn window_record<O: DeserializeOwned>(&mut self, batch: Batch) -> crate::Result<Vec<O>> {
+    fn window_record<O: DeserializeOwned>(
+        &mut self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        timestamp: Option<i64>,
+    ) -> crate::Result<Vec<O>> {
         let ctx = self.context();
         let spec = self.window.as_ref().expect("a window function").spec;
-        let entry = &batch.entries[0];
-        let span = |s: Span| &batch.data[s.offset as usize..(s.offset + s.len) as usize];
-        let key = span(entry.key.expect("keyed")).to_vec();
-        let value = span(entry.value).to_vec();
         let t = match spec.time {
-            weir_window::Time::Event => entry.timestamp.ok_or(
+            weir_window::Time::Event => timestamp.ok_or(
                 "an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`",
             )?,
             weir_window::Time::Processing => ctx.processing_time,
@@ -595,17 +564,7 @@ impl Harness {
                     group_ends.push(group_ends.last().copied().unwrap_or(0) + g.len() as u32);
                 }
                 let accumulators = host::pack(groups.iter().flatten());
-                let records = Batch {
-                    data: value.clone(),
-                    entries: vec![Entry {
-                        key: None,
-                        value: Span {
-                            offset: 0,
-                            len: value.len() as u32,
-                        },
-                        timestamp: Some(t),
-                    }],
-                };
+                let records = OutBatch::one(None, &value, Some(t));
                 let targets = additions.iter().map(|(_, g)| *g).collect();
                 let answer =
                     self.instance

@@ -110,61 +110,9 @@ pub fn now_ms() -> i64 {
 
 impl types::Host for TaskState {}
 
-/// Append the records of a batch to `out`. A span outside the batch's data
-/// is the guest's bug: it traps the call.
-pub(crate) fn unpack(batch: Batch, out: &mut Vec<Record>) -> wasmtime::Result<()> {
-    let data = &batch.data;
-    let bytes = |s: types::Span| -> wasmtime::Result<Vec<u8>> {
-        let (start, len) = (s.offset as usize, s.len as usize);
-        data.get(start..start + len)
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| {
-                wasmtime::format_err!(
-                    "a record's span {start}+{len} is outside the batch's {} bytes",
-                    data.len()
-                )
-            })
-    };
-    out.reserve(batch.entries.len());
-    for e in &batch.entries {
-        out.push(Record {
-            key: e.key.map(bytes).transpose()?,
-            value: bytes(e.value)?,
-            timestamp: e.timestamp,
-        });
-    }
-    Ok(())
-}
-
-/// Pack records into one batch.
-pub(crate) fn pack(records: Vec<Record>) -> Batch {
-    let size = records
-        .iter()
-        .map(|r| r.value.len() + r.key.as_ref().map_or(0, Vec::len))
-        .sum();
-    let mut data = Vec::with_capacity(size);
-    let mut span = |bytes: &[u8]| {
-        let offset = data.len() as u32;
-        data.extend_from_slice(bytes);
-        types::Span {
-            offset,
-            len: bytes.len() as u32,
-        }
-    };
-    let entries = records
-        .iter()
-        .map(|r| types::Entry {
-            key: r.key.as_deref().map(&mut span),
-            value: span(&r.value),
-            timestamp: r.timestamp,
-        })
-        .collect();
-    Batch { data, entries }
-}
-
 impl host::Host for TaskState {
     fn emit(&mut self, records: Batch) -> wasmtime::Result<()> {
-        unpack(records, &mut self.staged.main)
+        crate::packed::unpack_batch(records, &mut self.staged.main).map_err(wasmtime::Error::msg)
     }
 
     fn emit_side(&mut self, name: String, records: Batch) -> wasmtime::Result<()> {
@@ -175,7 +123,8 @@ impl host::Host for TaskState {
                 self.staged.side.len() - 1
             }
         };
-        unpack(records, &mut self.staged.side[i].1)
+        crate::packed::unpack_batch(records, &mut self.staged.side[i].1)
+            .map_err(wasmtime::Error::msg)
     }
 
     fn declare_state(

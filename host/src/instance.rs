@@ -8,7 +8,7 @@ use weir_model::Record;
 
 use crate::bindings::OperatorComponent;
 use crate::error::{ErrorKind, OperatorError, TaskIdent};
-use crate::imports::{TaskState, pack};
+use crate::imports::TaskState;
 use crate::runtime::{LoadedComponent, WasmRuntime};
 use crate::types::{self, OperatorKind, Timer};
 use weir_state::{MemoryStateBackend, StateBackend, TimeDomain};
@@ -177,7 +177,7 @@ impl OperatorInstance {
         records: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let batch = pack(records);
+        let batch = crate::packed::pack_batch(&records);
         self.call(ctx, "processing a batch", |b, store, handle, ctx| {
             b.weir_operator_operators()
                 .operator()
@@ -209,7 +209,7 @@ impl OperatorInstance {
         groups: Vec<u32>,
         targets: Vec<u32>,
     ) -> Result<types::Packed, OperatorError> {
-        let batch = pack(records);
+        let batch = crate::packed::pack_batch(&records);
         let mut answer = None;
         self.call(
             BatchContext::default(),

@@ -83,7 +83,7 @@ pub fn encode(frame: &Frame) -> Bytes {
         Frame::Message(StreamMessage::Data(records)) => {
             let size: usize = records
                 .iter()
-                .map(|r| 17 + r.value.len() + r.key.as_ref().map_or(0, Vec::len))
+                .map(|r| 17 + r.value.len() + r.key.as_ref().map_or(0, Bytes::len))
                 .sum();
             buf.reserve(5 + size);
             buf.put_u8(2);
@@ -136,11 +136,12 @@ fn need(buf: &Bytes, n: usize, what: &str) -> Result<(), FrameError> {
     Ok(())
 }
 
-fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Vec<u8>, FrameError> {
+/// The next length-prefixed bytes: a slice of the frame, not a copy.
+fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, FrameError> {
     need(buf, 4, what)?;
     let n = buf.get_u32() as usize;
     need(buf, n, what)?;
-    Ok(buf.split_to(n).to_vec())
+    Ok(buf.split_to(n))
 }
 
 /// Decode a frame's body.
@@ -148,7 +149,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
     need(&buf, 1, "tag")?;
     let frame = match buf.get_u8() {
         1 => {
-            let job = String::from_utf8(get_bytes(&mut buf, "job id")?)
+            let job = String::from_utf8(get_bytes(&mut buf, "job id")?.to_vec())
                 .map_err(|_| FrameError("job id is not UTF-8".into()))?;
             need(&buf, 12, "hello")?;
             Frame::Hello(ChannelKey {
@@ -249,13 +250,13 @@ mod tests {
             }),
             Frame::Message(StreamMessage::Data(vec![
                 Record {
-                    key: Some(b"k".to_vec()),
-                    value: b"{}".to_vec(),
+                    key: Some(Bytes::from_static(b"k")),
+                    value: Bytes::from_static(b"{}"),
                     timestamp: Some(-5),
                 },
                 Record {
                     key: None,
-                    value: Vec::new(),
+                    value: Bytes::new(),
                     timestamp: None,
                 },
             ])),

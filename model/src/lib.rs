@@ -45,4 +45,6 @@ pub use graph::{
     Edge, ExportedOperator, JobGraph, OperatorRole, Partitioning, Task, Vertex, VertexKind,
 };
 pub use manifest::{KeyBy, Manifest, ManifestError};
-pub use record::{Barrier, CheckpointKind, CheckpointMode, Record, Signal, StreamMessage};
+pub use record::{
+    Barrier, CheckpointKind, CheckpointMode, Record, RecordBuffer, Signal, StreamMessage,
+};

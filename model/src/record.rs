@@ -1,26 +1,95 @@
 //! Stream elements and the messages between tasks.
 
+use bytes::Bytes;
+
 /// One stream element. The runtime never interprets `value`; `key` is set
 /// once a stream is keyed (`key-by`), and is what partitioning and keyed
 /// state use.
+///
+/// Key and value are [`Bytes`]: usually slices of one shared buffer (a
+/// network frame, a batch a guest emitted, a block a source read), so moving
+/// records between tasks copies and allocates nothing per record.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Record {
     /// Partitioning and state key, on a keyed stream.
-    pub key: Option<Vec<u8>>,
+    pub key: Option<Bytes>,
     /// The payload (UTF-8 JSON for records written by the Rust SDK).
-    pub value: Vec<u8>,
+    pub value: Bytes,
     /// Event time, ms since the Unix epoch, when known.
     pub timestamp: Option<i64>,
 }
 
 impl Record {
     /// A record with a value only.
-    pub fn value(value: impl Into<Vec<u8>>) -> Record {
+    pub fn value(value: impl Into<Bytes>) -> Record {
         Record {
             key: None,
             value: value.into(),
             timestamp: None,
         }
+    }
+}
+
+/// Records built one after another into one buffer and handed out as
+/// slices of it: no allocation per record.
+///
+/// ```
+/// use weir_model::RecordBuffer;
+/// let mut b = RecordBuffer::default();
+/// b.push(None, Some(7), |v| v.extend_from_slice(b"1"));
+/// b.push(None, None, |v| v.extend_from_slice(b"22"));
+/// let records = b.finish();
+/// assert_eq!(&records[1].value[..], b"22");
+/// assert_eq!(records[0].timestamp, Some(7));
+/// ```
+#[derive(Default)]
+pub struct RecordBuffer {
+    data: Vec<u8>,
+    records: Vec<(Option<Bytes>, usize, usize, Option<i64>)>,
+}
+
+impl RecordBuffer {
+    /// A buffer for about `records` records of about `bytes` bytes in all.
+    pub fn with_capacity(records: usize, bytes: usize) -> Self {
+        RecordBuffer {
+            data: Vec::with_capacity(bytes),
+            records: Vec::with_capacity(records),
+        }
+    }
+
+    /// Add a record whose value `write` appends to the buffer.
+    pub fn push(
+        &mut self,
+        key: Option<Bytes>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let start = self.data.len();
+        write(&mut self.data);
+        self.records.push((key, start, self.data.len(), timestamp));
+    }
+
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The records, in the order they were added.
+    pub fn finish(self) -> Vec<Record> {
+        let data = Bytes::from(self.data);
+        self.records
+            .into_iter()
+            .map(|(key, start, end, timestamp)| Record {
+                key,
+                value: data.slice(start..end),
+                timestamp,
+            })
+            .collect()
     }
 }
 

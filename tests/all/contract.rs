@@ -57,8 +57,10 @@ fn a_keyed_operator_rejects_records_without_a_key() {
 
 fn item(key: &str, item: &str, ts: i64) -> Record {
     Record {
-        key: Some(serde_json::to_vec(key).unwrap()),
-        value: serde_json::to_vec(&serde_json::json!({"item": item, "ts": ts})).unwrap(),
+        key: Some(serde_json::to_vec(key).unwrap().into()),
+        value: serde_json::to_vec(&serde_json::json!({"item": item, "ts": ts}))
+            .unwrap()
+            .into(),
         timestamp: Some(ts),
     }
 }

@@ -87,8 +87,8 @@ pub fn instance(rt: &Arc<WasmRuntime>, function: &str) -> OperatorInstance {
 pub fn keyed(s: &str) -> weir_model::Record {
     let v = serde_json::to_vec(s).unwrap();
     weir_model::Record {
-        key: Some(v.clone()),
-        value: v,
+        key: Some(v.clone().into()),
+        value: v.into(),
         timestamp: None,
     }
 }

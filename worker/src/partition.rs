@@ -69,10 +69,24 @@ pub fn assign_key(record: &mut Record, key_by: &KeyBy) -> Result<(), PartitionEr
                     String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
                 ))
             })?;
-            record.key = Some(field);
+            record.key = Some(match field {
+                std::borrow::Cow::Borrowed(b) => sub_bytes(&record.value, b),
+                std::borrow::Cow::Owned(v) => v.into(),
+            });
         }
     }
     Ok(())
+}
+
+/// `part` as a slice of `whole` when it lies inside it (no copy), else a copy.
+fn sub_bytes(whole: &bytes::Bytes, part: &[u8]) -> bytes::Bytes {
+    let inside = whole.as_ptr_range();
+    let range = part.as_ptr_range();
+    if !part.is_empty() && inside.start <= range.start && range.end <= inside.end {
+        whole.slice_ref(part)
+    } else {
+        bytes::Bytes::copy_from_slice(part)
+    }
 }
 
 impl NetworkOutput {

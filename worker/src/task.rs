@@ -175,7 +175,7 @@ struct Input<'a> {
 fn bytes_of(records: &[Record]) -> u64 {
     records
         .iter()
-        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, |k| k.len())) as u64)
         .sum()
 }
 

@@ -16,8 +16,8 @@
 use std::collections::HashMap;
 
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
-use weir_model::Record;
 use weir_model::builtin::{AggregateFunction, Emit};
+use weir_model::{Record, RecordBuffer};
 use weir_state::{StateBackend, StateKey, StateKind, StateOp};
 
 use super::{Number, excerpt, input_error, state_error};
@@ -257,20 +257,16 @@ impl RunningAggregate {
     }
 
     /// An output record for `key` with its accumulator's value.
-    fn output(&self, key: &[u8], acc: &Acc, timestamp: Option<i64>) -> Record {
-        let mut value = Vec::with_capacity(key.len() + 24);
-        value.extend_from_slice(b"{\"key\":");
-        write_key(&mut value, key, self.json_keys);
-        value.extend_from_slice(b",\"");
-        value.extend_from_slice(self.function.name().as_bytes());
-        value.extend_from_slice(b"\":");
-        acc.write(&mut value);
-        value.push(b'}');
-        Record {
-            key: None,
-            value,
-            timestamp,
-        }
+    fn output(&self, out: &mut RecordBuffer, key: &[u8], acc: &Acc, timestamp: Option<i64>) {
+        out.push(None, timestamp, |value| {
+            value.extend_from_slice(b"{\"key\":");
+            write_key(value, key, self.json_keys);
+            value.extend_from_slice(b",\"");
+            value.extend_from_slice(self.function.name().as_bytes());
+            value.extend_from_slice(b"\":");
+            acc.write(value);
+            value.push(b'}');
+        });
     }
 }
 
@@ -320,22 +316,23 @@ impl StreamOperator for RunningAggregate {
             });
         }
         let counts_null = self.field.is_none();
-        let mut main = Vec::with_capacity(match self.emit {
+        let outputs = match self.emit {
             Emit::Record => batch.len(),
             Emit::Batch => keys.len(),
-        });
+        };
+        let mut main = RecordBuffer::with_capacity(outputs, outputs * 40);
         let mut last_timestamp = vec![None; keys.len()];
         for (r, &i) in batch.iter().zip(&of_record) {
             let v = self.value_of(r)?;
             accs[i].add(v, counts_null);
             match self.emit {
-                Emit::Record => main.push(self.output(&keys[i].key, &accs[i], r.timestamp)),
+                Emit::Record => self.output(&mut main, &keys[i].key, &accs[i], r.timestamp),
                 Emit::Batch => last_timestamp[i] = r.timestamp,
             }
         }
         if self.emit == Emit::Batch {
             for (i, k) in keys.iter().enumerate() {
-                main.push(self.output(&k.key, &accs[i], last_timestamp[i]));
+                self.output(&mut main, &k.key, &accs[i], last_timestamp[i]);
             }
         }
         let ops = keys
@@ -350,7 +347,7 @@ impl StreamOperator for RunningAggregate {
             .apply_all(ops, Vec::new())
             .map_err(|e| state_error(&self.ident, e))?;
         Ok(BatchOutput {
-            main,
+            main: main.finish(),
             side: Vec::new(),
         })
     }

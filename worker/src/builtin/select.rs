@@ -8,8 +8,8 @@
 
 use serde_json::value::RawValue;
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
-use weir_model::Record;
 use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
+use weir_model::{Record, RecordBuffer};
 
 use super::{Number, excerpt, input_error};
 use crate::operators::StreamOperator;
@@ -175,40 +175,37 @@ impl StreamOperator for Select {
         batch: Vec<Record>,
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let mut main = Vec::with_capacity(batch.len());
+        let size = batch.iter().map(|r| r.value.len() + 16).sum();
+        let mut main = RecordBuffer::with_capacity(batch.len(), size);
         for r in &batch {
             let fields = self.fields(&r.value)?;
             if !self.passes(&fields) {
                 continue;
             }
-            let mut value = Vec::with_capacity(r.value.len() + 16);
-            value.push(b'{');
-            for (i, ((_, e), prefix)) in self.columns.iter().zip(&self.prefixes).enumerate() {
-                if i > 0 {
-                    value.push(b',');
+            main.push(r.key.clone(), r.timestamp, |value| {
+                value.push(b'{');
+                for (i, ((_, e), prefix)) in self.columns.iter().zip(&self.prefixes).enumerate() {
+                    if i > 0 {
+                        value.push(b',');
+                    }
+                    value.extend_from_slice(prefix);
+                    match e {
+                        // A field alone: copied as it is.
+                        Expr::Field(p) => match fields.get(p) {
+                            Some(raw) => value.extend_from_slice(raw.get().as_bytes()),
+                            None => value.extend_from_slice(b"null"),
+                        },
+                        e => match number(e, &fields) {
+                            Some(n) => n.write(value),
+                            None => value.extend_from_slice(b"null"),
+                        },
+                    }
                 }
-                value.extend_from_slice(prefix);
-                match e {
-                    // A field alone: copied as it is.
-                    Expr::Field(p) => match fields.get(p) {
-                        Some(raw) => value.extend_from_slice(raw.get().as_bytes()),
-                        None => value.extend_from_slice(b"null"),
-                    },
-                    e => match number(e, &fields) {
-                        Some(n) => n.write(&mut value),
-                        None => value.extend_from_slice(b"null"),
-                    },
-                }
-            }
-            value.push(b'}');
-            main.push(Record {
-                key: r.key.clone(),
-                value,
-                timestamp: r.timestamp,
+                value.push(b'}');
             });
         }
         Ok(BatchOutput {
-            main,
+            main: main.finish(),
             side: Vec::new(),
         })
     }
@@ -239,7 +236,7 @@ mod tests {
             .iter()
             .map(|r| Record {
                 key: None,
-                value: r.as_bytes().to_vec(),
+                value: r.as_bytes().to_vec().into(),
                 timestamp: Some(5),
             })
             .collect();
@@ -251,7 +248,7 @@ mod tests {
             .unwrap()
             .main
             .into_iter()
-            .map(|r| String::from_utf8(r.value).unwrap())
+            .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
             .collect()
     }
 
@@ -310,7 +307,7 @@ mod tests {
         let mut s = select(&["n = /n"], None);
         let batch = vec![Record {
             key: None,
-            value: b"not json".to_vec(),
+            value: b"not json".to_vec().into(),
             timestamp: None,
         }];
         let ctx = BatchContext {

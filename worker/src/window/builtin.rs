@@ -4,8 +4,8 @@
 //! <value>}` with the timestamp `window_end - 1`.
 
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
-use weir_model::Record;
 use weir_model::builtin::AggregateFunction;
+use weir_model::{Record, RecordBuffer};
 use weir_window::{Contents, Fired};
 
 use super::WindowFunction;
@@ -75,29 +75,26 @@ impl WindowFunction for BuiltinAggregate {
     }
 
     fn fire(&mut self, fired: Vec<Fired>, _: BatchContext) -> Result<BatchOutput, OperatorError> {
-        let mut main = Vec::with_capacity(fired.len());
+        let size = fired.iter().map(|f| f.key.len() + 64).sum();
+        let mut main = RecordBuffer::with_capacity(fired.len(), size);
         for f in fired {
             let acc = self.merged(&f.contents)?;
-            let mut value = Vec::with_capacity(f.key.len() + 64);
-            value.extend_from_slice(b"{\"key\":");
-            write_key(&mut value, &f.key, self.json_keys);
-            value.extend_from_slice(b",\"window_start\":");
-            value.extend_from_slice(itoa::Buffer::new().format(f.start).as_bytes());
-            value.extend_from_slice(b",\"window_end\":");
-            value.extend_from_slice(itoa::Buffer::new().format(f.end).as_bytes());
-            value.extend_from_slice(b",\"");
-            value.extend_from_slice(self.function.name().as_bytes());
-            value.extend_from_slice(b"\":");
-            acc.write(&mut value);
-            value.push(b'}');
-            main.push(Record {
-                key: None,
-                value,
-                timestamp: Some(f.end - 1),
+            main.push(None, Some(f.end - 1), |value| {
+                value.extend_from_slice(b"{\"key\":");
+                write_key(value, &f.key, self.json_keys);
+                value.extend_from_slice(b",\"window_start\":");
+                value.extend_from_slice(itoa::Buffer::new().format(f.start).as_bytes());
+                value.extend_from_slice(b",\"window_end\":");
+                value.extend_from_slice(itoa::Buffer::new().format(f.end).as_bytes());
+                value.extend_from_slice(b",\"");
+                value.extend_from_slice(self.function.name().as_bytes());
+                value.extend_from_slice(b"\":");
+                acc.write(value);
+                value.push(b'}');
             });
         }
         Ok(BatchOutput {
-            main,
+            main: main.finish(),
             side: Vec::new(),
         })
     }

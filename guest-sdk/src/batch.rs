@@ -1,0 +1,173 @@
+//! The contract's `batch` as the SDK reads and builds it: records' bytes in
+//! one buffer, four span numbers and a timestamp per record.
+
+use crate::__private::bindings::weir::operator::types::Batch as WitBatch;
+
+/// A record's key offset when it has no key.
+const NO_KEY: u32 = u32::MAX;
+
+/// A record's timestamp when it has none.
+const NO_TIMESTAMP: i64 = i64::MIN;
+
+/// One record of an incoming batch, borrowed from its buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct InRecord<'a> {
+    pub(crate) key: Option<&'a [u8]>,
+    pub(crate) value: &'a [u8],
+    pub(crate) timestamp: Option<i64>,
+}
+
+/// The records of a batch, checked: a span outside the data or lists of the
+/// wrong lengths are the host's bug, reported as an error.
+pub(crate) fn records(batch: &WitBatch) -> Result<Vec<InRecord<'_>>, String> {
+    let n = batch.timestamps.len();
+    if batch.spans.len() != n * 4 {
+        return Err(format!(
+            "a batch has {} spans for {n} timestamps (4 per record)",
+            batch.spans.len()
+        ));
+    }
+    let data = &batch.data[..];
+    let slice = |offset: u32, len: u32| {
+        let (start, len) = (offset as usize, len as usize);
+        start
+            .checked_add(len)
+            .and_then(|end| data.get(start..end))
+            .ok_or_else(|| {
+                format!(
+                    "a record's span {start}+{len} is outside the batch's {} bytes",
+                    data.len()
+                )
+            })
+    };
+    batch
+        .spans
+        .chunks_exact(4)
+        .zip(&batch.timestamps)
+        .map(|(span, &timestamp)| {
+            Ok(InRecord {
+                key: match span[0] {
+                    NO_KEY => None,
+                    offset => Some(slice(offset, span[1])?),
+                },
+                value: slice(span[2], span[3])?,
+                timestamp: (timestamp != NO_TIMESTAMP).then_some(timestamp),
+            })
+        })
+        .collect()
+}
+
+/// Records being built: their bytes packed into one buffer.
+#[derive(Default)]
+pub(crate) struct OutBatch {
+    data: Vec<u8>,
+    spans: Vec<u32>,
+    timestamps: Vec<i64>,
+}
+
+impl OutBatch {
+    /// Append a record whose value `write` encodes into the buffer.
+    pub(crate) fn push_with(
+        &mut self,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        match key {
+            Some(k) => {
+                self.spans.extend([self.data.len() as u32, k.len() as u32]);
+                self.data.extend_from_slice(k);
+            }
+            None => self.spans.extend([NO_KEY, 0]),
+        }
+        let start = self.data.len();
+        write(&mut self.data);
+        self.spans
+            .extend([start as u32, (self.data.len() - start) as u32]);
+        self.timestamps.push(timestamp.unwrap_or(NO_TIMESTAMP));
+    }
+
+    /// A batch of one record.
+    pub(crate) fn one(key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) -> WitBatch {
+        let mut batch = OutBatch::default();
+        batch.push_with(key, timestamp, |buf| buf.extend_from_slice(value));
+        batch.into_wit()
+    }
+
+    /// How many records it holds.
+    #[cfg_attr(
+        all(not(target_family = "wasm"), not(test)),
+        expect(dead_code, reason = "read only when handing a batch over")
+    )]
+    pub(crate) fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+
+    /// The values of its records, in order.
+    pub(crate) fn values(&self) -> Vec<Vec<u8>> {
+        self.spans
+            .chunks_exact(4)
+            .map(|s| self.data[s[2] as usize..(s[2] + s[3]) as usize].to_vec())
+            .collect()
+    }
+
+    /// The timestamps of its records, in order.
+    pub(crate) fn timestamps(&self) -> Vec<Option<i64>> {
+        self.timestamps
+            .iter()
+            .map(|&t| (t != NO_TIMESTAMP).then_some(t))
+            .collect()
+    }
+
+    /// The batch as the contract carries it.
+    pub(crate) fn into_wit(self) -> WitBatch {
+        WitBatch {
+            data: self.data,
+            spans: self.spans,
+            timestamps: self.timestamps,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_batches_read_back_with_and_without_keys_and_timestamps() {
+        let mut out = OutBatch::default();
+        out.push_with(Some(b"k"), Some(-3), |b| b.extend_from_slice(b"12"));
+        out.push_with(None, None, |b| b.extend_from_slice(b"\"x\""));
+        out.push_with(Some(b""), Some(0), |_| {});
+        assert_eq!(out.len(), 3);
+        assert_eq!(out.timestamps(), [Some(-3), None, Some(0)]);
+        let wit = out.into_wit();
+        let read = records(&wit).unwrap();
+        let shown: Vec<_> = read.iter().map(|r| (r.key, r.value, r.timestamp)).collect();
+        assert_eq!(
+            shown,
+            [
+                (Some(&b"k"[..]), &b"12"[..], Some(-3)),
+                (None, &b"\"x\""[..], None),
+                (Some(&b""[..]), &b""[..], Some(0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_span_is_an_error() {
+        let wit = WitBatch {
+            data: b"ab".to_vec(),
+            spans: vec![NO_KEY, 0, 1, 5],
+            timestamps: vec![1],
+        };
+        let err = records(&wit).err().unwrap();
+        assert!(err.contains("1+5 is outside the batch's 2 bytes"), "{err}");
+        let wit = WitBatch {
+            data: Vec::new(),
+            spans: vec![NO_KEY],
+            timestamps: vec![1],
+        };
+        assert!(records(&wit).err().unwrap().contains("1 spans for 1"));
+    }
+}
