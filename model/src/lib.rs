@@ -31,6 +31,7 @@ pub mod json;
 pub mod keygroup;
 pub mod manifest;
 pub mod metrics;
+pub mod msgpack;
 pub mod record;
 
 /// The gRPC services and messages between coordinator and workers
