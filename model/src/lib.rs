@@ -23,6 +23,7 @@
 pub mod builtin;
 pub mod bundle;
 pub mod checkpoint;
+pub mod codec;
 pub mod execution;
 pub mod fault_tolerance;
 pub mod frame;

@@ -1,0 +1,223 @@
+//! Which codec each stream of a job carries.
+//!
+//! A job's edges speak JSON: sources read it, sinks write it, built-in
+//! operators read and write it. Between two operators that are WebAssembly
+//! components, records may travel as [MessagePack](crate::msgpack) instead,
+//! which is smaller and cheaper to decode and encode in every language. A
+//! stream (a vertex's main output or one of its side outputs) is MessagePack
+//! when the job asks for it, the stream's producer is a component (it
+//! encodes the records) and every consumer is a component (it decodes them);
+//! every other stream is JSON. All the inputs of one vertex share one codec,
+//! so that an operator decodes every record the same way; a window
+//! operator's `late` side output carries its input records as they came, in
+//! its input's codec.
+
+use std::collections::BTreeSet;
+
+use crate::graph::{JobGraph, VertexKind};
+
+/// How records of a stream, and an operator's state, are encoded.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Codec {
+    /// UTF-8 JSON text.
+    #[default]
+    Json,
+    /// MessagePack, maps keyed by field names.
+    Msgpack,
+}
+
+/// The side output a window operator sends records past their lateness to.
+const LATE: &str = "late";
+
+/// The codec of every stream of a job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamCodecs {
+    /// The streams that are MessagePack: (vertex, side output).
+    msgpack: BTreeSet<(usize, Option<String>)>,
+}
+
+impl StreamCodecs {
+    /// The codecs of `graph`'s streams when the job asks for `codec` between
+    /// its components.
+    pub fn of(graph: &JobGraph, codec: Codec) -> StreamCodecs {
+        let mut msgpack = BTreeSet::new();
+        if codec == Codec::Json {
+            return StreamCodecs { msgpack };
+        }
+        let component = |v: usize| {
+            matches!(
+                &graph.vertices[v].kind,
+                VertexKind::Operator { builtin: None, .. }
+            )
+        };
+        let is_window = |v: usize| {
+            matches!(
+                &graph.vertices[v].kind,
+                VertexKind::Operator {
+                    window: Some(_),
+                    ..
+                }
+            )
+        };
+        // Candidates: streams from a component to components only.
+        for e in &graph.edges {
+            let stream = (e.from, e.side_output.clone());
+            let consumers_ok = graph
+                .edges
+                .iter()
+                .filter(|c| c.from == e.from && c.side_output == e.side_output)
+                .all(|c| component(c.to));
+            if component(e.from) && consumers_ok {
+                msgpack.insert(stream);
+            }
+        }
+        // Then only demotions to JSON, until nothing changes: a vertex whose
+        // inputs would differ reads JSON from all; a window's `late` stream
+        // has its input's codec, so a late stream that must be JSON makes
+        // the window's input JSON, and a JSON input makes its late stream
+        // JSON.
+        loop {
+            let mut demote: Vec<(usize, Option<String>)> = Vec::new();
+            for v in 0..graph.vertices.len() {
+                let inputs: Vec<_> = graph
+                    .inputs(v)
+                    .map(|e| (e.from, e.side_output.clone()))
+                    .collect();
+                let packed = inputs.iter().filter(|s| msgpack.contains(*s)).count();
+                if packed > 0 && packed < inputs.len() {
+                    demote.extend(inputs.iter().filter(|s| msgpack.contains(*s)).cloned());
+                }
+                if is_window(v) {
+                    let late = (v, Some(LATE.to_owned()));
+                    let routed = graph
+                        .outputs(v)
+                        .any(|e| e.side_output.as_deref() == Some(LATE));
+                    let input_packed = packed > 0 && packed == inputs.len();
+                    match (routed, msgpack.contains(&late), input_packed) {
+                        (true, true, false) => demote.push(late),
+                        (true, false, true) => demote.extend(inputs.iter().cloned()),
+                        _ => {}
+                    }
+                }
+            }
+            if demote.is_empty() {
+                return StreamCodecs { msgpack };
+            }
+            for s in demote {
+                msgpack.remove(&s);
+            }
+        }
+    }
+
+    /// The codec of vertex `v`'s output `side` (`None`: its main output).
+    pub fn output(&self, v: usize, side: Option<&str>) -> Codec {
+        if self.msgpack.contains(&(v, side.map(str::to_owned))) {
+            Codec::Msgpack
+        } else {
+            Codec::Json
+        }
+    }
+
+    /// The codec of what vertex `v` reads.
+    pub fn input(&self, graph: &JobGraph, v: usize) -> Codec {
+        match graph.inputs(v).next() {
+            Some(e) => self.output(e.from, e.side_output.as_deref()),
+            None => Codec::Json,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::Manifest;
+
+    fn graph(body: &str) -> JobGraph {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n{body}"
+        ))
+        .unwrap();
+        JobGraph::build(&m, BTreeMap::new(), None).unwrap()
+    }
+
+    fn id(g: &JobGraph, name: &str) -> usize {
+        g.vertices.iter().position(|v| v.name == name).unwrap()
+    }
+
+    #[test]
+    fn components_speak_msgpack_among_themselves_and_json_at_the_edges() {
+        let g = graph(
+            "[[operator]]\nname='a'\nfunction='f'\n\
+             [[operator]]\nname='b'\nfunction='g'\nkey-by='/k'\n\
+             [[operator]]\nname='c'\nbuiltin='count'\nkey-by='/k'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n",
+        );
+        let c = StreamCodecs::of(&g, Codec::Msgpack);
+        let (s, a, b, count) = (id(&g, "s"), id(&g, "a"), id(&g, "b"), id(&g, "c"));
+        assert_eq!(c.output(s, None), Codec::Json, "a source's output");
+        assert_eq!(c.input(&g, a), Codec::Json);
+        assert_eq!(c.output(a, None), Codec::Msgpack, "component to component");
+        assert_eq!(c.input(&g, b), Codec::Msgpack);
+        assert_eq!(c.output(b, None), Codec::Json, "into a built-in");
+        assert_eq!(c.output(count, None), Codec::Json, "a built-in's output");
+        // Asked for JSON: JSON everywhere.
+        let c = StreamCodecs::of(&g, Codec::Json);
+        assert_eq!(c.output(a, None), Codec::Json);
+    }
+
+    #[test]
+    fn a_stream_read_by_a_sink_too_is_json_and_so_are_its_readers_other_inputs() {
+        // `a`'s main output goes to `b` and to a sink: JSON. `b` also reads
+        // `a`'s side output `x`, which would be MessagePack alone: JSON too,
+        // so that `b` reads one codec.
+        let g = graph(
+            "[[operator]]\nname='a'\nfunction='f'\n\
+             [[operator]]\nname='b'\nfunction='g'\ninputs=['a', 'a:x']\n\
+             [[sink]]\nname='o'\ntype='stdout'\ninput='a'\n\
+             [[sink]]\nname='o2'\ntype='stdout'\ninput='b'\n",
+        );
+        let c = StreamCodecs::of(&g, Codec::Msgpack);
+        let (a, b) = (id(&g, "a"), id(&g, "b"));
+        assert_eq!(c.output(a, None), Codec::Json);
+        assert_eq!(c.output(a, Some("x")), Codec::Json);
+        assert_eq!(c.input(&g, b), Codec::Json);
+    }
+
+    #[test]
+    fn a_window_s_late_records_keep_its_input_s_codec() {
+        let body = |late_to: &str| {
+            format!(
+                "[[operator]]\nname='a'\nfunction='f'\n\
+                 [[operator]]\nname='w'\nfunction='agg'\nkey-by='/k'\n\
+                 window={{type='tumbling', size-ms=10}}\n\
+                 [[sink]]\nname='o'\ntype='stdout'\ninput='w'\n{late_to}"
+            )
+        };
+        // Late records to a sink: the window's input must be JSON.
+        let g = graph(&body(
+            "[[sink]]\nname='late'\ntype='stdout'\ninput='w:late'\n",
+        ));
+        let c = StreamCodecs::of(&g, Codec::Msgpack);
+        let (a, w) = (id(&g, "a"), id(&g, "w"));
+        assert_eq!(c.output(a, None), Codec::Json);
+        assert_eq!(c.output(w, Some("late")), Codec::Json);
+        // Late records to a component: MessagePack, as the window's input.
+        let g = graph(&body(
+            "[[operator]]\nname='l'\nfunction='f'\ninput='w:late'\n\
+             [[sink]]\nname='o3'\ntype='stdout'\ninput='l'\n",
+        ));
+        let c = StreamCodecs::of(&g, Codec::Msgpack);
+        let (a, w) = (id(&g, "a"), id(&g, "w"));
+        assert_eq!(c.output(a, None), Codec::Msgpack);
+        assert_eq!(c.output(w, Some("late")), Codec::Msgpack);
+        // No late route: nothing to keep in step.
+        let g = graph(&body(""));
+        let c = StreamCodecs::of(&g, Codec::Msgpack);
+        assert_eq!(c.output(id(&g, "a"), None), Codec::Msgpack);
+    }
+}
