@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Before/after: two builds of Weir on the side-by-side workloads, interleaved.
+
+A change's effect is smaller than this machine's drift between runs, so the
+two builds run turn by turn (before, after, then after, before, ...) and the
+medians are compared:
+
+    python3 bench/flink/ab.py --before DIR --after DIR [--events N] [--rounds R]
+
+Each DIR holds a build: `weir` and `bench_operators.wasm` (from
+`target/release/` and `target/wasm32-wasip2/release/`; copy them aside before
+building the other commit). Workloads run at parallelism 1, Wasm operators
+and built-in ones.
+"""
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+import compare
+
+JOBS = [
+    ("q0", False),
+    ("q1", False),
+    ("keyed-count", False),
+    ("tumbling-count", False),
+    ("q0", True),
+    ("keyed-count", True),
+    ("tumbling-count", True),
+]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, type=Path)
+    parser.add_argument("--after", required=True, type=Path)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    sides = {"before": args.before, "after": args.after}
+    for name, d in sides.items():
+        for f in ("weir", "bench_operators.wasm"):
+            if not (d / f).is_file():
+                parser.error(f"--{name} {d}: no {f} there")
+    times = {}
+    with tempfile.TemporaryDirectory(prefix="weir-ab-") as work:
+        bundles = {}
+        for side, d in sides.items():
+            for name, builtin in JOBS:
+                bundle = Path(work) / f"{side}-{name}-{'builtin' if builtin else 'wasm'}"
+                bundle.mkdir()
+                shutil.copy(d / "bench_operators.wasm", bundle / "operators.wasm")
+                shutil.copy(compare.weir_job(name, builtin), bundle / "weir.toml")
+                # Warm-up: compiles and caches the component.
+                compare.weir_once(d / "weir", bundle, 1, min(args.events, 1_000_000))
+                bundles[(side, name, builtin)] = bundle
+        for r in range(args.rounds):
+            order = ("before", "after") if r % 2 == 0 else ("after", "before")
+            for name, builtin in JOBS:
+                for side in order:
+                    bundle = bundles[(side, name, builtin)]
+                    t = compare.weir_once(sides[side] / "weir", bundle, 1, args.events)[0]
+                    times.setdefault((name, builtin, side), []).append(t)
+    print("| workload | operators | before events/s | after events/s | after/before |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for name, builtin in JOBS:
+        b = statistics.median(times[(name, builtin, "before")])
+        a = statistics.median(times[(name, builtin, "after")])
+        kind = "built-in" if builtin else "Wasm"
+        print(
+            f"| {name} | {kind} | {compare.fmt_rate(args.events / b)} | "
+            f"{compare.fmt_rate(args.events / a)} | {b / a:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
