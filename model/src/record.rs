@@ -79,8 +79,14 @@ impl RecordBuffer {
         self.records.is_empty()
     }
 
-    /// The records, in the order they were added.
-    pub fn finish(self) -> Vec<Record> {
+    /// The records, in the order they were added. Their buffer gives back
+    /// what it reserved beyond their bytes when that is much (a few records
+    /// in a buffer sized for a full batch), so that records do not hold
+    /// memory they do not use while they travel.
+    pub fn finish(mut self) -> Vec<Record> {
+        if self.data.capacity() - self.data.len() > self.data.len().max(4096) {
+            self.data.shrink_to_fit();
+        }
         let data = Bytes::from(self.data);
         self.records
             .into_iter()
