@@ -66,6 +66,15 @@ pub(crate) struct OutBatch {
 }
 
 impl OutBatch {
+    /// Room for `records` records of `bytes` bytes in all.
+    pub(crate) fn with_capacity(records: usize, bytes: usize) -> Self {
+        OutBatch {
+            data: Vec::with_capacity(bytes),
+            spans: Vec::with_capacity(records * 4),
+            timestamps: Vec::with_capacity(records),
+        }
+    }
+
     /// Append a record whose value `write` encodes into the buffer.
     pub(crate) fn push_with(
         &mut self,

@@ -312,15 +312,19 @@ impl Instance {
 
     /// Run `each` over `items` with this operator's cache in the thread-local
     /// slot; collect the batch's effects, or discard them all on an error.
+    /// The main output's buffer starts with room for `expected` bytes (as
+    /// much as the input, for records), so that it does not grow by copies.
     fn run<T>(
         &mut self,
         items: Vec<T>,
         ctx: BatchContext,
+        expected: usize,
         mut each: impl FnMut(&mut dyn DynOperator, T, &mut Pending) -> crate::Result<()>,
     ) -> Result<Effects, String> {
         let mut batch = Pending {
             watermark: ctx.watermark,
             processing_time: ctx.processing_time,
+            outputs: OutBatch::with_capacity(items.len(), expected),
             ..Pending::default()
         };
         swap_cache(&mut self.cache);
@@ -367,7 +371,7 @@ impl Instance {
             }
             self.cache.prefetch(records.iter().filter_map(|r| r.key));
         }
-        self.run(records, ctx, |op, record, batch| {
+        self.run(records, ctx, batch.data.len(), |op, record, batch| {
             batch.timestamp = record.timestamp;
             with_cache(|c| c.set_key(record.key));
             op.record(record.value, batch)
@@ -433,7 +437,8 @@ impl Instance {
             items.push((crate::Window::new(w.key, w.start, w.end), range));
             from = end as usize;
         }
-        self.run(items, ctx, |op, (window, contents), batch| {
+        let expected = items.len() * 64;
+        self.run(items, ctx, expected, |op, (window, contents), batch| {
             batch.timestamp = Some(window.end - 1);
             op.fire_window(&window, contents, batch)
         })
@@ -449,7 +454,7 @@ impl Instance {
             // The value states of all the timers' keys, in one host call.
             self.cache.prefetch(timers.iter().map(|t| t.key.as_slice()));
         }
-        self.run(timers, ctx, |op, timer, batch| {
+        self.run(timers, ctx, 0, |op, timer, batch| {
             let domain: TimeDomain = timer.domain.into();
             batch.timestamp = (domain == TimeDomain::EventTime).then_some(timer.time);
             with_cache(|c| c.set_key(Some(&timer.key)));
