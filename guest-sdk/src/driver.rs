@@ -13,7 +13,7 @@ use crate::__private::bindings::weir::operator::types::{
 use crate::batch::OutBatch;
 use crate::context::Pending;
 use crate::state::{StateCache, with_cache};
-use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, codec};
+use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, codec, host};
 
 /// What a completed batch hands to the host.
 #[derive(Default)]
@@ -62,23 +62,6 @@ pub(crate) trait DynOperator {
         let _ = (window, contents, batch);
         Err("this operator is not a window function".into())
     }
-}
-
-/// The strings of a `packed`, borrowed; checked against its data.
-pub(crate) fn unpacked(p: &Packed) -> Result<Vec<&[u8]>, String> {
-    let mut out = Vec::with_capacity(p.ends.len());
-    let mut from = 0usize;
-    for &end in &p.ends {
-        let bytes = p.data.get(from..end as usize).ok_or_else(|| {
-            format!(
-                "a packed string ends at {end}, outside its {} bytes",
-                p.data.len()
-            )
-        })?;
-        out.push(bytes);
-        from = end as usize;
-    }
-    Ok(out)
 }
 
 /// Creates an operator from its open context.
@@ -397,7 +380,7 @@ impl Instance {
                 values.len()
             ));
         }
-        let accs = unpacked(&accumulators)?;
+        let accs = host::unpacked(&accumulators)?;
         let name = self.name;
         let out = self
             .op
@@ -427,7 +410,7 @@ impl Instance {
                 windows.len()
             ));
         }
-        let strings = unpacked(&contents)?;
+        let strings = host::unpacked(&contents)?;
         let mut from = 0usize;
         let mut items = Vec::with_capacity(windows.len());
         for (w, &end) in windows.into_iter().zip(&ends) {

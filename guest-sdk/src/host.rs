@@ -34,16 +34,13 @@ mod wasm {
         }
         fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
             let (values, present) = imports::get_values(states, &crate::host::pack(keys));
-            let mut from = 0usize;
+            // A malformed answer is the host's bug: the batch fails with it.
+            let values = crate::host::unpacked(&values)
+                .unwrap_or_else(|e| panic!("the host's answer to get-values: {e}"));
             values
-                .ends
-                .iter()
+                .into_iter()
                 .zip(present)
-                .map(|(&end, set)| {
-                    let v = values.data.get(from..end as usize).map(<[u8]>::to_vec);
-                    from = end as usize;
-                    v.filter(|_| set)
-                })
+                .map(|(v, set)| set.then(|| v.to_vec()))
                 .collect()
         }
         fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
@@ -106,6 +103,23 @@ pub(crate) fn pack<T: AsRef<[u8]>>(strings: impl IntoIterator<Item = T>) -> Pack
         ends.push(data.len() as u32);
     }
     Packed { data, ends }
+}
+
+/// The strings of a `packed`, borrowed; checked against its data.
+pub(crate) fn unpacked(p: &Packed) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::with_capacity(p.ends.len());
+    let mut from = 0usize;
+    for &end in &p.ends {
+        let bytes = p.data.get(from..end as usize).ok_or_else(|| {
+            format!(
+                "a packed string ends at {end}, outside its {} bytes",
+                p.data.len()
+            )
+        })?;
+        out.push(bytes);
+        from = end as usize;
+    }
+    Ok(out)
 }
 
 /// Run `f` with the current host.

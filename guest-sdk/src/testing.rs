@@ -569,7 +569,7 @@ impl Harness {
                 let answer =
                     self.instance
                         .accumulate(records, accumulators, group_ends, targets)?;
-                crate::driver::unpacked(&answer)?
+                host::unpacked(&answer)?
                     .into_iter()
                     .map(<[u8]>::to_vec)
                     .collect()
