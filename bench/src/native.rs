@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 use weir_host::{BatchContext, BatchOutput, MemoryStateBackend, OperatorError, StateBackend};
-use weir_model::{Record, RecordBuffer, Vertex, VertexKind};
+use weir_model::{JobGraph, Record, RecordBuffer, Vertex, VertexKind};
 use weir_state::{StateKey, StateKind, StateOp};
 use weir_worker::{OperatorFactory, StreamOperator};
 
@@ -101,7 +101,7 @@ impl StreamOperator for Count {
 impl OperatorFactory for NativeWordCount {
     fn create(
         &self,
-        _job: &str,
+        _graph: &JobGraph,
         vertex: &Vertex,
         _subtask: u32,
     ) -> Result<Box<dyn StreamOperator>, OperatorError> {

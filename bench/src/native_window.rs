@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde::Serialize;
 use weir_host::{BatchContext, BatchOutput, OperatorError};
 use weir_model::graph::{WindowAssigner, WindowSpec};
-use weir_model::{Record, Vertex, VertexKind};
+use weir_model::{JobGraph, Record, Vertex, VertexKind};
 use weir_worker::{OperatorFactory, StreamOperator};
 
 /// Creates `count` as a native windowed count.
@@ -98,7 +98,7 @@ impl StreamOperator for WindowCount {
 impl OperatorFactory for NativeWindows {
     fn create(
         &self,
-        _job: &str,
+        _graph: &JobGraph,
         vertex: &Vertex,
         _subtask: u32,
     ) -> Result<Box<dyn StreamOperator>, OperatorError> {

@@ -96,6 +96,25 @@ impl OutBatch {
         self.timestamps.push(timestamp.unwrap_or(NO_TIMESTAMP));
     }
 
+    /// Append a record whose value `write` encodes into the buffer, or
+    /// nothing when it fails.
+    pub(crate) fn try_push_with<E>(
+        &mut self,
+        key: Option<&[u8]>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (data, spans) = (self.data.len(), self.spans.len());
+        let mut result = Ok(());
+        self.push_with(key, timestamp, |buf| result = write(buf));
+        if result.is_err() {
+            self.data.truncate(data);
+            self.spans.truncate(spans);
+            self.timestamps.pop();
+        }
+        result
+    }
+
     /// A batch of one record.
     pub(crate) fn one(key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) -> WitBatch {
         let mut batch = OutBatch::default();
@@ -161,6 +180,26 @@ mod tests {
                 (Some(&b""[..]), &b""[..], Some(0)),
             ]
         );
+    }
+
+    #[test]
+    fn a_failed_push_leaves_nothing_behind() {
+        let mut out = OutBatch::default();
+        out.push_with(None, Some(1), |b| b.extend_from_slice(b"1"));
+        let failed: Result<(), &str> = out.try_push_with(Some(b"k"), Some(2), |b| {
+            b.extend_from_slice(b"half");
+            Err("no")
+        });
+        assert_eq!(failed, Err("no"));
+        assert_eq!(out.len(), 1);
+        let ok: Result<(), &str> = out.try_push_with(None, None, |b| {
+            b.extend_from_slice(b"2");
+            Ok(())
+        });
+        assert_eq!(ok, Ok(()));
+        let wit = out.into_wit();
+        assert_eq!(wit.data, b"12");
+        assert_eq!(wit.timestamps, [1, NO_TIMESTAMP]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::__private::bindings::exports::weir::operator::operators::{
     Guest, GuestOperator, Operator,
 };
 use crate::__private::bindings::weir::operator::types::{
-    Batch, BatchContext, OperatorDescriptor, Packed, Timer, Window, WindowSpec,
+    Batch, BatchContext, Codecs, OperatorDescriptor, Packed, Timer, Window, WindowSpec,
 };
 use crate::driver::{Effects, Instance, OperatorEntry};
 use crate::{LogLevel, host};
@@ -115,9 +115,10 @@ impl<R: Registry> GuestOperator for Handle<R> {
         name: String,
         config: Vec<(String, String)>,
         window: Option<WindowSpec>,
+        codecs: Codecs,
     ) -> Result<Operator, String> {
         install_panic_hook();
-        let instance = Instance::create(R::operators(), &name, config, window)?;
+        let instance = Instance::create(R::operators(), &name, config, window, codecs.into())?;
         Ok(Operator::new(Handle::<R> {
             instance: RefCell::new(instance),
             _registry: PhantomData,

@@ -12,11 +12,11 @@ use crate::__private::bindings::weir::operator::types::{
     StateKind, TimeDomain as WitDomain, Timer, TimerOp,
 };
 use crate::batch::OutBatch;
+use crate::codec::wire::{self, Codec};
+use crate::host;
 use crate::state::{ListState, MapState, ValueState, with_cache};
-use crate::{codec, host};
 
 /// The effects of one batch, collected in the guest and handed over at its end.
-#[derive(Default)]
 pub(crate) struct Pending {
     pub(crate) timestamp: Option<i64>,
     pub(crate) watermark: Option<i64>,
@@ -24,13 +24,35 @@ pub(crate) struct Pending {
     pub(crate) outputs: OutBatch,
     pub(crate) side: Vec<(String, OutBatch)>,
     pub(crate) timer_ops: Vec<TimerOp>,
+    /// The codec of the operator's input records and keys.
+    pub(crate) input: Codec,
+    /// The codec of its main output's records and keys.
+    pub(crate) output: Codec,
+    /// The codec of its state (a window aggregate's accumulators).
+    pub(crate) state: Codec,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            timestamp: None,
+            watermark: None,
+            processing_time: 0,
+            outputs: OutBatch::default(),
+            side: Vec::new(),
+            timer_ops: Vec::new(),
+            input: Codec::Json,
+            output: Codec::Json,
+            state: Codec::Json,
+        }
+    }
 }
 
 impl Pending {
     pub(crate) fn push<T: Serialize + ?Sized>(&mut self, value: &T, key: Option<&[u8]>) {
-        let timestamp = self.timestamp;
+        let (timestamp, codec) = (self.timestamp, self.output);
         self.outputs
-            .push_with(key, timestamp, |buf| codec::encode_into(buf, value));
+            .push_with(key, timestamp, |buf| wire::encode_into(codec, buf, value));
     }
 
     fn side_batch(&mut self, name: &str) -> &mut OutBatch {
@@ -45,8 +67,9 @@ impl Pending {
 
     fn push_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
         let timestamp = self.timestamp;
+        let codec = with_cache(|c| wire::side_output(&c.codecs, name));
         self.side_batch(name)
-            .push_with(None, timestamp, |buf| codec::encode_into(buf, value));
+            .push_with(None, timestamp, |buf| wire::encode_into(codec, buf, value));
     }
 }
 
@@ -230,7 +253,7 @@ impl<Out: Serialize> Context<'_, Out> {
     /// # assert_eq!(h.process::<_, _, i64>("k", &4, None).unwrap(), [4]);
     /// ```
     pub fn emit_keyed<K: Serialize + ?Sized>(&mut self, key: &K, value: impl Borrow<Out>) {
-        let key = codec::encode(key);
+        let key = wire::encode(self.batch.output, key);
         self.batch.push(value.borrow(), Some(&key));
     }
 
@@ -393,9 +416,9 @@ impl<Out: Serialize> Context<'_, Out> {
     /// # assert_eq!(h.process::<_, _, String>("user-7", &0, None).unwrap(), ["user-7"]);
     /// ```
     pub fn key<K: DeserializeOwned>(&self) -> crate::Result<K> {
-        let bytes = with_cache(|c| c.current_key.clone());
+        let (bytes, codec) = with_cache(|c| (c.current_key.clone(), c.codecs.input));
         match bytes {
-            Some(b) => codec::decode(&b),
+            Some(b) => wire::decode(codec, &b),
             None => Err("this operator is not on a keyed stream".into()),
         }
     }

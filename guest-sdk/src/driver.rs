@@ -11,9 +11,10 @@ use crate::__private::bindings::weir::operator::types::{
     WindowSpec,
 };
 use crate::batch::OutBatch;
+use crate::codec::wire::{self, Codecs};
 use crate::context::Pending;
 use crate::state::{StateCache, with_cache};
-use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, codec, host};
+use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, host};
 
 /// What a completed batch hands to the host.
 #[derive(Default)]
@@ -47,8 +48,9 @@ pub(crate) trait DynOperator {
         accumulators: &[&[u8]],
         groups: &[u32],
         targets: &[u32],
+        codecs: &Codecs,
     ) -> crate::Result<Vec<Vec<u8>>> {
-        let _ = (records, accumulators, groups, targets);
+        let _ = (records, accumulators, groups, targets, codecs);
         Err("this operator is not a window aggregate".into())
     }
 
@@ -82,7 +84,7 @@ struct KeyedOp<P>(P);
 
 impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let out = (self.0)(codec::decode(value)?);
+        let out = (self.0)(wire::decode(batch.input, value)?);
         Collector::<O> {
             batch,
             _type: PhantomData,
@@ -95,7 +97,7 @@ impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
 impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         (self.0)(
-            codec::decode(value)?,
+            wire::decode(batch.input, value)?,
             &mut Collector {
                 batch,
                 _type: PhantomData,
@@ -107,11 +109,11 @@ impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
 
 impl<I: DeserializeOwned> DynOperator for FilterOp<I> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        if (self.0)(&codec::decode(value)?) {
-            let timestamp = batch.timestamp;
-            batch
-                .outputs
-                .push_with(None, timestamp, |buf| buf.extend_from_slice(value));
+        if (self.0)(&wire::decode(batch.input, value)?) {
+            let (timestamp, from, to) = (batch.timestamp, batch.input, batch.output);
+            batch.outputs.try_push_with(None, timestamp, |buf| {
+                wire::transcode_into(from, to, value, buf)
+            })?;
         }
         Ok(())
     }
@@ -121,10 +123,11 @@ struct TimestampOp<I>(fn(&I) -> i64);
 
 impl<I: DeserializeOwned> DynOperator for TimestampOp<I> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let t = (self.0)(&codec::decode(value)?);
-        batch
-            .outputs
-            .push_with(None, Some(t), |buf| buf.extend_from_slice(value));
+        let t = (self.0)(&wire::decode(batch.input, value)?);
+        let (from, to) = (batch.input, batch.output);
+        batch.outputs.try_push_with(None, Some(t), |buf| {
+            wire::transcode_into(from, to, value, buf)
+        })?;
         Ok(())
     }
 }
@@ -132,7 +135,7 @@ impl<I: DeserializeOwned> DynOperator for TimestampOp<I> {
 impl<P: Process> DynOperator for ProcessOp<P> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
-            codec::decode(value)?,
+            wire::decode(batch.input, value)?,
             &mut Context {
                 batch,
                 _type: PhantomData,
@@ -144,7 +147,7 @@ impl<P: Process> DynOperator for ProcessOp<P> {
 impl<P: KeyedProcess> DynOperator for KeyedOp<P> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
-            codec::decode(value)?,
+            wire::decode(batch.input, value)?,
             &mut Context {
                 batch,
                 _type: PhantomData,
@@ -260,12 +263,13 @@ fn swap_cache(cache: &mut StateCache) {
 
 impl Instance {
     /// Create the operator `name` from `entries` with the job's parameters
-    /// (and a window function's windows).
+    /// (and a window function's windows), reading and writing in `codecs`.
     pub(crate) fn create(
         entries: Vec<OperatorEntry>,
         name: &str,
         config: Vec<(String, String)>,
         window: Option<WindowSpec>,
+        codecs: Codecs,
     ) -> Result<Instance, String> {
         let known: Vec<&str> = entries.iter().map(|e| e.name).collect();
         let Some(entry) = entries.into_iter().find(|e| e.name == name) else {
@@ -281,6 +285,7 @@ impl Instance {
             window,
         };
         let mut cache = StateCache::default();
+        cache.codecs = codecs;
         swap_cache(&mut cache);
         let created = (entry.create)(&mut ctx);
         swap_cache(&mut cache);
@@ -291,6 +296,11 @@ impl Instance {
             op,
             cache,
         })
+    }
+
+    /// Read and write in `codecs` from now on.
+    pub(crate) fn set_codecs(&mut self, codecs: Codecs) {
+        self.cache.codecs = codecs;
     }
 
     /// Run `each` over `items` with this operator's cache in the thread-local
@@ -308,6 +318,9 @@ impl Instance {
             watermark: ctx.watermark,
             processing_time: ctx.processing_time,
             outputs: OutBatch::with_capacity(items.len(), expected),
+            input: self.cache.codecs.input,
+            output: self.cache.codecs.output,
+            state: self.cache.codecs.state,
             ..Pending::default()
         };
         swap_cache(&mut self.cache);
@@ -384,7 +397,7 @@ impl Instance {
         let name = self.name;
         let out = self
             .op
-            .accumulate(&values, &accs, &groups, &targets)
+            .accumulate(&values, &accs, &groups, &targets, &self.cache.codecs)
             .map_err(|e| format!("operator `{name}`: {e}"))?;
         let mut data = Vec::with_capacity(out.iter().map(Vec::len).sum());
         let mut ends = Vec::with_capacity(out.len());
@@ -417,7 +430,8 @@ impl Instance {
             let range = strings
                 .get(from..end as usize)
                 .ok_or("a window's contents are outside the call's")?;
-            items.push((crate::Window::new(w.key, w.start, w.end), range));
+            let codec = self.cache.codecs.input;
+            items.push((crate::Window::new(w.key, w.start, w.end, codec), range));
             from = end as usize;
         }
         let expected = items.len() * 64;

@@ -23,7 +23,8 @@ use serde::de::DeserializeOwned;
 use crate::__private::bindings::weir::operator::types::{
     ListWrite, MapPut, MapRemove, StateKey, StateKind, StateOp, ValuePut,
 };
-use crate::{codec, host};
+use crate::codec::wire::{self, Codec, Codecs};
+use crate::host;
 
 thread_local! {
     static CACHE: RefCell<StateCache> = RefCell::new(StateCache::default());
@@ -33,7 +34,7 @@ pub(crate) fn with_cache<R>(f: impl FnOnce(&mut StateCache) -> R) -> R {
     CACHE.with(|c| f(&mut c.borrow_mut()))
 }
 
-type Encoder = fn(&dyn Any) -> Vec<u8>;
+type Encoder = fn(&dyn Any, Codec) -> Vec<u8>;
 
 enum ValueSlot {
     /// As read from the host, not decoded yet.
@@ -68,6 +69,8 @@ struct MapSlot {
 pub(crate) struct StateCache {
     /// The key of the record or timer being processed.
     pub(crate) current_key: Option<Vec<u8>>,
+    /// The operator's codecs (its state's among them).
+    pub(crate) codecs: Codecs,
     /// Host ids of value states, for the batch's bulk fetch.
     value_ids: Vec<u32>,
     values: Vec<KeyMap<ValueSlot>>,
@@ -75,6 +78,11 @@ pub(crate) struct StateCache {
     lists: Vec<FxHashMap<Vec<u8>, ListSlot>>,
     map_ids: Vec<u32>,
     maps: Vec<FxHashMap<Vec<u8>, MapSlot>>,
+}
+
+/// The codec of the running operator's state.
+fn state_codec() -> Codec {
+    with_cache(|c| c.codecs.state)
 }
 
 fn no_key() -> crate::Error {
@@ -130,6 +138,7 @@ impl StateCache {
     /// Drain the batch's changes as state operations, leaving the cache empty.
     pub(crate) fn take_ops(&mut self) -> Vec<StateOp> {
         let mut ops = Vec::new();
+        let codec = self.codecs.state;
         for (slots, &state) in self.values.iter_mut().zip(&self.value_ids) {
             for (key, slot) in slots.drain() {
                 if let ValueSlot::Typed {
@@ -142,7 +151,7 @@ impl StateCache {
                     ops.push(match value {
                         Some(v) => StateOp::PutValue(ValuePut {
                             target,
-                            value: encode(&*v),
+                            value: encode(&*v, codec),
                         }),
                         None => StateOp::Clear(target),
                     });
@@ -265,9 +274,9 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         }
     }
 
-    fn encode(value: &dyn Any) -> Vec<u8> {
+    fn encode(value: &dyn Any, codec: Codec) -> Vec<u8> {
         match value.downcast_ref::<T>() {
-            Some(v) => codec::encode(v),
+            Some(v) => wire::encode(codec, v),
             None => unreachable!("a value state holds one type"),
         }
     }
@@ -277,6 +286,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         f: impl FnOnce(&mut Option<Box<dyn Any>>, &mut bool) -> R,
     ) -> crate::Result<R> {
         with_cache(|cache| {
+            let codec = cache.codecs.state;
             let state = cache.value_ids[self.slot];
             let key = cache.current_key.as_deref().ok_or_else(no_key)?;
             // One lookup on a hit; the key is copied only on a miss.
@@ -286,7 +296,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
             });
             if let ValueSlot::Raw(bytes) = slot {
                 let value = match bytes {
-                    Some(b) => Some(Box::new(codec::decode::<T>(b)?) as Box<dyn Any>),
+                    Some(b) => Some(Box::new(wire::decode::<T>(codec, b)?) as Box<dyn Any>),
                     None => None,
                 };
                 *slot = ValueSlot::Typed {
@@ -520,9 +530,10 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// # assert_eq!(h.process::<_, _, i64>("k", &3, None).unwrap(), [5]);
     /// ```
     pub fn get(&self) -> crate::Result<Vec<T>> {
+        let codec = state_codec();
         self.load()?;
         self.with_slot(|slot| match slot {
-            ListSlot::Known { items, .. } => items.iter().map(|b| codec::decode(b)).collect(),
+            ListSlot::Known { items, .. } => items.iter().map(|b| wire::decode(codec, b)).collect(),
             ListSlot::Appended(_) => unreachable!("loaded above"),
         })?
     }
@@ -549,7 +560,8 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// # h.process::<_, _, i64>("k", &3, None).unwrap();
     /// ```
     pub fn add(&self, value: T) -> crate::Result<()> {
-        let bytes = codec::encode(&value);
+        let codec = state_codec();
+        let bytes = wire::encode(codec, &value);
         self.with_slot(|slot| match slot {
             ListSlot::Appended(added) => added.push(bytes),
             ListSlot::Known { items, replaced } => {
@@ -585,7 +597,8 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// # assert_eq!(h.process::<_, _, i64>("k", &3, None).unwrap(), [3]);
     /// ```
     pub fn update(&self, values: Vec<T>) -> crate::Result<()> {
-        let items = values.iter().map(codec::encode).collect();
+        let codec = state_codec();
+        let items = values.iter().map(|v| wire::encode(codec, v)).collect();
         self.with_slot(|slot| {
             *slot = ListSlot::Known {
                 items,
@@ -698,7 +711,8 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// # assert_eq!(h.process::<_, _, i64>("k", "a", None).unwrap(), [2]);
     /// ```
     pub fn get(&self, map_key: &K) -> crate::Result<Option<V>> {
-        let mk = codec::encode(map_key);
+        let codec = state_codec();
+        let mk = wire::encode(codec, map_key);
         let bytes = self.with_slot(|state, key, slot| {
             if let Some(change) = slot.changes.get(&mk) {
                 return Ok(change.clone());
@@ -717,7 +731,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
             slot.reads.insert(mk.clone(), read.clone());
             Ok(read)
         })?;
-        bytes.map(|b| codec::decode(&b)).transpose()
+        bytes.map(|b| wire::decode(codec, &b)).transpose()
     }
 
     /// Whether `map_key` is present for the current key.
@@ -769,7 +783,8 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// # assert_eq!(h.process::<_, _, i64>("k", "abc", None).unwrap(), [3]);
     /// ```
     pub fn put(&self, map_key: &K, value: &V) -> crate::Result<()> {
-        let (mk, v) = (codec::encode(map_key), codec::encode(value));
+        let codec = state_codec();
+        let (mk, v) = (wire::encode(codec, map_key), wire::encode(codec, value));
         self.with_slot(|_, _, slot| {
             slot.changes.insert(mk, Some(v));
             Ok(())
@@ -799,7 +814,8 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// # assert_eq!(h.process::<_, _, i64>("k", "a", None).unwrap(), [0]);
     /// ```
     pub fn remove(&self, map_key: &K) -> crate::Result<()> {
-        let mk = codec::encode(map_key);
+        let codec = state_codec();
+        let mk = wire::encode(codec, map_key);
         self.with_slot(|_, _, slot| {
             slot.changes.insert(mk, None);
             Ok(())
@@ -829,6 +845,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// # assert_eq!(h.process::<_, _, String>("k", "a", None).unwrap(), ["a,b"]);
     /// ```
     pub fn entries(&self) -> crate::Result<Vec<(K, V)>> {
+        let codec = state_codec();
         let merged = self.with_slot(|state, key, slot| {
             let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = if slot.cleared {
                 BTreeMap::new()
@@ -849,7 +866,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
         })?;
         merged
             .into_iter()
-            .map(|(k, v)| Ok((codec::decode(&k)?, codec::decode(&v)?)))
+            .map(|(k, v)| Ok((wire::decode(codec, &k)?, wire::decode(codec, &v)?)))
             .collect()
     }
 

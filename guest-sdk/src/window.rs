@@ -68,9 +68,10 @@ use std::marker::PhantomData;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::codec::wire::{self, Codec, Codecs};
 use crate::context::Pending;
 use crate::driver::DynOperator;
-use crate::{Collector, OpenContext, SideOutput, codec};
+use crate::{Collector, OpenContext, SideOutput};
 
 /// Where a window operator sends the records later than its allowed
 /// lateness, unchanged (route it with `input = "operator:late"`).
@@ -84,6 +85,8 @@ pub struct Window {
     /// First instant after it.
     pub end: i64,
     key: Vec<u8>,
+    /// The codec of the key (the window operator's input's).
+    codec: Codec,
 }
 
 impl Window {
@@ -109,10 +112,11 @@ impl Window {
     /// # assert_eq!(h.advance_watermark::<String>(100).unwrap(), ["k: 1"]);
     /// ```
     pub fn key<K: DeserializeOwned>(&self) -> crate::Result<K> {
-        codec::decode(&self.key)
+        wire::decode(self.codec, &self.key)
     }
 
-    /// The key's raw bytes.
+    /// The key's raw bytes, as the window operator's input encodes them
+    /// (JSON or MessagePack: see [`crate::codec`]).
     ///
     /// # Example
     ///
@@ -239,13 +243,13 @@ struct AggregateFn<A>(A);
 
 impl<A: Aggregate> AggregateFn<A> {
     /// The merge of stored accumulators (a new one for none).
-    fn merged(&self, stored: &[&[u8]]) -> crate::Result<A::Acc> {
+    fn merged(&self, stored: &[&[u8]], codec: Codec) -> crate::Result<A::Acc> {
         let Some((first, rest)) = stored.split_first() else {
             return Ok(self.0.create());
         };
-        let mut acc: A::Acc = codec::decode(first)?;
+        let mut acc: A::Acc = wire::decode(codec, first)?;
         for other in rest {
-            self.0.merge(&mut acc, codec::decode(other)?);
+            self.0.merge(&mut acc, wire::decode(codec, other)?);
         }
         Ok(acc)
     }
@@ -258,6 +262,7 @@ impl<A: Aggregate> DynOperator for AggregateFn<A> {
         accumulators: &[&[u8]],
         groups: &[u32],
         targets: &[u32],
+        codecs: &Codecs,
     ) -> crate::Result<Vec<Vec<u8>>> {
         let mut accs = Vec::with_capacity(groups.len());
         let mut from = 0usize;
@@ -265,17 +270,20 @@ impl<A: Aggregate> DynOperator for AggregateFn<A> {
             let stored = accumulators
                 .get(from..end as usize)
                 .ok_or("a group's accumulators are outside the call's")?;
-            accs.push(self.merged(stored)?);
+            accs.push(self.merged(stored, codecs.state)?);
             from = end as usize;
         }
         for (record, &g) in records.iter().zip(targets) {
-            let input: A::In = codec::decode(record)?;
+            let input: A::In = wire::decode(codecs.input, record)?;
             let acc = accs
                 .get_mut(g as usize)
                 .ok_or("a record's group is outside the call's")?;
             self.0.add(acc, &input);
         }
-        Ok(accs.iter().map(codec::encode).collect())
+        Ok(accs
+            .iter()
+            .map(|acc| wire::encode(codecs.state, acc))
+            .collect())
     }
 
     fn fire_window(
@@ -284,7 +292,7 @@ impl<A: Aggregate> DynOperator for AggregateFn<A> {
         contents: &[&[u8]],
         batch: &mut Pending,
     ) -> crate::Result<()> {
-        let acc = self.merged(contents)?;
+        let acc = self.merged(contents, batch.state)?;
         let out = self.0.result(window, acc)?;
         batch.push(&out, None);
         Ok(())
@@ -304,7 +312,7 @@ impl<P: ProcessWindow> DynOperator for ProcessFn<P> {
     ) -> crate::Result<()> {
         let records = contents
             .iter()
-            .map(|r| codec::decode(r))
+            .map(|r| wire::decode(batch.input, r))
             .collect::<crate::Result<Vec<P::In>>>()?;
         self.0.process(
             window,
@@ -342,9 +350,14 @@ pub(crate) fn open_process<P: ProcessWindow>(
 }
 
 impl Window {
-    /// A window of `key`, `[start, end)`.
-    pub(crate) fn new(key: Vec<u8>, start: i64, end: i64) -> Window {
-        Window { start, end, key }
+    /// A window of `key` (in `codec`), `[start, end)`.
+    pub(crate) fn new(key: Vec<u8>, start: i64, end: i64, codec: Codec) -> Window {
+        Window {
+            start,
+            end,
+            key,
+            codec,
+        }
     }
 }
 

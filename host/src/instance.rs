@@ -37,9 +37,8 @@ pub struct BatchOutput {
 pub struct OperatorInstance {
     runtime: Arc<WasmRuntime>,
     component: Arc<LoadedComponent>,
-    function: String,
-    config: Vec<(String, String)>,
-    window: Option<types::WindowSpec>,
+    /// What `create` is called with, kept for a [`reset`](Self::reset).
+    creation: Creation,
     ident: Arc<TaskIdent>,
     kind: OperatorKind,
     store: Store<TaskState>,
@@ -47,6 +46,27 @@ pub struct OperatorInstance {
     handle: ResourceAny,
     /// Time spent in guest calls so far.
     guest_time: std::time::Duration,
+}
+
+/// Which operator a component creates, and how.
+#[derive(Debug, Clone, Default)]
+pub struct OperatorSpec<'a> {
+    /// The operator's name among the component's exports.
+    pub function: &'a str,
+    /// The job's parameters, as key/value pairs.
+    pub config: Vec<(String, String)>,
+    /// A window function's windows.
+    pub window: Option<&'a weir_model::graph::WindowSpec>,
+    /// The codecs of its input, outputs and state.
+    pub codecs: weir_model::codec::OperatorCodecs,
+}
+
+/// `create`'s arguments, in the contract's types.
+struct Creation {
+    function: String,
+    config: Vec<(String, String)>,
+    window: Option<types::WindowSpec>,
+    codecs: types::Codecs,
 }
 
 /// What an operator instance holds and has cost so far.
@@ -61,19 +81,23 @@ pub struct InstanceMetrics {
 }
 
 impl OperatorInstance {
-    /// Instantiate `component` and create its operator `function` with the
-    /// job's parameters (and a window function with its windows), keeping
-    /// keyed state and timers in `backend`.
+    /// Instantiate `component` and create its operator as `spec` says (its
+    /// name, the job's parameters, a window function's windows and its
+    /// codecs), keeping keyed state and timers in `backend`.
     pub fn new(
         runtime: Arc<WasmRuntime>,
         component: Arc<LoadedComponent>,
-        function: &str,
-        config: Vec<(String, String)>,
-        window: Option<&weir_model::graph::WindowSpec>,
+        spec: OperatorSpec<'_>,
         ident: TaskIdent,
         backend: Box<dyn StateBackend>,
     ) -> Result<OperatorInstance, OperatorError> {
-        let window = window.map(wit_window_spec);
+        let function = spec.function;
+        let creation = Creation {
+            function: function.to_owned(),
+            config: spec.config,
+            window: spec.window.map(wit_window_spec),
+            codecs: wit_codecs(&spec.codecs),
+        };
         let ident = Arc::new(ident);
         let kind = match component.operator(function) {
             Some(d) => d.kind,
@@ -94,15 +118,12 @@ impl OperatorInstance {
                 });
             }
         };
-        let (store, bindings, handle) = Self::start(
-            &runtime, &component, function, &config, window, &ident, backend,
-        )?;
+        let (store, bindings, handle) =
+            Self::start(&runtime, &component, &creation, &ident, backend)?;
         Ok(OperatorInstance {
             runtime,
             component,
-            function: function.to_owned(),
-            config,
-            window,
+            creation,
             ident,
             kind,
             store,
@@ -115,9 +136,7 @@ impl OperatorInstance {
     fn start(
         runtime: &WasmRuntime,
         component: &LoadedComponent,
-        function: &str,
-        config: &[(String, String)],
-        window: Option<types::WindowSpec>,
+        creation: &Creation,
         ident: &Arc<TaskIdent>,
         backend: Box<dyn StateBackend>,
     ) -> Result<(Store<TaskState>, OperatorComponent, ResourceAny), OperatorError> {
@@ -127,10 +146,13 @@ impl OperatorInstance {
             Err(e) => return Err(classify(&mut store, e, "instantiating the component")),
         };
         store.data_mut().creating = true;
-        let created = bindings
-            .weir_operator_operators()
-            .operator()
-            .call_create(&mut store, function, config, window);
+        let created = bindings.weir_operator_operators().operator().call_create(
+            &mut store,
+            &creation.function,
+            &creation.config,
+            creation.window,
+            &creation.codecs,
+        );
         store.data_mut().creating = false;
         store.data_mut().staged.clear();
         match created {
@@ -375,9 +397,7 @@ impl OperatorInstance {
         let (store, bindings, handle) = Self::start(
             &self.runtime,
             &self.component,
-            &self.function,
-            &self.config,
-            self.window,
+            &self.creation,
             &self.ident,
             backend,
         )?;
@@ -404,6 +424,24 @@ fn wit_window_spec(w: &weir_model::graph::WindowSpec) -> types::WindowSpec {
             TimeCharacteristic::Processing => types::TimeDomain::ProcessingTime,
         },
         allowed_lateness_ms: w.allowed_lateness_ms,
+    }
+}
+
+/// An operator's codecs as the contract's `codecs`.
+fn wit_codecs(c: &weir_model::codec::OperatorCodecs) -> types::Codecs {
+    let codec = |c: weir_model::codec::Codec| match c {
+        weir_model::codec::Codec::Json => types::Codec::Json,
+        weir_model::codec::Codec::Msgpack => types::Codec::Msgpack,
+    };
+    types::Codecs {
+        input: codec(c.input),
+        output: codec(c.output),
+        side_outputs: c
+            .side_outputs
+            .iter()
+            .map(|(name, c)| (name.clone(), codec(*c)))
+            .collect(),
+        state: codec(c.state),
     }
 }
 

@@ -15,7 +15,7 @@
 //!   says what went wrong (trap, deadline, memory cap, the guest's own error)
 //!   and carries the guest's last words (panic message, stderr).
 //!
-//! The contract is the WIT package in `wit/` (`weir:operator@0.2.0`); the
+//! The contract is the WIT package in `wit/` (`weir:operator@0.3.0`); the
 //! generated types are re-exported in [`types`].
 
 mod bindings;
@@ -31,7 +31,7 @@ mod wasi;
 pub use config::HostConfig;
 pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
 pub use imports::now_ms;
-pub use instance::{BatchContext, BatchOutput, InstanceMetrics, OperatorInstance};
+pub use instance::{BatchContext, BatchOutput, InstanceMetrics, OperatorInstance, OperatorSpec};
 pub use runtime::{LoadedComponent, WasmRuntime};
 pub use weir_state::{MemoryStateBackend, StateBackend, StateSize};
 

@@ -29,6 +29,52 @@ pub enum Codec {
     Msgpack,
 }
 
+impl Codec {
+    /// A short, escaped excerpt of a record in this codec, for an error
+    /// message: its JSON text (MessagePack shown as JSON when it is
+    /// MessagePack at all), at most 80 characters.
+    ///
+    /// ```
+    /// use weir_model::codec::Codec;
+    /// assert_eq!(Codec::Msgpack.excerpt(&[0x81, 0xa1, b'a', 0x01]), r#""{\"a\":1}""#);
+    /// assert_eq!(Codec::Json.excerpt(b"x\ny"), r#""x\ny""#);
+    /// ```
+    pub fn excerpt(self, bytes: &[u8]) -> String {
+        const MAX: usize = 80;
+        let text = match self {
+            Codec::Json => String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX)]).into_owned(),
+            Codec::Msgpack => {
+                let mut json = Vec::new();
+                match crate::msgpack::to_json(bytes, &mut json) {
+                    Ok(()) => String::from_utf8_lossy(&json).into_owned(),
+                    Err(_) => format!("(MessagePack, {} bytes)", bytes.len()),
+                }
+            }
+        };
+        let cut: String = text.chars().take(MAX).collect();
+        if cut.len() < text.len() {
+            format!("{cut:?}…")
+        } else {
+            format!("{cut:?}")
+        }
+    }
+}
+
+/// What one operator decodes its input with and encodes its outputs and its
+/// state with, as the host tells it when it creates it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperatorCodecs {
+    /// Its input records (and their keys).
+    pub input: Codec,
+    /// Its main output's records (and the keys it gives them).
+    pub output: Codec,
+    /// Each side output the job routes somewhere, by name; the records of
+    /// one it does not route are dropped.
+    pub side_outputs: Vec<(String, Codec)>,
+    /// Its keyed state, window accumulators included: the job's codec.
+    pub state: Codec,
+}
+
 /// The side output a window operator sends records past their lateness to.
 const LATE: &str = "late";
 
@@ -112,6 +158,29 @@ impl StreamCodecs {
         }
     }
 
+    /// The codecs of `graph`'s streams, as the job's `codec` asks.
+    pub fn of_job(graph: &JobGraph) -> StreamCodecs {
+        StreamCodecs::of(graph, graph.codec)
+    }
+
+    /// What operator `v` of `graph` reads and writes with.
+    pub fn operator(&self, graph: &JobGraph, v: usize) -> OperatorCodecs {
+        let mut side_outputs: Vec<(String, Codec)> = Vec::new();
+        for e in graph.outputs(v) {
+            if let Some(name) = &e.side_output
+                && !side_outputs.iter().any(|(n, _)| n == name)
+            {
+                side_outputs.push((name.clone(), self.output(v, Some(name))));
+            }
+        }
+        OperatorCodecs {
+            input: self.input(graph, v),
+            output: self.output(v, None),
+            side_outputs,
+            state: graph.codec,
+        }
+    }
+
     /// The codec of vertex `v`'s output `side` (`None`: its main output).
     pub fn output(&self, v: usize, side: Option<&str>) -> Codec {
         if self.msgpack.contains(&(v, side.map(str::to_owned))) {
@@ -168,6 +237,51 @@ mod tests {
         // Asked for JSON: JSON everywhere.
         let c = StreamCodecs::of(&g, Codec::Json);
         assert_eq!(c.output(a, None), Codec::Json);
+        // The manifest's default is MessagePack.
+        assert_eq!(g.codec, Codec::Msgpack);
+        assert_eq!(StreamCodecs::of_job(&g).output(a, None), Codec::Msgpack);
+    }
+
+    #[test]
+    fn an_operator_is_told_its_input_output_routed_side_outputs_and_state() {
+        let g = graph(
+            "[[operator]]\nname='a'\nfunction='f'\n\
+             [[operator]]\nname='b'\nfunction='g'\ninput='a'\n\
+             [[operator]]\nname='c'\nfunction='h'\ninput='a:x'\n\
+             [[sink]]\nname='o'\ntype='stdout'\ninput='b'\n\
+             [[sink]]\nname='o2'\ntype='stdout'\ninput='a:y'\n\
+             [[sink]]\nname='o3'\ntype='stdout'\ninput='c'\n",
+        );
+        let c = StreamCodecs::of_job(&g);
+        let a = c.operator(&g, id(&g, "a"));
+        assert_eq!(a.input, Codec::Json);
+        assert_eq!(a.output, Codec::Msgpack);
+        assert_eq!(a.state, Codec::Msgpack);
+        let mut sides = a.side_outputs.clone();
+        sides.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            sides,
+            [
+                ("x".to_owned(), Codec::Msgpack),
+                ("y".to_owned(), Codec::Json)
+            ]
+        );
+        let b = c.operator(&g, id(&g, "b"));
+        assert_eq!((b.input, b.output), (Codec::Msgpack, Codec::Json));
+        assert!(b.side_outputs.is_empty());
+        // `codec = "json"` in the manifest: JSON everywhere, state too.
+        let m = Manifest::parse(
+            "[job]\nname='j'\ncodec='json'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n\
+             [[operator]]\nname='a'\nfunction='f'\n[[operator]]\nname='b'\nfunction='g'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n",
+        )
+        .unwrap();
+        let g = JobGraph::build(&m, BTreeMap::new(), None).unwrap();
+        let a = StreamCodecs::of_job(&g).operator(&g, id(&g, "a"));
+        assert_eq!((a.output, a.state), (Codec::Json, Codec::Json));
+        // Anything else is refused, naming the choices.
+        let e = Manifest::parse("[job]\nname='j'\ncodec='cbor'\n").unwrap_err();
+        assert!(e.to_string().contains("msgpack"), "{e}");
     }
 
     #[test]

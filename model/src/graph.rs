@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::builtin::{Builtin, BuiltinTable};
+use crate::codec::Codec;
 use crate::fault_tolerance::{
     CheckpointConfig, RestartStrategy, StateBackendKind, checkpoint_config, restart_strategy,
     state_backend,
@@ -39,6 +40,10 @@ pub struct JobGraph {
     /// How the job restarts after a failure.
     #[serde(default)]
     pub restart: RestartStrategy,
+    /// The codec between its components and of their state (see
+    /// [`crate::codec`]).
+    #[serde(default)]
+    pub codec: Codec,
 }
 
 /// One vertex of the graph, run as `parallelism` subtasks.
@@ -786,6 +791,7 @@ impl JobGraph {
             state_backend,
             checkpoint,
             restart,
+            codec: manifest.job.codec.unwrap_or(Codec::Msgpack),
         })
     }
 

@@ -5,6 +5,7 @@
 //! name = "wordcount"
 //! parallelism = 2           # default; `--parallelism` overrides
 //! max-parallelism = 128     # number of key groups
+//! codec = "msgpack"         # between components and in state: msgpack | json
 //!
 //! [params]                  # job parameters: `${name}` in the manifest,
 //! input = { doc = "text file to count" }          # required (no default)
@@ -113,6 +114,11 @@ pub struct JobSection {
     /// The number of key groups (upper bound on parallelism).
     #[serde(default)]
     pub max_parallelism: Option<u32>,
+    /// How records between components and operators' state are encoded:
+    /// `msgpack` (the default) or `json`. Sources, sinks and built-in
+    /// operators always read and write JSON.
+    #[serde(default)]
+    pub codec: Option<crate::codec::Codec>,
 }
 
 /// The `[component]` table.

@@ -70,9 +70,10 @@ pub fn instance(rt: &Arc<WasmRuntime>, function: &str) -> OperatorInstance {
     OperatorInstance::new(
         rt.clone(),
         component,
-        function,
-        Vec::new(),
-        None,
+        weir_host::OperatorSpec {
+            function,
+            ..Default::default()
+        },
         TaskIdent {
             job: "test-job".into(),
             operator: format!("op-{function}"),

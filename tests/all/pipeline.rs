@@ -88,6 +88,137 @@ async fn keyed_timers_fire_at_end_of_input_and_side_outputs_reach_their_sink() {
     }
 }
 
+/// Baskets behind two components, so that records reach `basket` from a
+/// component: a map, a filter (which passes its input on as it is), a
+/// `key-by` pointer into what they emit.
+const CHAINED_BASKETS: &str = r#"
+[job]
+name = "chained-baskets"
+codec = "CODEC"
+[params]
+input = {}
+output = {}
+late = {}
+[[source]]
+name = "items"
+type = "json-lines-file"
+path = "${input}"
+[[operator]]
+name = "identity"
+function = "identity"
+[[operator]]
+name = "filter"
+function = "not-third"
+[[operator]]
+name = "basket"
+function = "basket"
+key-by = "/key"
+[[operator]]
+name = "again"
+function = "identity"
+input = "basket:late"
+[[sink]]
+name = "out"
+type = "json-lines-file"
+path = "${output}"
+input = "basket"
+[[sink]]
+name = "late"
+input = "again"
+type = "json-lines-file"
+path = "${late}"
+"#;
+
+/// What a job wrote, in a canonical order (a basket's items arrive from
+/// two subtasks, in any interleaving).
+fn sorted_lines(path: &std::path::Path) -> Vec<String> {
+    let mut lines: Vec<String> = read_json_lines(path)
+        .into_iter()
+        .map(|mut v| {
+            if let Some(items) = v.get_mut("items").and_then(|i| i.as_array_mut()) {
+                items.sort_by_key(|i| i.to_string());
+            }
+            v.to_string()
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn msgpack_between_components_gives_what_json_gives_in_fewer_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let mut lines = String::new();
+    let (mut kept, mut late_kept) = (0, 0);
+    for i in 0..2_000u32 {
+        let item = if i % 50 == 1 { "late" } else { "thing é ~1/" };
+        // Keys of several shapes: a JSON pointer must find the same key in
+        // both codecs (and the same subtask for it).
+        let key = match i % 4 {
+            0 => format!("\"k{}\"", i % 7),
+            1 => format!("{}", i % 5),
+            2 => format!("{{\"a\": [{}, -1.5]}}", i % 3),
+            _ => "null".to_owned(),
+        };
+        lines.push_str(&format!(
+            "{{\"key\": {key}, \"seq\": {i}, \"item\": \"{item}\", \"ts\": {i}}}\n"
+        ));
+        if i % 3 != 0 {
+            kept += 1;
+            late_kept += usize::from(item == "late");
+        }
+    }
+    std::fs::write(&input, lines).unwrap();
+    let mut outputs = Vec::new();
+    let mut bytes = Vec::new();
+    for codec in ["json", "msgpack"] {
+        let (output, late) = (
+            dir.path().join(format!("out-{codec}")),
+            dir.path().join(format!("late-{codec}")),
+        );
+        let params = [
+            ("input", input.to_str().unwrap()),
+            ("output", output.to_str().unwrap()),
+            ("late", late.to_str().unwrap()),
+        ];
+        let manifest = CHAINED_BASKETS.replace("CODEC", codec);
+        let job = job(&manifest, &params, 2).unwrap();
+        let counters = job.counters.clone();
+        run_job(job).await.unwrap();
+        let total: usize = read_json_lines(&output)
+            .iter()
+            .map(|b| b["items"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(total, kept, "{codec}: every kept item once");
+        let late_records = read_json_lines(&late);
+        assert_eq!(late_records.len(), late_kept, "{codec}");
+        assert!(
+            late_records.iter().all(|r| r == "late"),
+            "{codec}: {late_records:?}"
+        );
+        outputs.push((sorted_lines(&output), sorted_lines(&late)));
+        let out_of = |name: &str| -> u64 {
+            let (_, subtasks) = counters.vertices.iter().find(|(n, _)| n == name).unwrap();
+            subtasks
+                .iter()
+                .map(|c| c.bytes_out.load(std::sync::atomic::Ordering::Relaxed))
+                .sum()
+        };
+        bytes.push((out_of("identity"), out_of("filter")));
+    }
+    assert!(
+        outputs[0] == outputs[1],
+        "the results differ between the codecs: {:?}",
+        outputs[0].0.iter().zip(&outputs[1].0).find(|(a, b)| a != b)
+    );
+    let ((json_map, json_filter), (packed_map, packed_filter)) = (bytes[0], bytes[1]);
+    assert!(
+        packed_map < json_map * 9 / 10 && packed_filter < json_filter * 9 / 10,
+        "MessagePack between components: {packed_map} < {json_map}, {packed_filter} < {json_filter}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_operator_fails_the_job_with_its_error() {
     let dir = tempfile::tempdir().unwrap();

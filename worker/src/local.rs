@@ -167,6 +167,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     }
 
     let counters = job.counters.clone();
+    let codecs = weir_model::codec::StreamCodecs::of_job(graph);
 
     let mut handles = Vec::new();
     for t in tasks {
@@ -219,6 +220,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                 channel,
                                 s as usize,
                                 e.partitioning.clone(),
+                                codecs.output(e.from, e.side_output.as_deref()),
                                 graph.max_parallelism,
                                 job.batch_size,
                             ));
@@ -301,7 +303,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         let op = match &vertex.kind {
                             VertexKind::Source(_) => NodeOp::Source,
                             VertexKind::Operator { .. } => {
-                                NodeOp::Operator(factory.create(&graph.name, vertex, s)?)
+                                NodeOp::Operator(factory.create(&graph, vertex, s)?)
                             }
                             VertexKind::Sink(config) => {
                                 if let Some(r) = &restore

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use weir_host::{
-    BatchContext, BatchOutput, LoadedComponent, OperatorError, OperatorInstance, TaskIdent,
-    WasmRuntime,
+    BatchContext, BatchOutput, LoadedComponent, OperatorError, OperatorInstance, OperatorSpec,
+    TaskIdent, WasmRuntime,
 };
-use weir_model::{Record, Vertex, VertexKind};
+use weir_model::codec::StreamCodecs;
+use weir_model::{JobGraph, Record, Vertex, VertexKind};
 use weir_state::TimeDomain;
 use weir_state::snapshot::LocalSnapshot;
 
@@ -60,10 +61,10 @@ pub trait StreamOperator: Send {
 
 /// Creates the operator of one subtask of an operator vertex.
 pub trait OperatorFactory: Send + Sync {
-    /// The operator for `subtask` of `vertex`.
+    /// The operator for `subtask` of `vertex`, a vertex of `graph`.
     fn create(
         &self,
-        job: &str,
+        graph: &JobGraph,
         vertex: &Vertex,
         subtask: u32,
     ) -> Result<Box<dyn StreamOperator>, OperatorError>;
@@ -136,10 +137,11 @@ pub struct WasmOperatorFactory {
 impl OperatorFactory for WasmOperatorFactory {
     fn create(
         &self,
-        job: &str,
+        graph: &JobGraph,
         vertex: &Vertex,
         subtask: u32,
     ) -> Result<Box<dyn StreamOperator>, OperatorError> {
+        let job = graph.name.as_str();
         let VertexKind::Operator {
             function,
             window,
@@ -189,13 +191,18 @@ impl OperatorFactory for WasmOperatorFactory {
             (Some(b), _) => return crate::builtin::create(b, key_by.as_ref(), ident, backend),
             (None, _) => {}
         }
+        let codecs = StreamCodecs::of_job(graph).operator(graph, vertex.id);
         let Some(w) = window else {
+            let spec = OperatorSpec {
+                function,
+                config,
+                window: None,
+                codecs,
+            };
             let instance = OperatorInstance::new(
                 self.runtime.clone(),
                 self.component.clone(),
-                function,
-                config,
-                None,
+                spec,
                 ident,
                 backend,
             )?;
@@ -207,12 +214,16 @@ impl OperatorFactory for WasmOperatorFactory {
             Some(OperatorKind::WindowProcess) => Contents::Records,
             _ => Contents::Accumulator,
         };
+        let spec = OperatorSpec {
+            function,
+            config,
+            window: Some(w),
+            codecs,
+        };
         let instance = OperatorInstance::new(
             self.runtime.clone(),
             self.component.clone(),
-            function,
-            config,
-            Some(w),
+            spec,
             ident.clone(),
             Box::new(weir_state::MemoryStateBackend::new()),
         )?;

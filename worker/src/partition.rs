@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::Sender;
+use weir_model::codec::Codec;
 use weir_model::keygroup::subtask_for_key;
 use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
 
@@ -37,6 +38,8 @@ pub struct NetworkOutput {
     cancel: Arc<AtomicBool>,
     channel: u32,
     partitioning: Partitioning,
+    /// How the edge's records are encoded (a key-by pointer reads them).
+    codec: Codec,
     max_parallelism: u32,
     buffers: Vec<Vec<Record>>,
     batch_size: usize,
@@ -45,8 +48,9 @@ pub struct NetworkOutput {
     backpressured: std::time::Duration,
 }
 
-/// Extract the key of `record` per `key_by` and set it.
-pub fn assign_key(record: &mut Record, key_by: &KeyBy) -> Result<(), PartitionError> {
+/// Extract the key of `record` per `key_by` and set it; `codec` is how the
+/// stream encodes its records (a JSON pointer reads either).
+pub fn assign_key(record: &mut Record, key_by: &KeyBy, codec: Codec) -> Result<(), PartitionError> {
     match key_by {
         KeyBy::Value => record.key = Some(record.value.clone()),
         KeyBy::Key => {
@@ -57,16 +61,22 @@ pub fn assign_key(record: &mut Record, key_by: &KeyBy) -> Result<(), PartitionEr
             }
         }
         KeyBy::Pointer(p) => {
-            let field = weir_model::json::pointer_compact(&record.value, p).map_err(|e| {
+            let field = match codec {
+                Codec::Json => weir_model::json::pointer_compact(&record.value, p)
+                    .map_err(|e| format!("is not JSON ({e})")),
+                Codec::Msgpack => weir_model::msgpack::pointer(&record.value, p)
+                    .map_err(|e| format!("is not MessagePack ({e})")),
+            }
+            .map_err(|e| {
                 PartitionError::Key(format!(
-                    "key-by = {p:?}: a record is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
+                    "key-by = {p:?}: a record {e}: {}",
+                    codec.excerpt(&record.value)
                 ))
             })?;
             let field = field.ok_or_else(|| {
                 PartitionError::Key(format!(
                     "key-by = {p:?}: a record has no such field: {}",
-                    String::from_utf8_lossy(&record.value[..record.value.len().min(80)])
+                    codec.excerpt(&record.value)
                 ))
             })?;
             record.key = Some(match field {
@@ -92,7 +102,8 @@ fn sub_bytes(whole: &bytes::Bytes, part: &[u8]) -> bytes::Bytes {
 impl NetworkOutput {
     /// An output to `senders` (one per receiving subtask); this sender is
     /// channel `channel` at the receivers and subtask `subtask` of its
-    /// vertex; it stops waiting for room when `cancel` is set.
+    /// vertex; it stops waiting for room when `cancel` is set. Records are
+    /// in `codec`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         senders: Vec<Sender<Envelope>>,
@@ -100,6 +111,7 @@ impl NetworkOutput {
         channel: u32,
         subtask: usize,
         partitioning: Partitioning,
+        codec: Codec,
         max_parallelism: u32,
         batch_size: usize,
     ) -> Self {
@@ -109,6 +121,7 @@ impl NetworkOutput {
             cancel,
             channel,
             partitioning,
+            codec,
             max_parallelism,
             buffers: vec![Vec::new(); n],
             batch_size,
@@ -188,7 +201,7 @@ impl NetworkOutput {
             Partitioning::Hash(key_by) => {
                 let key_by = key_by.clone();
                 for mut r in records {
-                    assign_key(&mut r, &key_by)?;
+                    assign_key(&mut r, &key_by, self.codec)?;
                     let key = r.key.as_deref().expect("assigned above");
                     let to = subtask_for_key(key, self.max_parallelism, n as u32) as usize;
                     self.buffers[to].push(r);
