@@ -423,7 +423,8 @@ impl<Out: Serialize> Context<'_, Out> {
         }
     }
 
-    /// The current key's raw bytes, if the stream is keyed.
+    /// The current key's raw bytes, if the stream is keyed, as the input
+    /// stream encodes them (JSON or MessagePack: see [`crate::codec`]).
     ///
     /// # Example
     ///

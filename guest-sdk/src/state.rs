@@ -637,7 +637,8 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
 }
 
 /// A map per key, like Flink's `MapState`. User keys and values are encoded
-/// with the [`codec`]; entries are listed in the byte order of encoded keys.
+/// with the operator's state codec ([`crate::codec`]); entries are listed in the byte
+/// order of encoded keys.
 ///
 /// ```
 /// use weir::{testing::Harness, Context, KeyedProcess, MapState, OpenContext};
