@@ -23,6 +23,8 @@ pub(crate) struct Pending {
     pub(crate) processing_time: i64,
     pub(crate) outputs: OutBatch,
     pub(crate) side: Vec<(String, OutBatch)>,
+    /// The codec of each side output in `side`, in order.
+    pub(crate) side_codecs: Vec<Codec>,
     pub(crate) timer_ops: Vec<TimerOp>,
     /// The codec of the operator's input records and keys.
     pub(crate) input: Codec,
@@ -40,6 +42,7 @@ impl Default for Pending {
             processing_time: 0,
             outputs: OutBatch::default(),
             side: Vec::new(),
+            side_codecs: Vec::new(),
             timer_ops: Vec::new(),
             input: Codec::Json,
             output: Codec::Json,
@@ -55,21 +58,25 @@ impl Pending {
             .push_with(key, timestamp, |buf| wire::encode_into(codec, buf, value));
     }
 
-    fn side_batch(&mut self, name: &str) -> &mut OutBatch {
-        match self.side.iter().position(|(n, _)| n == name) {
-            Some(i) => &mut self.side[i].1,
+    /// The batch of side output `name`, and its codec (looked up once per
+    /// side output and batch).
+    fn side_batch(&mut self, name: &str) -> (&mut OutBatch, Codec) {
+        let i = match self.side.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
             None => {
                 self.side.push((name.to_owned(), OutBatch::default()));
-                &mut self.side.last_mut().expect("pushed").1
+                self.side_codecs
+                    .push(with_cache(|c| wire::side_output(&c.codecs, name)));
+                self.side.len() - 1
             }
-        }
+        };
+        (&mut self.side[i].1, self.side_codecs[i])
     }
 
     fn push_side<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
         let timestamp = self.timestamp;
-        let codec = with_cache(|c| wire::side_output(&c.codecs, name));
-        self.side_batch(name)
-            .push_with(None, timestamp, |buf| wire::encode_into(codec, buf, value));
+        let (batch, codec) = self.side_batch(name);
+        batch.push_with(None, timestamp, |buf| wire::encode_into(codec, buf, value));
     }
 }
 
