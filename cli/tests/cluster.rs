@@ -1000,8 +1000,11 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
     let bundle = failing_bundle(
         dir.path(),
         "tampered",
-        8000,
-        (1000, 2),
+        // The first failure comes after ~1 s (2,000 lines a subtask at
+        // 2,000/s), time for several checkpoints even on a loaded machine:
+        // the newest is tampered with, an older one must remain.
+        16_000,
+        (2000, 2),
         &output,
         "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
     );
@@ -1061,7 +1064,7 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
         !tampered.contains(&restored.id),
         "{restored:?} {tampered:?}"
     );
-    exactly_once(&output, 8000 * 8, |v| {
+    exactly_once(&output, 16_000 * 8, |v| {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
 }
