@@ -11,6 +11,10 @@ Each DIR holds a build: `weir` and `bench_operators.wasm` (from
 `target/release/` and `target/wasm32-wasip2/release/`; copy them aside before
 building the other commit). Workloads run at parallelism 1, Wasm operators
 and built-in ones.
+
+A setting instead of a build: give both sides the same DIR and a different
+`--before-codec` / `--after-codec` (the job's `codec`, `json` or `msgpack`),
+with `--wasm-only` (built-in operators do not use it).
 """
 
 import argparse
@@ -26,10 +30,18 @@ JOBS = [
     ("q1", False),
     ("keyed-count", False),
     ("tumbling-count", False),
+    ("sliding-count", False),
     ("q0", True),
     ("keyed-count", True),
     ("tumbling-count", True),
 ]
+
+
+def with_codec(manifest, codec):
+    """The manifest with `codec` set in its `[job]` table."""
+    if "\n[job]\n" not in manifest:
+        raise SystemExit("a side-by-side job without a [job] table")
+    return manifest.replace("\n[job]\n", f'\n[job]\ncodec = "{codec}"\n', 1)
 
 
 def main():
@@ -38,7 +50,12 @@ def main():
     parser.add_argument("--after", required=True, type=Path)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--before-codec", choices=["json", "msgpack"])
+    parser.add_argument("--after-codec", choices=["json", "msgpack"])
+    parser.add_argument("--wasm-only", action="store_true")
     args = parser.parse_args()
+    jobs = [(name, builtin) for name, builtin in JOBS if not (builtin and args.wasm_only)]
+    codecs = {"before": args.before_codec, "after": args.after_codec}
     sides = {"before": args.before, "after": args.after}
     for name, d in sides.items():
         for f in ("weir", "bench_operators.wasm"):
@@ -48,24 +65,27 @@ def main():
     with tempfile.TemporaryDirectory(prefix="weir-ab-") as work:
         bundles = {}
         for side, d in sides.items():
-            for name, builtin in JOBS:
+            for name, builtin in jobs:
                 bundle = Path(work) / f"{side}-{name}-{'builtin' if builtin else 'wasm'}"
                 bundle.mkdir()
                 shutil.copy(d / "bench_operators.wasm", bundle / "operators.wasm")
-                shutil.copy(compare.weir_job(name, builtin), bundle / "weir.toml")
+                manifest = compare.weir_job(name, builtin).read_text()
+                if codecs[side]:
+                    manifest = with_codec(manifest, codecs[side])
+                (bundle / "weir.toml").write_text(manifest)
                 # Warm-up: compiles and caches the component.
                 compare.weir_once(d / "weir", bundle, 1, min(args.events, 1_000_000))
                 bundles[(side, name, builtin)] = bundle
         for r in range(args.rounds):
             order = ("before", "after") if r % 2 == 0 else ("after", "before")
-            for name, builtin in JOBS:
+            for name, builtin in jobs:
                 for side in order:
                     bundle = bundles[(side, name, builtin)]
                     t = compare.weir_once(sides[side] / "weir", bundle, 1, args.events)[0]
                     times.setdefault((name, builtin, side), []).append(t)
     print("| workload | operators | before events/s | after events/s | after/before |")
     print("| --- | --- | ---: | ---: | ---: |")
-    for name, builtin in JOBS:
+    for name, builtin in jobs:
         b = statistics.median(times[(name, builtin, "before")])
         a = statistics.median(times[(name, builtin, "after")])
         kind = "built-in" if builtin else "Wasm"

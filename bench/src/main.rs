@@ -138,6 +138,10 @@ enum Bench {
         /// Runs of each variant; the best is reported.
         #[arg(long, default_value_t = 3)]
         runs: u32,
+        /// Also run the Wasm operators with JSON between them (`codec =
+        /// "json"`), turn by turn with the default MessagePack.
+        #[arg(long)]
+        json_too: bool,
     },
 }
 
@@ -182,9 +186,11 @@ pub(crate) fn generate_text(path: &Path, words: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The word count job; `{codec}` is the job's codec between components.
 const MANIFEST: &str = r#"
 [job]
 name = "wordcount-bench"
+codec = "{codec}"
 [params]
 input = {}
 [[source]]
@@ -208,8 +214,9 @@ async fn run_pipeline(
     input: &Path,
     factory: Arc<dyn OperatorFactory>,
     exported: &[ExportedOperator],
+    codec: &str,
 ) -> anyhow::Result<Duration> {
-    let manifest = Manifest::parse(MANIFEST)?;
+    let manifest = Manifest::parse(&MANIFEST.replace("{codec}", codec))?;
     let submission = Submission {
         params: vec![("input".into(), input.display().to_string())],
         parallelism: Some(1),
@@ -259,7 +266,7 @@ fn best<F: FnMut() -> anyhow::Result<Duration>>(runs: u32, mut f: F) -> anyhow::
     Ok(best)
 }
 
-async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
+async fn wordcount(words: u64, runs: u32, json_too: bool) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join("weir-bench");
     std::fs::create_dir_all(&dir)?;
     let input: PathBuf = dir.join(format!("text-{words}.txt"));
@@ -285,10 +292,17 @@ async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
 
     let handle = tokio::runtime::Handle::current();
     let mut wasm = Duration::MAX;
+    let mut wasm_json = Duration::MAX;
     let mut native_d = Duration::MAX;
     for _ in 0..runs.max(1) {
-        wasm = wasm.min(run_pipeline(&input, wasm_factory.clone(), &exported).await?);
-        native_d = native_d.min(run_pipeline(&input, native_factory.clone(), &exported).await?);
+        wasm = wasm.min(run_pipeline(&input, wasm_factory.clone(), &exported, "msgpack").await?);
+        if json_too {
+            let json = run_pipeline(&input, wasm_factory.clone(), &exported, "json").await?;
+            wasm_json = wasm_json.min(json);
+        }
+        // The native operators speak JSON, as a job's edges do.
+        let native = run_pipeline(&input, native_factory.clone(), &exported, "json").await?;
+        native_d = native_d.min(native);
     }
     let input2 = input.clone();
     let baseline = handle
@@ -304,6 +318,13 @@ async fn wordcount(words: u64, runs: u32) -> anyhow::Result<()> {
         wasm.as_secs_f64(),
         a
     );
+    if json_too {
+        println!(
+            "| (a) the same, JSON between the operators | {:.2} | {:.0} |",
+            wasm_json.as_secs_f64(),
+            rate(wasm_json)
+        );
+    }
     println!(
         "| (b) native operators, Weir runtime | {:.2} | {:.0} |",
         native_d.as_secs_f64(),
@@ -543,7 +564,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
-        Bench::Wordcount { words, runs } => rt.block_on(wordcount(words, runs)),
+        Bench::Wordcount {
+            words,
+            runs,
+            json_too,
+        } => rt.block_on(wordcount(words, runs, json_too)),
         Bench::Shuffle {
             records,
             value_bytes,
