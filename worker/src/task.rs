@@ -245,12 +245,12 @@ impl Subtask {
                     Some(b) if b.is_empty() => {
                         // Nothing to read for now: idle.
                         self.timing.idle += asked.elapsed();
-                        self.flush_sinks()?
+                        self.flush_sinks(true)?
                     }
                     Some(b) => {
                         self.push_source(b, &mut watermark)?;
                         self.flush()?;
-                        self.flush_sinks()?;
+                        self.flush_sinks(false)?;
                     }
                 }
                 self.source_time(&mut watermark)?;
@@ -283,6 +283,11 @@ impl Subtask {
                         Ok(m) => Some(Some(m)),
                         Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
                         Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
+                            // Drained for now: what the sinks hold leaves
+                            // before the wait, not after it.
+                            if has_sinks {
+                                self.flush_sinks(true)?;
+                            }
                             let waiting = Instant::now();
                             let got = self.runtime.block_on(tokio::time::timeout(wait, rx.recv()));
                             self.timing.idle += waiting.elapsed();
@@ -311,14 +316,14 @@ impl Subtask {
                             next = barriers.next_released();
                         }
                         self.flush()?;
-                        self.flush_sinks()?;
+                        self.flush_sinks(false)?;
                         if tracker.all_ended() {
                             break;
                         }
                     } else {
                         // Nothing came for a while: what the sinks hold
                         // becomes visible.
-                        self.flush_sinks()?;
+                        self.flush_sinks(true)?;
                     }
                     if self.cancel.load(Ordering::Relaxed) {
                         return Err(Canceled.into());
@@ -740,16 +745,22 @@ impl Subtask {
             }
         }
         // What windows fired becomes visible as time goes on.
-        self.flush_sinks()?;
+        self.flush_sinks(false)?;
         self.broadcast(StreamMessage::watermark(wm))
     }
 
-    /// Write out what the sinks hold (each at most every
-    /// [`crate::sinks::FLUSH_INTERVAL`]).
-    fn flush_sinks(&mut self) -> anyhow::Result<()> {
+    /// Write out what the sinks hold: each at most every
+    /// [`crate::sinks::FLUSH_INTERVAL`], or at once when the input is
+    /// `drained` for now.
+    fn flush_sinks(&mut self, drained: bool) -> anyhow::Result<()> {
         for node in &mut self.nodes {
             if let NodeOp::Sink(sink) = &mut node.op {
-                sink.flush()
+                let written = if drained {
+                    sink.write_out()
+                } else {
+                    sink.flush()
+                };
+                written
                     .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", node.name, self.name))?;
             }
         }

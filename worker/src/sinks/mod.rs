@@ -35,6 +35,12 @@ pub trait Sink: Send {
     fn flush(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
+    /// The task's input is drained for now (it is about to wait for more):
+    /// make what was written visible at once, so that a record that arrives
+    /// while the stream is slow leaves without waiting for the interval.
+    fn write_out(&mut self) -> anyhow::Result<()> {
+        self.flush()
+    }
     /// Checkpoint `checkpoint`'s barrier passed: make everything written so
     /// far durable, and return the handle to commit it by.
     fn pre_commit(&mut self, checkpoint: u64) -> anyhow::Result<Vec<u8>> {
@@ -65,6 +71,8 @@ pub struct SharedSink {
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     what: String,
     flushed: std::time::Instant,
+    /// Something was written since this subtask last wrote out.
+    unwritten: bool,
 }
 
 impl SharedSink {
@@ -102,6 +110,7 @@ impl SharedSink {
             writer: Arc::new(Mutex::new(writer)),
             what,
             flushed: std::time::Instant::now(),
+            unwritten: false,
         })
     }
 
@@ -120,11 +129,13 @@ impl Sink for SharedSink {
             buf.push(b'\n');
         }
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.unwritten |= !batch.is_empty();
         w.write_all(&buf)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))
     }
 
     fn finish(&mut self) -> anyhow::Result<()> {
+        self.unwritten = false;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         w.flush()
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))
@@ -132,6 +143,14 @@ impl Sink for SharedSink {
 
     fn flush(&mut self) -> anyhow::Result<()> {
         if self.flushed.elapsed() < FLUSH_INTERVAL {
+            return Ok(());
+        }
+        self.flushed = std::time::Instant::now();
+        self.finish()
+    }
+
+    fn write_out(&mut self) -> anyhow::Result<()> {
+        if !self.unwritten {
             return Ok(());
         }
         self.flushed = std::time::Instant::now();
