@@ -1,12 +1,14 @@
 //! Which codec each stream of a job carries.
 //!
-//! A job's edges speak JSON: sources read it, sinks write it, built-in
-//! operators read and write it. Between two operators that are WebAssembly
-//! components, records may travel as [MessagePack](crate::msgpack) instead,
-//! which is smaller and cheaper to decode and encode in every language. A
-//! stream (a vertex's main output or one of its side outputs) is MessagePack
-//! when the job asks for it, the stream's producer is a component (it
-//! encodes the records) and every consumer is a component (it decodes them);
+//! A job's edges speak JSON: JSON-lines sources read it, sinks write it,
+//! built-in operators read and write it. Between two operators that are
+//! WebAssembly components, records may travel as
+//! [MessagePack](crate::msgpack) instead, which is smaller and cheaper to
+//! decode and encode in every language. A stream (a vertex's main output or
+//! one of its side outputs) is MessagePack when the job asks for it, the
+//! stream's producer encodes its records itself (a component, or a source
+//! that makes its records rather than reading JSON: the generator and the
+//! text-file source) and every consumer is a component (it decodes them);
 //! every other stream is JSON. All the inputs of one vertex share one codec,
 //! so that an operator decodes every record the same way; a window
 //! operator's `late` side output carries its input records as they came, in
@@ -14,7 +16,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::graph::{JobGraph, VertexKind};
+use crate::graph::{JobGraph, SourceConfig, VertexKind};
 
 /// How records of a stream, and an operator's state, are encoded.
 #[derive(
@@ -99,6 +101,17 @@ impl StreamCodecs {
                 VertexKind::Operator { builtin: None, .. }
             )
         };
+        // Who can write MessagePack: components, and the sources that
+        // encode what they make (a JSON-lines source passes JSON through).
+        let encoder = |v: usize| {
+            component(v)
+                || matches!(
+                    &graph.vertices[v].kind,
+                    VertexKind::Source(
+                        SourceConfig::Generator { .. } | SourceConfig::TextFile { .. }
+                    )
+                )
+        };
         let is_window = |v: usize| {
             matches!(
                 &graph.vertices[v].kind,
@@ -108,7 +121,7 @@ impl StreamCodecs {
                 }
             )
         };
-        // Candidates: streams from a component to components only.
+        // Candidates: streams from an encoder to components only.
         for e in &graph.edges {
             let stream = (e.from, e.side_output.clone());
             let consumers_ok = graph
@@ -116,7 +129,7 @@ impl StreamCodecs {
                 .iter()
                 .filter(|c| c.from == e.from && c.side_output == e.side_output)
                 .all(|c| component(c.to));
-            if component(e.from) && consumers_ok {
+            if encoder(e.from) && consumers_ok {
                 msgpack.insert(stream);
             }
         }
@@ -240,6 +253,40 @@ mod tests {
         // The manifest's default is MessagePack.
         assert_eq!(g.codec, Codec::Msgpack);
         assert_eq!(StreamCodecs::of_job(&g).output(a, None), Codec::Msgpack);
+    }
+
+    #[test]
+    fn sources_that_make_their_records_write_msgpack_for_components() {
+        let job = |source: &str, consumer: &str| {
+            let m = Manifest::parse(&format!(
+                "[job]\nname='j'\n[[source]]\nname='s'\n{source}\n{consumer}\n\
+                 [[sink]]\nname='o'\ntype='stdout'\n"
+            ))
+            .unwrap();
+            let g = JobGraph::build(&m, BTreeMap::new(), None).unwrap();
+            let c = StreamCodecs::of_job(&g);
+            let s = id(&g, "s");
+            let next = g.outputs(s).next().expect("the source feeds something").to;
+            (c.output(s, None), c.input(&g, next))
+        };
+        let component = "[[operator]]\nname='a'\nfunction='f'\nkey-by='/k'";
+        let builtin = "[[operator]]\nname='a'\nbuiltin='count'\nkey-by='/k'";
+        let generator = "type='generator'\npattern='numbers'\ncount='10'";
+        let text = "type='text-file'\npath='x'";
+        let json_lines = "type='json-lines-file'\npath='x'";
+        assert_eq!(job(generator, component), (Codec::Msgpack, Codec::Msgpack));
+        assert_eq!(job(text, component).0, Codec::Msgpack);
+        assert_eq!(
+            job(json_lines, component).0,
+            Codec::Json,
+            "JSON read stays JSON"
+        );
+        assert_eq!(
+            job(generator, builtin).0,
+            Codec::Json,
+            "a built-in reads JSON"
+        );
+        assert_eq!(job(generator, "").0, Codec::Json, "straight into a sink");
     }
 
     #[test]

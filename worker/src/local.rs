@@ -237,7 +237,8 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             let head = match &graph.vertices[t.vertices[0]].kind {
                 VertexKind::Source(config) => {
                     let v = &graph.vertices[t.vertices[0]];
-                    let mut source = crate::sources::open(config, s, v.parallelism)
+                    let codec = codecs.output(v.id, None);
+                    let mut source = crate::sources::open(config, s, v.parallelism, codec)
                         .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
                     if let Some(r) = &job.restore {
                         source.restore(&r.positions(t.id, s, v.id)).map_err(|e| {
@@ -262,6 +263,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     graph.vertices[v].event_time.clone().map(|et| EventClock {
                         node: i,
                         pointer: et.timestamp.clone(),
+                        codec: codecs.output(t.vertices[0], None),
                         generator: WatermarkGenerator::new(et, Instant::now()),
                         pending: None,
                     })

@@ -1,9 +1,15 @@
 //! Sources: where records come from. Each subtask reads its own split.
+//!
+//! A source encodes its records in its stream's codec
+//! ([`weir_model::codec::StreamCodecs`]): the generator and the text-file
+//! source make MessagePack for components that read it, JSON otherwise; a
+//! JSON-lines source passes its lines through as they are.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
 
+use weir_model::codec::Codec;
 use weir_model::graph::{GeneratorPattern, SourceConfig};
 use weir_model::{Record, RecordBuffer};
 
@@ -28,11 +34,13 @@ pub trait Source: Send {
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()>;
 }
 
-/// Open the split of `subtask` (of `parallelism`) of a source.
+/// Open the split of `subtask` (of `parallelism`) of a source, writing its
+/// records in `codec`.
 pub fn open(
     config: &SourceConfig,
     subtask: u32,
     parallelism: u32,
+    codec: Codec,
 ) -> anyhow::Result<Box<dyn Source>> {
     Ok(match config {
         SourceConfig::TextFile { path } => Box::new(FileSplit::open(
@@ -40,9 +48,11 @@ pub fn open(
             subtask,
             parallelism,
             LineFormat::Text,
+            codec,
         )?),
         SourceConfig::JsonLinesFile { path, follow } => {
-            let mut split = FileSplit::open(path, subtask, parallelism, LineFormat::JsonLines)?;
+            let mut split =
+                FileSplit::open(path, subtask, parallelism, LineFormat::JsonLines, codec)?;
             // The last split goes on with whatever is appended.
             split.follow = *follow && subtask + 1 == parallelism;
             if split.follow {
@@ -57,6 +67,7 @@ pub fn open(
             start_at_ms,
         } => {
             let mut g = Generator::new(*count, *pattern, *rate, subtask, parallelism);
+            g.codec = codec;
             if let Some(at) = start_at_ms {
                 // The schedule starts at that wall-clock time.
                 let ahead = *at as i64 - weir_host::now_ms();
@@ -95,6 +106,8 @@ struct FileSplit {
     path: String,
     /// Keep reading past the end of the file, as it grows.
     follow: bool,
+    /// What its records are written in.
+    codec: Codec,
 }
 
 /// How long a following file source waits for the file to grow.
@@ -106,6 +119,7 @@ impl FileSplit {
         subtask: u32,
         parallelism: u32,
         format: LineFormat,
+        codec: Codec,
     ) -> anyhow::Result<FileSplit> {
         let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {path}: {e}"))?;
         let size = file.metadata()?.len();
@@ -130,6 +144,7 @@ impl FileSplit {
             line: Vec::new(),
             path: path.to_owned(),
             follow: false,
+            codec,
         })
     }
 }
@@ -197,14 +212,29 @@ impl Source for FileSplit {
             while let [rest @ .., b'\n' | b'\r'] = line {
                 line = rest;
             }
-            match self.format {
-                LineFormat::Text => {
+            match (self.format, self.codec) {
+                (LineFormat::Text, Codec::Json) => {
                     let text = String::from_utf8_lossy(line);
                     batch.push(None, None, |v| json_string(v, &text));
                 }
-                LineFormat::JsonLines => {
+                (LineFormat::Text, Codec::Msgpack) => {
+                    let text = String::from_utf8_lossy(line);
+                    batch.push(None, None, |v| msgpack_str(v, &text));
+                }
+                (LineFormat::JsonLines, codec) => {
                     if !line.iter().all(u8::is_ascii_whitespace) {
-                        batch.push(None, None, |v| v.extend_from_slice(line));
+                        let mut bad = None;
+                        batch.push(None, None, |v| match codec {
+                            Codec::Json => v.extend_from_slice(line),
+                            Codec::Msgpack => {
+                                if let Err(e) = weir_model::msgpack::from_json(line, v) {
+                                    bad = Some(e);
+                                }
+                            }
+                        });
+                        if let Some(e) = bad {
+                            anyhow::bail!("{}: {e}: {}", self.path, Codec::Json.excerpt(line));
+                        }
                     }
                 }
             }
@@ -228,6 +258,8 @@ struct Generator {
     rate: Option<u64>,
     started: Instant,
     made: u64,
+    /// What its records are written in.
+    codec: Codec,
 }
 
 impl Generator {
@@ -247,6 +279,7 @@ impl Generator {
             rate,
             started: Instant::now(),
             made: 0,
+            codec: Codec::Json,
         }
     }
 }
@@ -328,6 +361,11 @@ impl Source for Generator {
                 break;
             }
             let n = self.next;
+            if self.codec == Codec::Msgpack {
+                batch.push(None, None, |v| self.pattern.msgpack(n, v));
+                self.next += self.step;
+                continue;
+            }
             batch.push(None, None, |v| match self.pattern {
                 GeneratorPattern::Sequence => {
                     v.extend_from_slice(b"{\"seq\":");
@@ -377,6 +415,56 @@ impl Source for Generator {
     }
 }
 
+/// What the generator's patterns make, in MessagePack: the same maps as
+/// their JSON, keys in the same order, integers in their shortest form.
+trait MsgpackPattern {
+    fn msgpack(self, n: u64, v: &mut Vec<u8>);
+}
+
+impl MsgpackPattern for GeneratorPattern {
+    fn msgpack(self, n: u64, v: &mut Vec<u8>) {
+        use rmp::encode::{write_map_len, write_uint};
+        // Writing into a Vec cannot fail.
+        let field = |v: &mut Vec<u8>, name: &str, x: u64| {
+            msgpack_str(v, name);
+            let _ = write_uint(v, x);
+        };
+        match self {
+            GeneratorPattern::Sequence => {
+                let _ = write_map_len(v, 1);
+                field(v, "seq", n);
+            }
+            GeneratorPattern::Bids => {
+                let r = mix(n);
+                let _ = write_map_len(v, 3);
+                msgpack_str(v, "key");
+                msgpack_str(v, &format!("a{}", r % 10_000));
+                field(v, "price", (r >> 20) % 10_000);
+                field(v, "ts", n / 100);
+            }
+            GeneratorPattern::Numbers => {
+                let _ = write_map_len(v, 4);
+                field(v, "id", n);
+                field(v, "k", n % 10_000);
+                field(v, "price", n % 1000);
+                field(v, "ts", n / 100);
+            }
+            GeneratorPattern::Words => {
+                let r = mix(n);
+                let words: Vec<String> =
+                    (0..8).map(|k| vocabulary_word(mix(r + k) % 1000)).collect();
+                msgpack_str(v, &words.join(" "));
+            }
+        }
+    }
+}
+
+/// `text` as a MessagePack string at the end of `out`.
+fn msgpack_str(out: &mut Vec<u8>, text: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = rmp::encode::write_str(out, text);
+}
+
 /// `text` as a JSON string at the end of `out`.
 fn json_string(out: &mut Vec<u8>, text: &str) {
     // Writing a string into a Vec cannot fail.
@@ -389,9 +477,13 @@ mod tests {
     use std::io::Write;
 
     fn read_all(config: &SourceConfig, n: u32) -> Vec<Vec<u8>> {
+        read_all_in(config, n, Codec::Json)
+    }
+
+    fn read_all_in(config: &SourceConfig, n: u32, codec: Codec) -> Vec<Vec<u8>> {
         let mut all = Vec::new();
         for i in 0..n {
-            let mut s = open(config, i, n).unwrap();
+            let mut s = open(config, i, n, codec).unwrap();
             while let Some(b) = s.next_batch(7).unwrap() {
                 all.extend(b.into_iter().map(|r| r.value.to_vec()));
             }
@@ -461,6 +553,68 @@ mod tests {
             serde_json::json!({"id": 123_456, "k": 3456, "price": 456, "ts": 1234})
         );
     }
+
+    #[test]
+    fn in_msgpack_every_source_makes_the_records_it_makes_in_json() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            f,
+            "plain line\n\"quoted\" \\ back\tslash, ünïcode\n{{\"a\": [1, 2.5]}}"
+        )
+        .unwrap();
+        let path = f.path().to_str().unwrap().to_owned();
+        let mut jf = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            jf,
+            "{{\"k\": 1, \"v\": [\"x\", null, 2.5]}}\n\n{{\"k\": -7}}"
+        )
+        .unwrap();
+        let generator = |pattern| SourceConfig::Generator {
+            count: Some(2_000),
+            pattern,
+            rate: None,
+            start_at_ms: None,
+        };
+        for config in [
+            generator(GeneratorPattern::Sequence),
+            generator(GeneratorPattern::Bids),
+            generator(GeneratorPattern::Numbers),
+            generator(GeneratorPattern::Words),
+            SourceConfig::TextFile { path: path.clone() },
+            SourceConfig::JsonLinesFile {
+                path: jf.path().to_str().unwrap().to_owned(),
+                follow: false,
+            },
+        ] {
+            let json = read_all_in(&config, 2, Codec::Json);
+            let packed = read_all_in(&config, 2, Codec::Msgpack);
+            assert_eq!(json.len(), packed.len(), "{config:?}");
+            assert!(!json.is_empty());
+            for (j, m) in json.iter().zip(&packed) {
+                let mut back = Vec::new();
+                weir_model::msgpack::to_json(m, &mut back).unwrap();
+                assert_eq!(
+                    serde_json::from_slice::<serde_json::Value>(&back).unwrap(),
+                    serde_json::from_slice::<serde_json::Value>(j).unwrap(),
+                    "{config:?}"
+                );
+            }
+            if matches!(
+                config,
+                SourceConfig::Generator {
+                    pattern: GeneratorPattern::Numbers,
+                    ..
+                }
+            ) {
+                // Keys are in their shortest form: a key-by takes them as
+                // they are, without re-encoding.
+                let k = weir_model::msgpack::pointer(&packed[1999], "/k")
+                    .unwrap()
+                    .unwrap();
+                assert!(matches!(k, std::borrow::Cow::Borrowed(_)));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -496,19 +650,19 @@ mod snapshot_tests {
             },
         ] {
             for subtask in 0..2 {
-                let mut whole = open(&config, subtask, 2).unwrap();
+                let mut whole = open(&config, subtask, 2, Codec::Json).unwrap();
                 let all = values(&mut *whole, usize::MAX);
-                let mut first = open(&config, subtask, 2).unwrap();
+                let mut first = open(&config, subtask, 2, Codec::Json).unwrap();
                 let head = values(&mut *first, 9);
                 let positions = first.snapshot();
-                let mut again = open(&config, subtask, 2).unwrap();
+                let mut again = open(&config, subtask, 2, Codec::Json).unwrap();
                 again.restore(&positions).unwrap();
                 let tail = values(&mut *again, usize::MAX);
                 assert_eq!([head, tail].concat(), all, "{config:?} subtask {subtask}");
                 // Another subtask's positions are not its own.
-                let mut other = open(&config, 1 - subtask, 2).unwrap();
+                let mut other = open(&config, 1 - subtask, 2, Codec::Json).unwrap();
                 other.restore(&positions).unwrap();
-                let mut other_whole = open(&config, 1 - subtask, 2).unwrap();
+                let mut other_whole = open(&config, 1 - subtask, 2, Codec::Json).unwrap();
                 assert_eq!(
                     values(&mut *other, usize::MAX),
                     values(&mut *other_whole, usize::MAX)
@@ -531,7 +685,7 @@ mod follow_tests {
             path: f.path().to_str().unwrap().to_owned(),
             follow: true,
         };
-        let mut s = open(&config, 0, 1).unwrap();
+        let mut s = open(&config, 0, 1, Codec::Json).unwrap();
         let b = s.next_batch(10).unwrap().unwrap();
         assert_eq!(b.len(), 1);
         assert_eq!(s.next_batch(10).unwrap().unwrap().len(), 0, "no end");

@@ -1,5 +1,7 @@
 //! Watermarks per input channel.
 
+use weir_model::codec::Codec;
+
 /// Tracks the largest watermark seen on each input channel; the task's
 /// watermark is the minimum of those, over channels that have neither ended
 /// nor gone idle. A channel that never sent a watermark holds time back
@@ -234,39 +236,69 @@ impl WatermarkGenerator {
     }
 }
 
-/// The timestamp of a JSON record at `pointer` (an integer, in ms).
+/// The timestamp of a record in `codec` at `pointer` (an integer, or a
+/// float without a fraction, in ms).
 ///
 /// ```
+/// use weir_model::codec::Codec;
 /// use weir_worker::watermark::timestamp_at;
-/// assert_eq!(timestamp_at(br#"{"ts": 1700000000000}"#, "/ts").unwrap(), 1_700_000_000_000);
-/// assert!(timestamp_at(br#"{"ts": "x"}"#, "/ts").unwrap_err().contains("not an integer"));
-/// assert!(timestamp_at(br#"{"t": 1}"#, "/ts").unwrap_err().contains("no field /ts"));
+/// let json = Codec::Json;
+/// assert_eq!(timestamp_at(br#"{"ts": 1700000000000}"#, "/ts", json).unwrap(), 1_700_000_000_000);
+/// assert!(timestamp_at(br#"{"ts": "x"}"#, "/ts", json).unwrap_err().contains("not an integer"));
+/// assert!(timestamp_at(br#"{"t": 1}"#, "/ts", json).unwrap_err().contains("no field /ts"));
+/// // {"ts": 1000} in MessagePack
+/// let packed = [0x81, 0xa2, b't', b's', 0xcd, 0x03, 0xe8];
+/// assert_eq!(timestamp_at(&packed, "/ts", Codec::Msgpack).unwrap(), 1000);
 /// ```
-pub fn timestamp_at(value: &[u8], pointer: &str) -> Result<i64, String> {
-    let show = || {
-        let s = String::from_utf8_lossy(value);
-        let mut s: String = s.chars().take(120).collect();
-        if value.len() > 120 {
-            s.push('…');
+pub fn timestamp_at(value: &[u8], pointer: &str, codec: Codec) -> Result<i64, String> {
+    // A JSON record as its first 120 characters, MessagePack as JSON.
+    let show = || match codec {
+        Codec::Json => {
+            let s = String::from_utf8_lossy(value);
+            let mut s: String = s.chars().take(120).collect();
+            if value.len() > 120 {
+                s.push('…');
+            }
+            s
         }
-        s
+        Codec::Msgpack => codec.excerpt(value),
     };
-    let raw = weir_model::json::pointer_raw(value, pointer)
-        .map_err(|e| format!("record {} is not JSON: {e}", show()))?
-        .ok_or_else(|| format!("record {} has no field {pointer}", show()))?
-        .get();
-    raw.parse::<i64>()
-        .ok()
-        .or_else(|| {
-            raw.parse::<f64>()
+    let not_integer = || {
+        format!(
+            "the timestamp {pointer} of record {} is not an integer",
+            show()
+        )
+    };
+    let missing = || format!("record {} has no field {pointer}", show());
+    match codec {
+        Codec::Json => {
+            let raw = weir_model::json::pointer_raw(value, pointer)
+                .map_err(|e| format!("record {} is not JSON: {e}", show()))?
+                .ok_or_else(missing)?
+                .get();
+            raw.parse::<i64>()
                 .ok()
-                .filter(|f| f.fract() == 0.0)
-                .map(|f| f as i64)
-        })
-        .ok_or_else(|| {
-            format!(
-                "the timestamp {pointer} of record {} is not an integer",
-                show()
-            )
-        })
+                .or_else(|| {
+                    raw.parse::<f64>()
+                        .ok()
+                        .filter(|f| f.fract() == 0.0)
+                        .map(|f| f as i64)
+                })
+                .ok_or_else(not_integer)
+        }
+        Codec::Msgpack => {
+            let field = weir_model::msgpack::pointer(value, pointer)
+                .map_err(|e| format!("record {} is not MessagePack: {e}", show()))?
+                .ok_or_else(missing)?;
+            rmp::decode::read_int::<i64, _>(&mut &field[..])
+                .ok()
+                .or_else(|| {
+                    let float = rmp::decode::read_f64(&mut &field[..])
+                        .ok()
+                        .or_else(|| rmp::decode::read_f32(&mut &field[..]).ok().map(f64::from));
+                    float.filter(|f| f.fract() == 0.0).map(|f| f as i64)
+                })
+                .ok_or_else(not_integer)
+        }
+    }
 }
