@@ -57,7 +57,6 @@ fn install_panic_hook() {
 #[cfg(target_family = "wasm")]
 fn hand_over(effects: Effects) {
     use crate::__private::bindings::weir::operator::host as imports;
-    use crate::__private::bindings::weir::operator::types::StateOp;
     if effects.outputs.len() > 0 {
         imports::emit(&effects.outputs.into_wit());
     }
@@ -66,39 +65,11 @@ fn hand_over(effects: Effects) {
     }
     // Value puts cross as packed keys and values, one call per state; the
     // other changes as typed operations.
-    /// One value state's puts.
-    struct Puts {
-        state: u32,
-        keys: Vec<Vec<u8>>,
-        values: Vec<Vec<u8>>,
+    for p in &effects.state.puts {
+        imports::put_values(p.state, &p.keys, &p.values);
     }
-    let mut puts: Vec<Puts> = Vec::new();
-    let mut others = Vec::new();
-    for op in effects.state_ops {
-        match op {
-            StateOp::PutValue(p) => {
-                let i = match puts.iter().position(|x| x.state == p.target.state) {
-                    Some(i) => i,
-                    None => {
-                        puts.push(Puts {
-                            state: p.target.state,
-                            keys: Vec::new(),
-                            values: Vec::new(),
-                        });
-                        puts.len() - 1
-                    }
-                };
-                puts[i].keys.push(p.target.key);
-                puts[i].values.push(p.value);
-            }
-            other => others.push(other),
-        }
-    }
-    for p in puts {
-        imports::put_values(p.state, &host::pack(&p.keys), &host::pack(&p.values));
-    }
-    if !others.is_empty() {
-        imports::update_state(&others);
+    if !effects.state.ops.is_empty() {
+        imports::update_state(&effects.state.ops);
     }
     if !effects.timer_ops.is_empty() {
         imports::update_timers(&effects.timer_ops);

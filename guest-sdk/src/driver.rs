@@ -7,13 +7,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    Batch as WitBatch, BatchContext, OperatorKind, Packed, StateOp, Timer, Window as WitWindow,
-    WindowSpec,
+    Batch as WitBatch, BatchContext, OperatorKind, Packed, Timer, Window as WitWindow, WindowSpec,
 };
 use crate::batch::OutBatch;
 use crate::codec::wire::{self, Codecs};
 use crate::context::Pending;
-use crate::state::{StateCache, with_cache};
+use crate::state::{StateCache, StateChanges, with_cache};
 use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, host};
 
 /// What a completed batch hands to the host.
@@ -21,7 +20,7 @@ use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, 
 pub(crate) struct Effects {
     pub(crate) outputs: OutBatch,
     pub(crate) side: Vec<(String, OutBatch)>,
-    pub(crate) state_ops: Vec<StateOp>,
+    pub(crate) state: StateChanges,
     pub(crate) timer_ops: Vec<crate::__private::bindings::weir::operator::types::TimerOp>,
 }
 
@@ -331,13 +330,13 @@ impl Instance {
                 break;
             }
         }
-        let ops = with_cache(|c| {
+        let state = with_cache(|c| {
             c.current_key = None;
             match result {
                 Ok(()) => c.take_ops(),
                 Err(_) => {
                     c.discard();
-                    Vec::new()
+                    StateChanges::default()
                 }
             }
         });
@@ -346,7 +345,7 @@ impl Instance {
         Ok(Effects {
             outputs: batch.outputs,
             side: batch.side,
-            state_ops: ops,
+            state,
             timer_ops: batch.timer_ops,
         })
     }

@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    ListWrite, MapPut, MapRemove, StateKey, StateKind, StateOp, ValuePut,
+    ListWrite, MapPut, MapRemove, Packed, StateKey, StateKind, StateOp,
 };
 use crate::codec::wire::{self, Codec, Codecs};
 use crate::host;
@@ -34,7 +34,25 @@ pub(crate) fn with_cache<R>(f: impl FnOnce(&mut StateCache) -> R) -> R {
     CACHE.with(|c| f(&mut c.borrow_mut()))
 }
 
-type Encoder = fn(&dyn Any, Codec) -> Vec<u8>;
+/// Encodes a slot's value at the end of a buffer.
+type Encoder = fn(&dyn Any, Codec, &mut Vec<u8>);
+
+/// A value state's puts of one batch, as the contract's `put-values` takes
+/// them: key `i` gets value `i`.
+pub(crate) struct ValuePuts {
+    pub(crate) state: u32,
+    pub(crate) keys: Packed,
+    pub(crate) values: Packed,
+}
+
+/// What a batch changed in keyed state.
+#[derive(Default)]
+pub(crate) struct StateChanges {
+    /// Value states' puts, one entry per state that has any.
+    pub(crate) puts: Vec<ValuePuts>,
+    /// Everything else, in order.
+    pub(crate) ops: Vec<StateOp>,
+}
 
 enum ValueSlot {
     /// As read from the host, not decoded yet.
@@ -116,8 +134,10 @@ impl StateCache {
         if self.value_ids.is_empty() {
             return;
         }
-        let mut distinct: FxHashSet<&[u8]> = FxHashSet::default();
-        let mut requested: Vec<&[u8]> = Vec::new();
+        let size = keys.size_hint().1.unwrap_or(0);
+        let mut distinct: FxHashSet<&[u8]> =
+            FxHashSet::with_capacity_and_hasher(size, FxBuildHasher);
+        let mut requested: Vec<&[u8]> = Vec::with_capacity(size);
         for key in keys {
             if distinct.insert(key) {
                 requested.push(key);
@@ -135,11 +155,21 @@ impl StateCache {
         }
     }
 
-    /// Drain the batch's changes as state operations, leaving the cache empty.
-    pub(crate) fn take_ops(&mut self) -> Vec<StateOp> {
+    /// Drain the batch's changes, leaving the cache empty. A value state's
+    /// new values are encoded straight into its packed puts.
+    pub(crate) fn take_ops(&mut self) -> StateChanges {
         let mut ops = Vec::new();
+        let mut puts = Vec::new();
         let codec = self.codecs.state;
         for (slots, &state) in self.values.iter_mut().zip(&self.value_ids) {
+            let mut keys = Packed {
+                data: Vec::new(),
+                ends: Vec::new(),
+            };
+            let mut values = Packed {
+                data: Vec::new(),
+                ends: Vec::new(),
+            };
             for (key, slot) in slots.drain() {
                 if let ValueSlot::Typed {
                     value,
@@ -147,15 +177,23 @@ impl StateCache {
                     encode,
                 } = slot
                 {
-                    let target = StateKey { state, key };
-                    ops.push(match value {
-                        Some(v) => StateOp::PutValue(ValuePut {
-                            target,
-                            value: encode(&*v, codec),
-                        }),
-                        None => StateOp::Clear(target),
-                    });
+                    match value {
+                        Some(v) => {
+                            keys.data.extend_from_slice(&key);
+                            keys.ends.push(keys.data.len() as u32);
+                            encode(&*v, codec, &mut values.data);
+                            values.ends.push(values.data.len() as u32);
+                        }
+                        None => ops.push(StateOp::Clear(StateKey { state, key })),
+                    }
                 }
+            }
+            if !keys.ends.is_empty() {
+                puts.push(ValuePuts {
+                    state,
+                    keys,
+                    values,
+                });
             }
         }
         for (slots, &state) in self.lists.iter_mut().zip(&self.list_ids) {
@@ -204,7 +242,7 @@ impl StateCache {
                 }
             }
         }
-        ops
+        StateChanges { puts, ops }
     }
 
     /// Drop the batch's cached entries and changes (the batch failed).
@@ -274,9 +312,9 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         }
     }
 
-    fn encode(value: &dyn Any, codec: Codec) -> Vec<u8> {
+    fn encode(value: &dyn Any, codec: Codec, buf: &mut Vec<u8>) {
         match value.downcast_ref::<T>() {
-            Some(v) => wire::encode(codec, v),
+            Some(v) => wire::encode_into(codec, buf, v),
             None => unreachable!("a value state holds one type"),
         }
     }

@@ -437,7 +437,21 @@ impl Harness {
 
     fn apply<O: DeserializeOwned>(&mut self, effects: Effects) -> crate::Result<Vec<O>> {
         let mut s = self.store.borrow_mut();
-        for op in effects.state_ops {
+        for p in &effects.state.puts {
+            let keys = crate::host::unpacked(&p.keys)?;
+            let values = crate::host::unpacked(&p.values)?;
+            if keys.len() != values.len() {
+                return Err(format!("{} keys for {} values", keys.len(), values.len()).into());
+            }
+            for (key, value) in keys.into_iter().zip(values) {
+                let target = StateKey {
+                    state: p.state,
+                    key: key.to_vec(),
+                };
+                s.values.insert(entry(&target), value.to_vec());
+            }
+        }
+        for op in effects.state.ops {
             match op {
                 StateOp::PutValue(p) => {
                     s.values.insert(entry(&p.target), p.value);
