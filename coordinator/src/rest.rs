@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
@@ -54,8 +55,52 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint: see /v1/openapi.json")
         })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method: see /v1/openapi.json",
+            )
+        })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::map_response(errors_as_json))
         .with_state(state)
+}
+
+/// Every error answer in the documented shape: an error that a layer or an
+/// extractor made as plain text (a body over the limit, a path that is not
+/// UTF-8) becomes `{"code", "message"}` with its status and text kept.
+async fn errors_as_json(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let code = match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+        StatusCode::URI_TOO_LONG => "uri_too_long",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        s if s.is_server_error() => "internal",
+        _ => "request_invalid",
+    };
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("the request failed")
+            .to_owned()
+    } else {
+        text
+    };
+    ApiError::new(status, code, message).into_response()
 }
 
 async fn upload_bundle(
@@ -118,8 +163,20 @@ async fn submit_job(
     State(state): State<AppState>,
     request: Result<Json<JobRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
-    let Json(request) =
-        request.map_err(|e| ApiError::bad_request("job_request_invalid", e.body_text()))?;
+    let Json(request) = request.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                format!(
+                    "the request is larger than the limit of {} bytes",
+                    state.max_upload
+                ),
+            )
+        } else {
+            ApiError::bad_request("job_request_invalid", e.body_text())
+        }
+    })?;
     if request.parallelism == Some(0) {
         return Err(ApiError::unprocessable(
             "job_invalid",
@@ -269,7 +326,9 @@ pub fn openapi_document() -> serde_json::Value {
                         "201": {"description": "Started", "content": {"application/json": {"schema": job}}},
                         "400": err("Not a JSON job request"),
                         "404": err("No such bundle"),
-                        "422": err("The job cannot run: parallelism, a missing or unknown parameter, …")
+                        "409": err("A file sink's file is there already (sink_exists)"),
+                        "413": err("The request is larger than the limit"),
+                        "422": err("The job cannot run: parallelism, a missing or unknown parameter, a path outside the granted directories, …")
                     }
                 }
             },

@@ -272,10 +272,34 @@ pub struct JobInfo {
 pub struct JobRequest {
     /// The bundle's id.
     pub bundle: String,
-    /// Parallelism overriding the manifest's default.
-    #[serde(default)]
+    /// Parallelism overriding the manifest's default: any whole JSON
+    /// number (`4` or `4.0`, as JSON Schema's `integer` allows); one beyond
+    /// `u32` is kept as `u32::MAX`, which no job's max parallelism allows.
+    #[serde(default, deserialize_with = "whole_number")]
     pub parallelism: Option<u32>,
     /// Job parameters.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+}
+
+/// A parallelism written as any whole JSON number.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    use serde::de::Error;
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    if let Some(v) = n.as_u64() {
+        return Ok(Some(clamp(v)));
+    }
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && f >= 0.0 => Ok(Some(if f >= u32::MAX as f64 {
+            u32::MAX
+        } else {
+            f as u32
+        })),
+        _ => Err(D::Error::custom(format!(
+            "parallelism: {n} is not a whole number of at least 1"
+        ))),
+    }
 }
