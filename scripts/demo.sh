@@ -13,7 +13,8 @@ weir="$CARGO_TARGET_DIR/release/weir"
 work="$(mktemp -d)"
 out="$work/counts.jsonl"
 
-"$weir" local --listen 127.0.0.1:0 --data-dir "$work/data" > "$work/local.log" 2>&1 &
+"$weir" local --listen 127.0.0.1:0 --data-dir "$work/data" --allow-dir "$PWD/examples" --allow-dir "$work" \
+    > "$work/local.log" 2>&1 &
 local_pid=$!
 stop() { kill "$local_pid" 2> /dev/null || true; }
 [ "${1:-}" = "--keep" ] || trap stop EXIT

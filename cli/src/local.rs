@@ -16,6 +16,7 @@ use weir_coordinator::scheduler::Scheduler;
 use weir_coordinator::scheduler::WorkerScheduler;
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{HostConfig, WasmRuntime};
+use weir_model::access::AllowedDirs;
 use weir_model::fault_tolerance::StateBackendKind;
 
 /// Where `weir local` keeps its data when not told.
@@ -45,12 +46,29 @@ pub struct ServeOptions {
     pub local_workers: Option<(u32, u32)>,
     /// The default state backend of the in-process workers.
     pub default_backend: StateBackendKind,
+    /// The directories jobs' sources and sinks may reach.
+    pub allow_dirs: Vec<PathBuf>,
+}
+
+/// The line that tells which directories jobs' files may be in.
+pub fn granted(allowed: &AllowedDirs) -> String {
+    let dirs: Vec<String> = allowed
+        .roots()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    format!(
+        "jobs' file sources and sinks may reach: {} (--allow-dir)",
+        dirs.join(", ")
+    )
 }
 
 /// Serve until interrupted.
 pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(&o.data_dir)
         .with_context(|| format!("cannot create {}", o.data_dir.display()))?;
+    let allowed = AllowedDirs::new(&o.allow_dirs)?;
     let runtime = WasmRuntime::new(HostConfig {
         cache_dir: Some(o.cache_dir),
         ..HostConfig::default()
@@ -68,7 +86,13 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     let checkpoints = weir_state::storage::file_url(&o.data_dir.join("checkpoints"))?;
     let on_workers = WorkerScheduler::new(slots.clone(), Some(checkpoints));
     let scheduler: Box<dyn Scheduler> = Box::new(on_workers.clone());
-    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runtime.clone(), scheduler)?;
+    let jobs = Jobs::open(
+        &o.data_dir,
+        bundles.clone(),
+        runtime.clone(),
+        scheduler,
+        allowed.clone(),
+    )?;
     let lost = on_workers.clone();
     slots.watch(move |worker| {
         let (lost, worker) = (lost.clone(), worker.to_owned());
@@ -104,6 +128,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
                 WorkerStorage {
                     data_dir: o.data_dir.join("workers"),
                     default_backend: o.default_backend,
+                    allowed: allowed.clone(),
                 },
             )
             .await?;
@@ -114,6 +139,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         "weir coordinator: REST API and dashboard on http://{addr}, workers connect to http://{rpc_addr} (data in {})",
         o.data_dir.display()
     );
+    eprintln!("{}", granted(&allowed));
     use std::io::Write;
     std::io::stdout().flush()?;
     let router = app(AppState {
@@ -165,6 +191,8 @@ pub struct WorkerStorage {
     pub data_dir: PathBuf,
     /// The state backend of jobs whose manifest names none.
     pub default_backend: StateBackendKind,
+    /// The directories jobs' sources and sinks may reach.
+    pub allowed: AllowedDirs,
 }
 
 static WORKERS_STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -204,6 +232,7 @@ pub async fn start_worker(
         coordinator.to_owned(),
         storage.data_dir.join(&id),
         storage.default_backend,
+        storage.allowed,
     );
     let rpc = tokio::net::TcpListener::bind(rpc_listen)
         .await

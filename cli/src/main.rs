@@ -112,6 +112,10 @@ enum Command {
         /// `rocksdb`.
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
         state_backend: StateBackendKind,
+        /// A directory whose files jobs' sources and sinks may read and
+        /// write; repeat for several. Default: `<data dir>/io`.
+        #[arg(long = "allow-dir", value_name = "DIR")]
+        allow_dirs: Vec<PathBuf>,
     },
     /// Upload a bundle (directory or archive) and start a job; prints the job id last.
     Submit {
@@ -175,11 +179,25 @@ struct ServerArgs {
     /// After how long without a heartbeat a worker is removed, in ms.
     #[arg(long, default_value_t = 10_000)]
     heartbeat_timeout_ms: u64,
+    /// A directory whose files jobs' sources and sinks may read and write;
+    /// repeat for several. Default: `<data dir>/io` for a coordinator; the
+    /// working directory and the data directory for `weir local`.
+    #[arg(long = "allow-dir", value_name = "DIR")]
+    allow_dirs: Vec<PathBuf>,
 }
 
 impl ServerArgs {
     fn options(self, data_dir: PathBuf, local_workers: Option<(u32, u32)>) -> local::ServeOptions {
+        let allow_dirs = if !self.allow_dirs.is_empty() {
+            self.allow_dirs
+        } else if local_workers.is_some() {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            vec![cwd, data_dir.clone()]
+        } else {
+            vec![data_dir.join("io")]
+        };
         local::ServeOptions {
+            allow_dirs,
             listen: self.listen,
             rpc_listen: self.rpc_listen,
             data_dir,
@@ -449,6 +467,7 @@ async fn worker(
         "weir worker {}: {slots} slots, tasks at {}, data at {}, metrics at http://{metrics}/metrics, coordinator {coordinator}",
         started.id, started.rpc_address, started.data_address
     );
+    eprintln!("{}", local::granted(&started.executor.allowed));
     use std::io::Write;
     std::io::stdout().flush()?;
     tokio::select! {
@@ -513,21 +532,31 @@ fn main() {
             metrics_listen,
             data_dir,
             state_backend,
-        } => tokio::runtime::Runtime::new()
-            .context("cannot start the runtime")
-            .and_then(|rt| {
-                rt.block_on(worker(
-                    &coordinator,
-                    &rpc_listen,
-                    &data_listen,
-                    &metrics_listen,
-                    slots,
-                    local::WorkerStorage {
-                        data_dir,
-                        default_backend: state_backend,
-                    },
-                ))
-            }),
+            allow_dirs,
+        } => {
+            let allow_dirs = if allow_dirs.is_empty() {
+                vec![data_dir.join("io")]
+            } else {
+                allow_dirs
+            };
+            tokio::runtime::Runtime::new()
+                .context("cannot start the runtime")
+                .and_then(|rt| {
+                    let allowed = weir_model::access::AllowedDirs::new(&allow_dirs)?;
+                    rt.block_on(worker(
+                        &coordinator,
+                        &rpc_listen,
+                        &data_listen,
+                        &metrics_listen,
+                        slots,
+                        local::WorkerStorage {
+                            data_dir,
+                            default_backend: state_backend,
+                            allowed,
+                        },
+                    ))
+                })
+        }
         Command::Submit {
             bundle,
             parallelism,

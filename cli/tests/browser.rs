@@ -31,6 +31,8 @@ fn the_dashboard_works_in_a_real_browser() {
         "127.0.0.1:0",
         "--data-dir",
         dir.path().join("data").to_str().unwrap(),
+        "--allow-dir",
+        dir.path().to_str().unwrap(),
     ]);
     let url = urls(&line)[0].clone();
 

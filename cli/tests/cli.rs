@@ -305,7 +305,7 @@ fn malformed_bundles_are_rejected_with_the_reason() {
     let bad_count = MANIFEST.replace("count = \"10\"", "count = \"ten\"");
     fails_with(
         &["run", &bundle_with(&d("count"), &wc, &bad_count)],
-        "count = \"ten\" is not a whole number",
+        "count of `gen` = \"ten\" is not a whole number",
     );
     fails_with(
         &[

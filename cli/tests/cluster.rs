@@ -54,6 +54,8 @@ fn start_worker(dir: &std::path::Path, name: &str, rpc: &str) -> common::Proc {
         "2",
         "--data-dir",
         d.to_str().unwrap(),
+        "--allow-dir",
+        dir.to_str().unwrap(),
     ])
     .0
 }
@@ -72,6 +74,8 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
         heartbeat_timeout_ms,
         "--data-dir",
         data.to_str().unwrap(),
+        "--allow-dir",
+        dir.to_str().unwrap(),
     ]);
     let urls = urls(&line);
     let (rest, rpc) = (urls[0].clone(), urls[1].clone());
@@ -85,6 +89,8 @@ async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Clu
             "2",
             "--data-dir",
             d.to_str().unwrap(),
+            "--allow-dir",
+            dir.to_str().unwrap(),
         ])
     };
     let ((w1, l1), (w2, l2)) = (worker("w1"), worker("w2"));
@@ -1191,6 +1197,8 @@ impl Restartable {
             "100",
             "--data-dir",
             self.data.to_str().unwrap(),
+            "--allow-dir",
+            self.data.parent().unwrap().to_str().unwrap(),
         ])
         .0
     }
@@ -1405,6 +1413,8 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
         "1500",
         "--data-dir",
         data.to_str().unwrap(),
+        "--allow-dir",
+        dir.path().to_str().unwrap(),
     ]);
     let _coordinator = coordinator;
     let urls = urls(&line);
@@ -1427,6 +1437,8 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
                 "1",
                 "--data-dir",
                 d.to_str().unwrap(),
+                "--allow-dir",
+                dir.path().to_str().unwrap(),
             ],
         )
         .0

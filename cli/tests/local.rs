@@ -22,6 +22,8 @@ struct Local {
 }
 
 fn start_local(data: &Path) -> Local {
+    // Jobs' files are beside the data directory, in the test's own.
+    let allowed = data.parent().unwrap().to_str().unwrap();
     let data = data.to_str().unwrap();
     let (process, line) = common::start(&[
         "local",
@@ -31,6 +33,8 @@ fn start_local(data: &Path) -> Local {
         "127.0.0.1:0",
         "--data-dir",
         data,
+        "--allow-dir",
+        allowed,
     ]);
     let url = common::urls(&line)
         .into_iter()

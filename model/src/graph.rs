@@ -14,7 +14,7 @@ use crate::fault_tolerance::{
     CheckpointConfig, RestartStrategy, StateBackendKind, checkpoint_config, restart_strategy,
     state_backend,
 };
-use crate::keygroup::DEFAULT_MAX_PARALLELISM;
+use crate::keygroup::{DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM};
 use crate::manifest::{KeyBy, Manifest, ManifestError, Setting, SinkKind, SourceKind, substitute};
 
 /// A job ready to run: every parameter applied.
@@ -207,6 +207,10 @@ pub enum SinkConfig {
     JsonLinesFile {
         /// The file.
         path: String,
+        /// Whether a cluster job may replace what is at `path` already
+        /// (the manifest's `mode = "overwrite"`).
+        #[serde(default)]
+        overwrite: bool,
     },
 }
 
@@ -251,10 +255,25 @@ fn invalid(msg: String) -> ManifestError {
     ManifestError::Invalid(msg)
 }
 
-fn number(what: &str, raw: &str) -> Result<u64, ManifestError> {
-    raw.trim()
-        .parse()
-        .map_err(|_| ManifestError::BadParam(format!("{what} = {raw:?} is not a whole number")))
+/// A generator's whole-number setting (`count = 5` or `count = "${n}"`):
+/// `None` when absent or empty; a negative number is refused.
+fn whole(
+    what: &str,
+    setting: &Option<Setting>,
+    source: &str,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<u64>, ManifestError> {
+    let Some(setting) = setting else {
+        return Ok(None);
+    };
+    match setting.resolve(&format!("{what} of `{source}`"), params)? {
+        None => Ok(None),
+        Some(n) => u64::try_from(n).map(Some).map_err(|_| {
+            ManifestError::BadParam(format!(
+                "{what} of `{source}` is {n}; it cannot be negative"
+            ))
+        }),
+    }
 }
 
 /// A source's event-time settings, if it has any.
@@ -479,8 +498,10 @@ impl JobGraph {
             .job
             .max_parallelism
             .unwrap_or(DEFAULT_MAX_PARALLELISM);
-        if max_parallelism == 0 {
-            return Err(invalid("max-parallelism must be at least 1".into()));
+        if max_parallelism == 0 || max_parallelism > MAX_MAX_PARALLELISM {
+            return Err(invalid(format!(
+                "max-parallelism is {max_parallelism}; it must be between 1 and {MAX_MAX_PARALLELISM}"
+            )));
         }
         let default_parallelism = parallelism.or(manifest.job.parallelism).unwrap_or(1);
         let check = |name: &str, p: u32| -> Result<u32, ManifestError> {
@@ -535,19 +556,10 @@ impl JobGraph {
                     rate,
                     start_at_ms,
                 } => {
-                    let start_at_ms = start_at_ms
-                        .as_deref()
-                        .map(|t| number("start-at-ms", &substitute(t, &params)?))
-                        .transpose()?
-                        .filter(|&t| t > 0);
-                    let count = count
-                        .as_deref()
-                        .map(|c| number("count", &substitute(c, &params)?))
-                        .transpose()?;
-                    let rate = rate
-                        .as_deref()
-                        .map(|r| number("rate", &substitute(r, &params)?))
-                        .transpose()?;
+                    let start_at_ms =
+                        whole("start-at-ms", start_at_ms, &s.name, &params)?.filter(|&t| t > 0);
+                    let count = whole("count", count, &s.name, &params)?;
+                    let rate = whole("rate", rate, &s.name, &params)?;
                     let pattern = match pattern
                         .as_deref()
                         .map(|p| substitute(p, &params))
@@ -754,8 +766,18 @@ impl JobGraph {
             };
             let config = match &s.kind {
                 SinkKind::Stdout => SinkConfig::Stdout,
-                SinkKind::JsonLinesFile { path } => SinkConfig::JsonLinesFile {
+                SinkKind::JsonLinesFile { path, mode } => SinkConfig::JsonLinesFile {
                     path: substitute(path, &params)?,
+                    overwrite: match mode.as_deref() {
+                        None | Some("create") => false,
+                        Some("overwrite") => true,
+                        Some(other) => {
+                            return Err(invalid(format!(
+                                "sink `{}`: mode {other:?} is not \"create\" or \"overwrite\"",
+                                s.name
+                            )));
+                        }
+                    },
                 },
             };
             // A sink runs beside what it reads.
@@ -1123,5 +1145,79 @@ mod builtin_tests {
         };
         assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
         assert!(window.is_some());
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    fn build(job: &str, source: &str, sink: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n{job}\n[params]\nn={{default='7'}}\n[[source]]\nname='s'\n{source}\n\
+             [[sink]]\nname='o'\n{sink}\n"
+        ))?;
+        let params = m.resolve_params(&[])?;
+        JobGraph::build(&m, params, None)
+    }
+
+    #[test]
+    fn generator_settings_are_numbers_or_parameters() {
+        for source in [
+            "type='generator'\ncount=5\nrate=100\nstart-at-ms=0",
+            "type='generator'\ncount='5'\nrate='100'",
+            "type='generator'\ncount='${n}'",
+        ] {
+            let g = build("", source, "type='stdout'").unwrap();
+            let VertexKind::Source(SourceConfig::Generator { count, .. }) = &g.vertices[0].kind
+            else {
+                panic!("{g:?}")
+            };
+            assert!(matches!(count, Some(5 | 7)), "{source}: {count:?}");
+        }
+        let e = build("", "type='generator'\ncount=-1", "type='stdout'").unwrap_err();
+        assert!(e.to_string().contains("count of `s` is -1"), "{e}");
+        let e = build("", "type='generator'\ncount='many'", "type='stdout'").unwrap_err();
+        assert!(e.to_string().contains("not a whole number"), "{e}");
+    }
+
+    #[test]
+    fn max_parallelism_is_bounded_before_any_work_per_subtask() {
+        let g = build(
+            "max-parallelism=32768\nparallelism=4",
+            "type='generator'",
+            "type='stdout'",
+        )
+        .unwrap();
+        assert_eq!(g.max_parallelism, 32768);
+        for max in ["32769", "4000000000", "0"] {
+            let e = build(
+                &format!("max-parallelism={max}"),
+                "type='generator'",
+                "type='stdout'",
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("between 1 and 32768"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_file_sink_may_say_it_overwrites() {
+        let sink = |mode: &str| {
+            build(
+                "",
+                "type='generator'",
+                &format!("type='json-lines-file'\npath='out'\n{mode}"),
+            )
+        };
+        let overwrite = |g: JobGraph| match &g.vertices[1].kind {
+            VertexKind::Sink(SinkConfig::JsonLinesFile { overwrite, .. }) => *overwrite,
+            other => panic!("{other:?}"),
+        };
+        assert!(!overwrite(sink("").unwrap()));
+        assert!(!overwrite(sink("mode='create'").unwrap()));
+        assert!(overwrite(sink("mode='overwrite'").unwrap()));
+        let e = sink("mode='append'").unwrap_err();
+        assert!(e.to_string().contains("\"append\""), "{e}");
     }
 }

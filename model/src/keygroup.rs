@@ -10,6 +10,11 @@ use std::ops::Range;
 /// The default number of key groups (the upper bound on parallelism).
 pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
 
+/// The largest max parallelism a job may ask for (Flink's upper bound,
+/// 2^15): every structure sized by key groups or subtasks stays bounded,
+/// whatever a manifest says.
+pub const MAX_MAX_PARALLELISM: u32 = 1 << 15;
+
 /// The key group of `key`.
 ///
 /// ```

@@ -17,9 +17,12 @@
 //!   restart strategy (the manifest's `[state]`, `[checkpoint]`, `[restart]`).
 //! - [`builtin`]: the operators the runtime runs natively, written in the
 //!   manifest (running aggregates, `select`).
+//! - [`access`]: which files a job's connectors may reach (the directories
+//!   a cluster grants).
 //! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
 //!   in the one shape workers report and the coordinator keeps.
 
+pub mod access;
 pub mod builtin;
 pub mod bundle;
 pub mod checkpoint;

@@ -192,7 +192,7 @@ pub struct SourceSpec {
 /// ```
 /// let bad = "[job]\nname='j'\n[[source]]\nname='s'\ntype='generator'\ntimestamp='/seq'\nmax-delay-ms=2.5\n";
 /// let e = weir_model::Manifest::parse(bad).unwrap_err().to_string();
-/// assert!(e.contains("a whole number of milliseconds, or a string using parameters"), "{e}");
+/// assert!(e.contains("a whole number, or a string using parameters"), "{e}");
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Setting {
@@ -208,9 +208,7 @@ impl<'de> Deserialize<'de> for Setting {
         impl serde::de::Visitor<'_> for V {
             type Value = Setting;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(
-                    "a whole number of milliseconds, or a string using parameters such as \"${delay}\"",
-                )
+                f.write_str("a whole number, or a string using parameters such as \"${delay}\"")
             }
             fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Setting, E> {
                 Ok(Setting::Number(n))
@@ -298,18 +296,18 @@ pub enum SourceKind {
     Generator {
         /// How many records in all (split over subtasks); unbounded if absent.
         #[serde(default)]
-        count: Option<String>,
+        count: Option<Setting>,
         /// `sequence` (default), `words` or `bids`.
         #[serde(default)]
         pattern: Option<String>,
         /// At most this many records per second per subtask.
         #[serde(default)]
-        rate: Option<String>,
+        rate: Option<Setting>,
         /// The wall-clock time (ms since the epoch) of the first record:
         /// with `rate`, record `j` of a subtask is due at `start-at-ms + j /
         /// rate`, a schedule to measure latency against.
         #[serde(default, rename = "start-at-ms")]
-        start_at_ms: Option<String>,
+        start_at_ms: Option<Setting>,
     },
 }
 
@@ -381,10 +379,16 @@ pub struct SinkSpec {
 pub enum SinkKind {
     /// One line per record value, on standard output.
     Stdout,
-    /// One line per record value, in a file (created or truncated).
+    /// One line per record value, in a file (with checkpoints, a directory
+    /// of part files).
     JsonLinesFile {
         /// The file.
         path: String,
+        /// On a cluster, what to do when the file (or a directory with
+        /// files) is there already: `create` (default) refuses the job,
+        /// `overwrite` replaces it. `weir run` always replaces it.
+        #[serde(default)]
+        mode: Option<String>,
     },
 }
 

@@ -70,7 +70,9 @@ pub fn router(data: &Path, max_upload: usize) -> axum::Router {
     let scheduler = Box::new(EmbeddedScheduler {
         runtime: rt.clone(),
     });
-    let jobs = Jobs::open(data, bundles.clone(), rt, scheduler).unwrap();
+    // Jobs read and write files in the test's directory.
+    let allowed = weir_model::access::AllowedDirs::new([data]).unwrap();
+    let jobs = Jobs::open(data, bundles.clone(), rt, scheduler, allowed).unwrap();
     if let Ok(handle) = tokio::runtime::Handle::try_current() {
         let jobs = jobs.clone();
         handle.spawn(async move { jobs.resume_recovering().await });
@@ -431,6 +433,23 @@ async fn the_openapi_document_lists_the_endpoints() {
     }
 }
 
+/// Send `request`, which must create what it asks for; its answer.
+async fn created<T: serde::de::DeserializeOwned>(api: &axum::Router, request: Request<Body>) -> T {
+    let (status, body) = call(api, request).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// Upload `archive`, which must be accepted.
+async fn upload(api: &axum::Router, archive: &[u8]) -> BundleInfo {
+    created(api, multipart("bundle", archive)).await
+}
+
 fn json_post(path: &str, body: serde_json::Value) -> Request<Body> {
     Request::post(path)
         .header("content-type", "application/json")
@@ -751,4 +770,173 @@ async fn a_failed_job_keeps_its_exception_with_the_operator_and_the_guest_messag
     let message = &job.exceptions[0].message;
     assert!(message.contains("check"), "{message}");
     assert!(message.contains("boom: this record is bad"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_reach_only_granted_files_and_sinks_write_only_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let api = router(&data, 64 << 20);
+    let bundle = upload(&api, &wordcount_archive()).await;
+    let input = data.join("in.txt");
+    std::fs::write(&input, "a b a\n").unwrap();
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, "secret\n").unwrap();
+    std::os::unix::fs::symlink(&outside, data.join("link.txt")).unwrap();
+    let submit = |input: &str, output: &str| {
+        json_post(
+            "/v1/jobs",
+            serde_json::json!({"bundle": bundle.id, "params": {"input": input, "output": output}}),
+        )
+    };
+    let (i, out) = (
+        input.to_str().unwrap(),
+        data.join("out.jsonl").to_str().unwrap().to_owned(),
+    );
+    let granted = data.canonicalize().unwrap().display().to_string();
+    // Outside the granted directory, through `..`, through a link, a device.
+    for (input, output, needle) in [
+        ("/etc/passwd", out.as_str(), "\"/etc/passwd\" is outside"),
+        (outside.to_str().unwrap(), out.as_str(), "is outside"),
+        (
+            &format!("{}/../outside.txt", data.display()),
+            out.as_str(),
+            "`..`",
+        ),
+        (
+            data.join("link.txt").to_str().unwrap(),
+            out.as_str(),
+            "links followed",
+        ),
+        ("/dev/zero", out.as_str(), "outside"),
+        (i, "/etc/weir-test-output", "sink `counts`"),
+    ] {
+        error(
+            &api,
+            submit(input, output),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "path_not_allowed",
+            needle,
+        )
+        .await;
+        let (_, body) = call(&api, Request::get("/v1/jobs").body(Body::empty()).unwrap()).await;
+        assert_eq!(serde_json::from_slice::<Vec<JobInfo>>(&body).unwrap(), []);
+    }
+    let (_, body) = call(&api, submit("/etc/passwd", &out)).await;
+    let e: ErrorBody = serde_json::from_slice(&body).unwrap();
+    assert!(e.message.contains(&granted), "{}", e.message);
+    assert!(!std::path::Path::new("/etc/weir-test-output").exists());
+
+    // The first run makes its output; a second run to it is refused.
+    let job: JobInfo = created(&api, submit(i, &out)).await;
+    let job = wait_for(&api, &job.id, |j| j.state.is_terminal()).await;
+    assert_eq!(job.state, JobState::Finished, "{:?}", job.error);
+    let first = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(first.lines().count(), 3, "{first}");
+    error(
+        &api,
+        submit(i, &out),
+        StatusCode::CONFLICT,
+        "sink_exists",
+        "overwrite",
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), first);
+    // A file someone else made is not appended to either.
+    let theirs = data.join("theirs.jsonl");
+    std::fs::write(&theirs, "keep me\n").unwrap();
+    error(
+        &api,
+        submit(i, theirs.to_str().unwrap()),
+        StatusCode::CONFLICT,
+        "sink_exists",
+        "exists already",
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "keep me\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_that_may_overwrite_replaces_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let archive = wordcount_archive_with(|m| {
+        m.replace(
+            "path = \"${output}\"",
+            "path = \"${output}\"\nmode = \"overwrite\"",
+        )
+    });
+    let bundle = upload(&api, &archive).await;
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "a b a\n").unwrap();
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(&output, "old\n".repeat(100)).unwrap();
+    // `parallelism` may be any whole JSON number.
+    let request = serde_json::json!({
+        "bundle": bundle.id, "parallelism": 2.0,
+        "params": {"input": input.to_str().unwrap(), "output": output.to_str().unwrap()},
+    });
+    let job: JobInfo = created(&api, json_post("/v1/jobs", request)).await;
+    assert_eq!(job.parallelism, Some(2));
+    let job = wait_for(&api, &job.id, |j| j.state.is_terminal()).await;
+    assert_eq!(job.state, JobState::Finished, "{:?}", job.error);
+    let text = std::fs::read_to_string(&output).unwrap();
+    assert!(!text.contains("old"), "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    // A parallelism beyond any max parallelism, and one that is not whole.
+    for (p, status, code) in [
+        (
+            serde_json::json!(41073.0),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "job_invalid",
+        ),
+        (
+            serde_json::json!(1e30),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "job_invalid",
+        ),
+        (
+            serde_json::json!(1.5),
+            StatusCode::BAD_REQUEST,
+            "job_request_invalid",
+        ),
+    ] {
+        let request = serde_json::json!({"bundle": bundle.id, "parallelism": p});
+        error(&api, json_post("/v1/jobs", request), status, code, "").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_json_even_those_no_endpoint_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 1024);
+    let big = serde_json::json!({"bundle": "x".repeat(4096)});
+    for (request, status, code, needle) in [
+        (
+            Request::put("/v1/jobs").body(Body::empty()).unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method",
+        ),
+        (
+            Request::delete("/v1/cluster").body(Body::empty()).unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "",
+        ),
+        (
+            json_post("/v1/jobs", big),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            "1024 bytes",
+        ),
+        (
+            Request::get("/v1/nothing").body(Body::empty()).unwrap(),
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "",
+        ),
+    ] {
+        error(&api, request, status, code, needle).await;
+    }
 }

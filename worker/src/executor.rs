@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use tonic::{Request, Response, Status};
 use weir_host::WasmRuntime;
 use weir_model::JobGraph;
+use weir_model::access::AllowedDirs;
 use weir_model::proto::job_reports_client::JobReportsClient;
 use weir_model::proto::task_executor_server::{TaskExecutor, TaskExecutorServer};
 use weir_model::proto::{
@@ -47,6 +48,8 @@ pub struct Executor {
     pub data_dir: PathBuf,
     /// The state backend of jobs whose manifest names none.
     pub default_backend: StateBackendKind,
+    /// The directories jobs' sources and sinks may reach.
+    pub allowed: AllowedDirs,
     /// Per running job: whether the coordinator asked to cancel it.
     running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Per running job: the flag that stops its subtasks.
@@ -78,6 +81,7 @@ impl Executor {
         coordinator: String,
         data_dir: PathBuf,
         default_backend: StateBackendKind,
+        allowed: AllowedDirs,
     ) -> Arc<Self> {
         Arc::new(Executor {
             worker_id,
@@ -86,6 +90,7 @@ impl Executor {
             coordinator,
             data_dir,
             default_backend,
+            allowed,
             running: Mutex::default(),
             cancels: Mutex::default(),
             counters: Mutex::default(),
@@ -260,6 +265,10 @@ impl TaskExecutor for ExecutorService {
         let r = request.into_inner();
         let graph: JobGraph = serde_json::from_str(&r.graph_json)
             .map_err(|e| Status::invalid_argument(format!("the job graph: {e}")))?;
+        // The coordinator checked the paths too; this worker opens them.
+        self.0.allowed.check_graph(&graph).map_err(|e| {
+            Status::permission_denied(format!("worker `{}`: {e}", self.0.worker_id))
+        })?;
         let runtime = self.0.runtime.clone();
         let component = tokio::task::spawn_blocking(move || runtime.load(&r.component))
             .await

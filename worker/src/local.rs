@@ -318,7 +318,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                 }
                                 match (sink, config) {
                                     (Some(shared), _) => NodeOp::Sink(shared.subtask()),
-                                    (None, SinkConfig::JsonLinesFile { path }) => {
+                                    (None, SinkConfig::JsonLinesFile { path, .. }) => {
                                         let restored = restore.as_ref().map(|r| r.checkpoint.id);
                                         let parts = PartFileSink::open(
                                             std::path::Path::new(path),

@@ -57,6 +57,25 @@ pub fn start_in(netns: Option<&str>, args: &[&str]) -> (Proc, String) {
     (Proc(child), line)
 }
 
+/// Start `weir coordinator` on free loopback ports with its data in
+/// `data` and `extra` arguments; returns it with its REST API's and its
+/// workers' service's addresses.
+pub fn coordinator(data: &std::path::Path, extra: &[&str]) -> (Proc, String, String) {
+    let mut args = vec![
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (process, line) = start(&args);
+    let urls = urls(&line);
+    (process, urls[0].clone(), urls[1].clone())
+}
+
 /// The workspace's root.
 pub fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

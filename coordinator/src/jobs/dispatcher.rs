@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::RwLock;
 use weir_host::WasmRuntime;
 use weir_model::Manifest;
+use weir_model::access::AllowedDirs;
 use weir_model::metrics::JobCounters;
 
 use super::store::JobStore;
@@ -38,6 +39,8 @@ pub struct Jobs {
     bundles: Arc<BundleStore>,
     runtime: Arc<WasmRuntime>,
     scheduler: Box<dyn Scheduler>,
+    /// The directories jobs' connectors may reach.
+    allowed: AllowedDirs,
     entries: RwLock<BTreeMap<String, Lifecycle>>,
     next: AtomicU64,
     /// Every job's metrics and their history.
@@ -77,12 +80,14 @@ fn settle(info: &mut JobInfo, execution: &Execution, end: TaskState) {
 }
 
 impl Jobs {
-    /// Open the jobs kept under `data_dir/jobs`.
+    /// Open the jobs kept under `data_dir/jobs`; their sources and sinks
+    /// may reach files in `allowed` only.
     pub fn open(
         data_dir: &std::path::Path,
         bundles: Arc<BundleStore>,
         runtime: Arc<WasmRuntime>,
         scheduler: Box<dyn Scheduler>,
+        allowed: AllowedDirs,
     ) -> anyhow::Result<Arc<Jobs>> {
         let (store, records) = JobStore::open(data_dir)?;
         let mut entries = BTreeMap::new();
@@ -99,6 +104,7 @@ impl Jobs {
             bundles,
             runtime,
             scheduler,
+            allowed,
             entries: RwLock::new(entries),
             next: AtomicU64::new(0),
             metrics: Default::default(),
@@ -152,12 +158,14 @@ impl Jobs {
         };
         let graph = plan(&manifest, &submission, &component.exported())
             .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
+        super::access::check(&self.allowed, &graph)?;
         Ok((graph, component, bytes))
     }
 
     /// Plan and start a job.
     pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
         let (graph, component, bytes) = self.plan(&request).await?;
+        let made = super::access::prepare_sinks(&self.allowed, &graph)?;
         let id = self.new_id();
         let info = JobInfo {
             id: id.clone(),
@@ -181,7 +189,10 @@ impl Jobs {
             attempt: 0,
             restarts: 0,
         };
-        self.persist(&info).await?;
+        if let Err(e) = self.persist(&info).await {
+            made.undo();
+            return Err(e);
+        }
         self.entries.write().await.insert(
             id.clone(),
             Lifecycle::Created(Job {
@@ -210,6 +221,7 @@ impl Jobs {
                 // Nothing half-stored: the job was never accepted.
                 drop(entries);
                 self.store.remove(&id).await;
+                made.undo();
                 return Err(e);
             }
         };

@@ -5,10 +5,13 @@
 //!   of [`crate::job_state`].
 //! - [`view`]: what the REST API shows of a job ([`JobInfo`]) and takes for
 //!   one ([`JobRequest`]).
+//! - `access`: the files a job's connectors may reach, checked at submit,
+//!   and its sinks' files, made for it.
 //! - [`store`]: the job records under the data directory, so a restarted
 //!   coordinator lists its jobs again; a job that was running when the
 //!   coordinator stopped is marked failed, with that reason.
 
+mod access;
 pub mod dispatcher;
 pub mod store;
 pub mod view;

@@ -456,9 +456,20 @@ impl WorkerScheduler {
             .await;
             if let Err(e) = deployed {
                 // The worker could not read the checkpoint's files.
-                let code = match e.downcast_ref::<Status>() {
-                    Some(s) if s.code() == tonic::Code::FailedPrecondition => RESTORE_FAILED,
-                    _ => "deploy_failed",
+                let (status, code) = match e.downcast_ref::<Status>() {
+                    Some(s) if s.code() == tonic::Code::FailedPrecondition => (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        RESTORE_FAILED,
+                    ),
+                    // The worker does not grant a path the job names.
+                    Some(s) if s.code() == tonic::Code::PermissionDenied => (
+                        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                        "path_not_allowed",
+                    ),
+                    _ => (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        "deploy_failed",
+                    ),
                 };
                 let mut pending = self.pending.lock().await;
                 if let Some(p) = pending.get_mut(id) {
@@ -469,10 +480,14 @@ impl WorkerScheduler {
                     self.slots.release(&p.grants).await;
                     p.grants.clear();
                 }
+                let message = match e.downcast_ref::<Status>() {
+                    Some(s) => s.message().to_owned(),
+                    None => format!("{e:#}"),
+                };
                 return Err(ApiError::new(
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    status,
                     code,
-                    format!("deploying to worker `{worker}` at {rpc}: {e:#}"),
+                    format!("deploying to worker `{worker}` at {rpc}: {message}"),
                 ));
             }
             if let Some(p) = self.pending.lock().await.get(id) {

@@ -83,7 +83,7 @@ impl SharedSink {
     pub fn open(config: &SinkConfig, append: bool) -> anyhow::Result<SharedSink> {
         let (writer, what): (Box<dyn Write + Send>, String) = match config {
             SinkConfig::Stdout => (Box::new(std::io::stdout()), "standard output".into()),
-            SinkConfig::JsonLinesFile { path } => {
+            SinkConfig::JsonLinesFile { path, .. } => {
                 if let Some(dir) = std::path::Path::new(path)
                     .parent()
                     .filter(|d| !d.as_os_str().is_empty())
