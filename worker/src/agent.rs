@@ -34,10 +34,22 @@ async fn connect(url: &str) -> anyhow::Result<ResourceManagerClient<Channel>> {
     Ok(ResourceManagerClient::new(endpoint.connect().await?))
 }
 
+/// Whether an answer shows that `--coordinator` names a server that is not
+/// the coordinator's gRPC service for workers (its REST API, another
+/// program): no retry helps.
+fn not_the_worker_service(status: &tonic::Status) -> bool {
+    let message = status.message();
+    status.code() == tonic::Code::Unimplemented
+        || message.contains("compression flag")
+        || message.contains("content-type")
+        || message.contains("HTTP status")
+}
+
 /// Register and keep sending heartbeats, with the progress of the worker's
 /// jobs, until the process ends. Connection
 /// failures are retried every second (and logged), so workers may start
-/// before the coordinator.
+/// before the coordinator; a server that is not the coordinator's service
+/// for workers ends it with an error that says so.
 pub async fn run(
     coordinator: &str,
     me: WorkerIdentity,
@@ -93,6 +105,12 @@ pub async fn run(
             Ok(known) => {
                 registered = known;
                 was_registered |= known;
+            }
+            Err(status) if not_the_worker_service(&status) => {
+                anyhow::bail!(
+                    "{coordinator} does not answer as a Weir coordinator's service for workers (is it its REST address? give --coordinator the address of its --rpc-listen): {}",
+                    status.message()
+                );
             }
             Err(status) => {
                 tracing::warn!("coordinator at {coordinator}: {status}; reconnecting");
