@@ -59,9 +59,9 @@ fn state_error(ident: &TaskIdent, e: anyhow::Error) -> OperatorError {
     }
 }
 
-/// The first bytes of a record, for an error message.
+/// A short, escaped excerpt of a (JSON) record, for an error message.
 fn excerpt(value: &[u8]) -> String {
-    String::from_utf8_lossy(&value[..value.len().min(120)]).into_owned()
+    weir_model::codec::Codec::Json.excerpt(value)
 }
 
 /// A JSON number read from a record: whole numbers stay whole.
