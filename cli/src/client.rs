@@ -20,10 +20,19 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the coordinator at `url` (e.g. `http://127.0.0.1:8081`).
+    /// A client of the coordinator at `url` (e.g. `http://127.0.0.1:8081`),
+    /// sending the token in `WEIR_TOKEN`, if set.
     pub fn new(url: &str) -> anyhow::Result<Client> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = std::env::var("WEIR_TOKEN").ok().filter(|t| !t.is_empty()) {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .context("WEIR_TOKEN holds characters a header cannot")?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
+            .default_headers(headers)
             .build()?;
         Ok(Client {
             base: url.trim_end_matches('/').to_owned(),

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tonic::service::InterceptorLayer;
+use weir_coordinator::auth::Tokens;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::BundleStore;
 use weir_coordinator::jobs::Jobs;
@@ -17,6 +19,7 @@ use weir_coordinator::scheduler::WorkerScheduler;
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{HostConfig, WasmRuntime};
 use weir_model::access::AllowedDirs;
+use weir_model::auth::{PresentToken, RequireToken};
 use weir_model::fault_tolerance::StateBackendKind;
 
 /// Where `weir local` keeps its data when not told.
@@ -48,6 +51,10 @@ pub struct ServeOptions {
     pub default_backend: StateBackendKind,
     /// The directories jobs' sources and sinks may reach.
     pub allow_dirs: Vec<PathBuf>,
+    /// The tokens the REST API accepts (open: none).
+    pub tokens: Tokens,
+    /// Serve open on addresses other machines reach.
+    pub insecure: bool,
 }
 
 /// The line that tells which directories jobs' files may be in.
@@ -64,8 +71,39 @@ pub fn granted(allowed: &AllowedDirs) -> String {
     )
 }
 
+/// Refuse to serve `listens` open (without tokens) where other machines
+/// reach them, unless `insecure`.
+pub async fn refuse_open_reach(
+    tokens: &Tokens,
+    insecure: bool,
+    listens: &[&str],
+) -> anyhow::Result<()> {
+    if !tokens.is_open() || insecure {
+        return Ok(());
+    }
+    let mut reachable = Vec::new();
+    for &listen in listens {
+        let addrs = tokio::net::lookup_host(listen)
+            .await
+            .with_context(|| format!("cannot resolve {listen}"))?;
+        if addrs.into_iter().any(|a| !a.ip().is_loopback()) {
+            reachable.push(listen);
+        }
+    }
+    if !reachable.is_empty() {
+        anyhow::bail!(
+            "refusing to serve {} without a token: other machines can reach it; give --token-file or WEIR_TOKEN (or --insecure to serve it open)",
+            reachable.join(" and ")
+        );
+    }
+    Ok(())
+}
+
 /// Serve until interrupted.
 pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
+    // An open API only where no other machine reaches it: checked before
+    // anything listens.
+    refuse_open_reach(&o.tokens, o.insecure, &[&o.listen, &o.rpc_listen]).await?;
     std::fs::create_dir_all(&o.data_dir)
         .with_context(|| format!("cannot create {}", o.data_dir.display()))?;
     let allowed = AllowedDirs::new(&o.allow_dirs)?;
@@ -84,7 +122,9 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     // Checkpoints go under the data directory; workers on other machines
     // need it mounted at the same path (or another storage, later).
     let checkpoints = weir_state::storage::file_url(&o.data_dir.join("checkpoints"))?;
-    let on_workers = WorkerScheduler::new(slots.clone(), Some(checkpoints));
+    let tokens = Arc::new(o.tokens);
+    let on_workers =
+        WorkerScheduler::new(slots.clone(), Some(checkpoints), PresentToken::of(&tokens));
     let scheduler: Box<dyn Scheduler> = Box::new(on_workers.clone());
     let jobs = Jobs::open(
         &o.data_dir,
@@ -106,8 +146,14 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", o.rpc_listen))?;
     let (addr, rpc_addr) = (listener.local_addr()?, rpc_listener.local_addr()?);
+    if tokens.is_open() {
+        eprintln!(
+            "the REST API at http://{addr} is open: whoever reaches it may submit and cancel jobs (give --token-file or WEIR_TOKEN to require a token)"
+        );
+    }
     let rpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .layer(InterceptorLayer::new(RequireToken(tokens.clone())))
         .add_service(slots.service())
         .add_service(on_workers.reports())
         .serve_with_incoming(tokio_stream_of(rpc_listener));
@@ -130,6 +176,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
                     default_backend: o.default_backend,
                     allowed: allowed.clone(),
                 },
+                tokens.clone(),
             )
             .await?;
         }
@@ -147,6 +194,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         jobs: jobs.clone(),
         slots,
         max_upload: o.max_upload,
+        tokens: tokens.clone(),
     });
     // Jobs that ran when the coordinator stopped resume as workers
     // register again.
@@ -206,6 +254,7 @@ pub async fn start_worker(
     slots: u32,
     runtime: Arc<WasmRuntime>,
     storage: WorkerStorage,
+    tokens: Arc<Tokens>,
 ) -> anyhow::Result<StartedWorker> {
     if slots == 0 {
         anyhow::bail!("a worker needs at least one slot");
@@ -224,15 +273,19 @@ pub async fn start_worker(
     } else {
         format!("{host}-{}-{n}", std::process::id())
     };
-    let server = Arc::new(weir_worker::network::DataServer::bind(data_listen).await?);
+    let server =
+        Arc::new(weir_worker::network::DataServer::bind_with(data_listen, tokens.clone()).await?);
     let executor = weir_worker::executor::Executor::new(
         id.clone(),
         runtime,
         server.clone(),
         coordinator.to_owned(),
-        storage.data_dir.join(&id),
-        storage.default_backend,
-        storage.allowed,
+        weir_worker::executor::ExecutorSettings {
+            data_dir: storage.data_dir.join(&id),
+            default_backend: storage.default_backend,
+            allowed: storage.allowed,
+            present: PresentToken::of(&tokens),
+        },
     );
     let rpc = tokio::net::TcpListener::bind(rpc_listen)
         .await
@@ -241,6 +294,7 @@ pub async fn start_worker(
     let service = executor.service();
     tokio::spawn(async move {
         if let Err(e) = tonic::transport::Server::builder()
+            .layer(InterceptorLayer::new(RequireToken(tokens)))
             .add_service(service)
             .serve_with_incoming(tokio_stream_of(rpc))
             .await
@@ -257,10 +311,12 @@ pub async fn start_worker(
     };
     let coordinator = coordinator.to_owned();
     let (reporting, stopping) = (executor.clone(), executor.clone());
+    let present = executor.present.clone();
     let agent = tokio::spawn(async move {
         weir_worker::agent::run(
             &coordinator,
             me,
+            present,
             move || reporting.progress(),
             move || stopping.cancel_all(),
         )

@@ -116,6 +116,16 @@ enum Command {
         /// write; repeat for several. Default: `<data dir>/io`.
         #[arg(long = "allow-dir", value_name = "DIR")]
         allow_dirs: Vec<PathBuf>,
+        /// The cluster's token file (as the coordinator's); `WEIR_TOKEN`
+        /// is accepted too. The worker presents the first admin token to
+        /// the coordinator and to other workers, and serves only callers
+        /// that present an admin token. Without any, it serves anyone,
+        /// which only loopback addresses allow (unless --insecure).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Serve without a token on addresses other machines can reach.
+        #[arg(long)]
+        insecure: bool,
     },
     /// Upload a bundle (directory or archive) and start a job; prints the job id last.
     Submit {
@@ -184,10 +194,44 @@ struct ServerArgs {
     /// working directory and the data directory for `weir local`.
     #[arg(long = "allow-dir", value_name = "DIR")]
     allow_dirs: Vec<PathBuf>,
+    /// A file of the tokens the REST API accepts, one a line: `admin TOKEN`,
+    /// `read TOKEN`, or a token alone (admin). `WEIR_TOKEN`, if set, is
+    /// accepted as an admin token too. Without any, the API is open, which
+    /// only a loopback address allows (unless --insecure).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Serve without a token on an address other machines can reach.
+    #[arg(long)]
+    insecure: bool,
+}
+
+/// The tokens a coordinator accepts: its `--token-file`'s and `WEIR_TOKEN`.
+fn tokens(file: Option<&Path>) -> anyhow::Result<weir_coordinator::auth::Tokens> {
+    use weir_coordinator::auth::{Role, Tokens};
+    let mut tokens = match file {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read the token file {}", f.display()))?;
+            Tokens::parse(&text)
+                .map_err(|e| anyhow::anyhow!("the token file {}: {e}", f.display()))?
+        }
+        None => Tokens::open(),
+    };
+    if let Some(t) = std::env::var("WEIR_TOKEN").ok().filter(|t| !t.is_empty()) {
+        tokens
+            .add(&t, Role::Admin)
+            .map_err(|e| anyhow::anyhow!("WEIR_TOKEN: {e}"))?;
+    }
+    Ok(tokens)
 }
 
 impl ServerArgs {
-    fn options(self, data_dir: PathBuf, local_workers: Option<(u32, u32)>) -> local::ServeOptions {
+    fn options(
+        self,
+        data_dir: PathBuf,
+        local_workers: Option<(u32, u32)>,
+    ) -> anyhow::Result<local::ServeOptions> {
+        let tokens = tokens(self.token_file.as_deref())?;
         let allow_dirs = if !self.allow_dirs.is_empty() {
             self.allow_dirs
         } else if local_workers.is_some() {
@@ -196,8 +240,10 @@ impl ServerArgs {
         } else {
             vec![data_dir.join("io")]
         };
-        local::ServeOptions {
+        Ok(local::ServeOptions {
             allow_dirs,
+            tokens,
+            insecure: self.insecure,
             listen: self.listen,
             rpc_listen: self.rpc_listen,
             data_dir,
@@ -209,7 +255,7 @@ impl ServerArgs {
                 interval: std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1)),
                 timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
             },
-        }
+        })
     }
 }
 
@@ -444,6 +490,7 @@ async fn worker(
     metrics_listen: &str,
     slots: u32,
     storage: local::WorkerStorage,
+    tokens: Arc<weir_coordinator::auth::Tokens>,
 ) -> anyhow::Result<()> {
     let data_dir = &storage.data_dir;
     std::fs::create_dir_all(data_dir)
@@ -459,6 +506,7 @@ async fn worker(
         slots,
         runtime,
         storage,
+        tokens,
     )
     .await?;
     let metrics =
@@ -511,19 +559,24 @@ fn main() {
             slots,
             data_dir,
             state_backend,
-        } => {
-            let mut options = server.options(
+        } => server
+            .options(
                 data_dir.unwrap_or_else(local::default_data_dir),
                 Some((workers, slots)),
-            );
-            options.default_backend = state_backend;
-            tokio::runtime::Runtime::new()
-                .context("cannot start the runtime")
-                .and_then(|rt| rt.block_on(local::serve(options)))
+            )
+            .and_then(|mut options| {
+                options.default_backend = state_backend;
+                tokio::runtime::Runtime::new()
+                    .context("cannot start the runtime")
+                    .and_then(|rt| rt.block_on(local::serve(options)))
+            }),
+        Command::Coordinator { server, data_dir } => {
+            server.options(data_dir, None).and_then(|options| {
+                tokio::runtime::Runtime::new()
+                    .context("cannot start the runtime")
+                    .and_then(|rt| rt.block_on(local::serve(options)))
+            })
         }
-        Command::Coordinator { server, data_dir } => tokio::runtime::Runtime::new()
-            .context("cannot start the runtime")
-            .and_then(|rt| rt.block_on(local::serve(server.options(data_dir, None)))),
         Command::Worker {
             coordinator,
             rpc_listen,
@@ -533,6 +586,8 @@ fn main() {
             data_dir,
             state_backend,
             allow_dirs,
+            token_file,
+            insecure,
         } => {
             let allow_dirs = if allow_dirs.is_empty() {
                 vec![data_dir.join("io")]
@@ -542,6 +597,12 @@ fn main() {
             tokio::runtime::Runtime::new()
                 .context("cannot start the runtime")
                 .and_then(|rt| {
+                    let tokens = tokens(token_file.as_deref())?;
+                    rt.block_on(local::refuse_open_reach(
+                        &tokens,
+                        insecure,
+                        &[&rpc_listen, &data_listen],
+                    ))?;
                     let allowed = weir_model::access::AllowedDirs::new(&allow_dirs)?;
                     rt.block_on(worker(
                         &coordinator,
@@ -554,6 +615,7 @@ fn main() {
                             default_backend: state_backend,
                             allowed,
                         },
+                        Arc::new(tokens),
                     ))
                 })
         }

@@ -1415,6 +1415,8 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
         data.to_str().unwrap(),
         "--allow-dir",
         dir.path().to_str().unwrap(),
+        // Its service for workers is on the namespace's link, not loopback.
+        "--insecure",
     ]);
     let _coordinator = coordinator;
     let urls = urls(&line);
@@ -1439,6 +1441,7 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
                 d.to_str().unwrap(),
                 "--allow-dir",
                 dir.path().to_str().unwrap(),
+                "--insecure",
             ],
         )
         .0

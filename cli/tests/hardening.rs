@@ -1,7 +1,8 @@
 //! A cluster as a hostile or careless user meets it, with real processes on
 //! loopback: files outside the granted directories are refused by the
-//! coordinator and by each worker, and a worker pointed at the wrong
-//! address says so and stops.
+//! coordinator and by each worker, tokens decide who may look and who may
+//! change, an open API is refused where other machines would reach it, and
+//! a worker pointed at the wrong address says so and stops.
 
 mod common;
 
@@ -27,21 +28,25 @@ async fn coordinator_and_worker(
         "--data-dir",
         dir.join("worker").to_str().unwrap(),
     ]);
+    registered(&rest, 1, None).await;
+    (coordinator, worker, rest)
+}
+
+/// Wait until `workers` workers registered with the coordinator at `rest`.
+async fn registered(rest: &str, workers: usize, token: Option<&str>) {
     let started = Instant::now();
     loop {
-        let c: serde_json::Value = reqwest::get(format!("{rest}/v1/cluster"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if c["workers"].as_array().is_some_and(|w| w.len() == 1) {
-            break;
+        let mut request = reqwest::Client::new().get(format!("{rest}/v1/cluster"));
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        let c: serde_json::Value = request.send().await.unwrap().json().await.unwrap();
+        if c["workers"].as_array().is_some_and(|w| w.len() == workers) {
+            return;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{c}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    (coordinator, worker, rest)
 }
 
 fn submit(rest: &str, input: &std::path::Path, output: &std::path::Path) -> (bool, String) {
@@ -131,4 +136,181 @@ fn a_worker_pointed_at_the_rest_api_says_so_and_stops() {
         1,
         "said once: {err}"
     );
+}
+
+/// Run `weir args…` in the workspace's root with `WEIR_TOKEN` set to
+/// `token` (or unset).
+fn weir_with_token(token: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+    command
+        .args(args)
+        .current_dir(common::root())
+        .stdin(Stdio::null())
+        .env_remove("WEIR_TOKEN");
+    if let Some(t) = token {
+        command.env("WEIR_TOKEN", t);
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn a_coordinator_with_tokens_serves_only_their_holders() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "admin admin-secret-0123456789\nread viewer-secret-0123456789\n",
+    )
+    .unwrap();
+    let (_coordinator, rest, _) = common::coordinator(
+        &dir.path().join("coordinator"),
+        &["--token-file", tokens.to_str().unwrap()],
+    );
+    let o = weir_with_token(None, &["list", "--coordinator", &rest]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("401, unauthorized"), "{err}");
+    assert!(err.contains("WEIR_TOKEN"), "{err}");
+    let o = weir_with_token(
+        Some("viewer-secret-0123456789"),
+        &["list", "--coordinator", &rest],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = weir_with_token(
+        Some("viewer-secret-0123456789"),
+        &["cancel", "0123456789abcdef", "--coordinator", &rest],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("403, forbidden"), "{err}");
+    let o = weir_with_token(
+        Some("admin-secret-0123456789"),
+        &["cancel", "0123456789abcdef", "--coordinator", &rest],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("404, job_not_found"), "{err}");
+}
+
+#[test]
+fn an_open_api_is_refused_where_other_machines_reach_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (listen, rpc) in [("0.0.0.0:0", "127.0.0.1:0"), ("127.0.0.1:0", "0.0.0.0:0")] {
+        let o = weir_with_token(
+            None,
+            &[
+                "coordinator",
+                "--listen",
+                listen,
+                "--rpc-listen",
+                rpc,
+                "--data-dir",
+                dir.path().to_str().unwrap(),
+            ],
+        );
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("refusing to serve 0.0.0.0:0 without a token"),
+            "{err}"
+        );
+        assert!(err.contains("--token-file"), "{err}");
+    }
+    // A token that is too short to protect anything is refused too.
+    let o = weir_with_token(
+        Some("short"),
+        &[
+            "coordinator",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("WEIR_TOKEN: a token must be at least 16"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_a_token_admits_only_processes_that_present_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "admin cluster-secret-0123456789\n").unwrap();
+    let token_file = tokens.to_str().unwrap();
+    let io = dir.path().join("io");
+    std::fs::create_dir_all(&io).unwrap();
+    let io_dir = io.to_str().unwrap();
+    let (_coordinator, rest, rpc) = common::coordinator(
+        &dir.path().join("coordinator"),
+        &["--token-file", token_file, "--allow-dir", io_dir],
+    );
+    // One slot each: a job at parallelism 2 sends data from one worker to
+    // the other, which checks the token of every data connection.
+    let worker = |name: &str| {
+        start(&[
+            "worker",
+            "--coordinator",
+            &rpc,
+            "--slots",
+            "1",
+            "--data-dir",
+            dir.path().join(name).to_str().unwrap(),
+            "--token-file",
+            token_file,
+            "--allow-dir",
+            io_dir,
+        ])
+        .0
+    };
+    let (_w1, _w2) = (worker("w1"), worker("w2"));
+    // A worker without the token is refused and says why.
+    let stranger = weir_with_token(
+        None,
+        &[
+            "worker",
+            "--coordinator",
+            &rpc,
+            "--data-dir",
+            dir.path().join("w3").to_str().unwrap(),
+        ],
+    );
+    assert!(!stranger.status.success());
+    let err = String::from_utf8_lossy(&stranger.stderr);
+    assert!(err.contains("refused this worker"), "{err}");
+    assert!(err.contains("--token-file or WEIR_TOKEN"), "{err}");
+
+    let o = weir_with_token(
+        Some("cluster-secret-0123456789"),
+        &["list", "--coordinator", &rest],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    registered(&rest, 2, Some("cluster-secret-0123456789")).await;
+    let input = io.join("in.txt");
+    std::fs::write(&input, "to be or not to be\n".repeat(100)).unwrap();
+    let output = io.join("out.jsonl");
+    let o = weir_with_token(
+        Some("cluster-secret-0123456789"),
+        &[
+            "submit",
+            "examples/wordcount",
+            "--coordinator",
+            &rest,
+            "--parallelism",
+            "2",
+            "--wait",
+            "--param",
+            &format!("input={}", input.display()),
+            "--param",
+            &format!("output={}", output.display()),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let last_be = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"be\""))
+        .count();
+    assert_eq!(last_be, 200);
 }

@@ -62,8 +62,25 @@ function state(s) {
   return `<span class="state ${esc(s)}" data-testid="state">${esc(s)}</span>`;
 }
 
+// A coordinator with tokens answers 401 until the page sends one: ask for
+// it once and keep it for this browser tab.
+function withToken(options) {
+  const token = sessionStorage.getItem("weir-token");
+  if (!token) return options;
+  const o = Object.assign({}, options);
+  o.headers = Object.assign({}, o.headers, { Authorization: "Bearer " + token });
+  return o;
+}
+
 async function api(path, options) {
-  const r = await fetch(path, options);
+  let r = await fetch(path, withToken(options));
+  if (r.status === 401) {
+    const token = window.prompt("This Weir cluster needs a token (read or admin):");
+    if (token) {
+      sessionStorage.setItem("weir-token", token.trim());
+      r = await fetch(path, withToken(options));
+    }
+  }
   const text = await r.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch (_) { body = { message: text }; }

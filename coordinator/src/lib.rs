@@ -2,6 +2,8 @@
 //!
 //! - [`rest`]: the REST API (axum), `fn app(state) -> Router`; JSON errors
 //!   with a stable code ([`error::ApiError`]); the OpenAPI document.
+//! - [`auth`]: who may call it: bearer tokens (read or admin), and no
+//!   changes on behalf of another site's page.
 //! - [`bundles`]: uploaded bundles: checked (safe archive, a component of the
 //!   operator world, a manifest it can run), stored content-addressed.
 //! - [`blob`]: the blob store over `object_store` (a local directory by
@@ -20,6 +22,7 @@
 //!   slots) and follows each through the states of [`job_state`]; the job
 //!   records and their REST views.
 
+pub mod auth;
 pub mod blob;
 pub mod bundles;
 pub mod checkpoint;

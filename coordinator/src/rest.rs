@@ -35,6 +35,8 @@ pub struct AppState {
     pub slots: Arc<SlotManager>,
     /// The largest request body accepted, in bytes.
     pub max_upload: usize,
+    /// Who may call it (open: anyone who reaches it).
+    pub tokens: Arc<crate::auth::Tokens>,
 }
 
 /// The API's router.
@@ -63,6 +65,10 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.tokens.clone(),
+            crate::auth::authorize,
+        ))
         .layer(axum::middleware::map_response(errors_as_json))
         .with_state(state)
 }
@@ -282,7 +288,7 @@ pub fn openapi_document() -> serde_json::Value {
         json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
     let err = |what: &str| json!({"description": what, "content": {"application/json": {"schema": error}}});
     let checkpoints = checkpoints_path(&id_param, err("No such job"));
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {"title": "Weir coordinator", "version": env!("CARGO_PKG_VERSION")},
         "paths": {
@@ -386,8 +392,40 @@ pub fn openapi_document() -> serde_json::Value {
                 "params": {"type": "object", "additionalProperties": {"type": "object", "properties": {"default": {"type": ["string", "null"]}, "doc": {"type": ["string", "null"]}}}},
                 "uploaded_at_ms": {"type": "integer"}
             }}
-        }}
-    })
+        }, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
+    });
+    with_auth_answers(&mut document, &err);
+    document
+}
+
+/// Every operation but the public ones may answer 401 and 403 (a
+/// coordinator with tokens, a change from another site's page) and takes
+/// a bearer token, or none on an open coordinator.
+fn with_auth_answers(document: &mut serde_json::Value, err: &dyn Fn(&str) -> serde_json::Value) {
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut().filter(|(m, _)| *m != "parameters") {
+            if method == "get" && matches!(path.as_str(), "/v1/openapi.json") {
+                continue;
+            }
+            op["security"] = json!([{"bearer": []}, {}]);
+            if let Some(responses) = op["responses"].as_object_mut() {
+                responses.insert(
+                    "401".into(),
+                    err("A token is needed, or this one is unknown"),
+                );
+                responses.insert(
+                    "403".into(),
+                    err("A read token asked for a change, or another site's page did"),
+                );
+            }
+        }
+    }
 }
 
 /// The OpenAPI path of `GET /v1/jobs/{id}/checkpoints`.

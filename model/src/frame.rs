@@ -8,7 +8,7 @@
 //!
 //! | tag | frame | body |
 //! | --- | --- | --- |
-//! | 1 | `Hello` | job id (u32 length + UTF-8), receiving vertex (u32), subtask (u32), channel (u32) |
+//! | 1 | `Hello` | job id (u32 length + UTF-8), receiving vertex (u32), subtask (u32), channel (u32), token (u32 length + UTF-8; empty on an open cluster) |
 //! | 2 | `Data` | record count (u32), then per record: flags (u8: 1 = key, 2 = timestamp), key (u32 length + bytes), value (u32 length + bytes), timestamp (i64) |
 //! | 3 | `Watermark` | i64 |
 //! | 4 | `Barrier` | checkpoint id (u64), trigger time (i64 ms), kind (u8: 0 = checkpoint, 1 = savepoint), mode (u8: 0 = exactly-once, 1 = at-least-once) |
@@ -44,8 +44,10 @@ pub struct ChannelKey {
 /// One frame on a data connection.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Frame {
-    /// First frame from the sender.
-    Hello(ChannelKey),
+    /// First frame from the sender: the channel, and the cluster's token
+    /// (empty on an open cluster), which the receiver checks before anything
+    /// else.
+    Hello(ChannelKey, String),
     /// A message of the stream: data or a signal.
     Message(StreamMessage),
     /// From the receiver: the sender may send this many more data frames.
@@ -73,12 +75,13 @@ fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
 pub fn encode(frame: &Frame) -> Bytes {
     let mut buf = BytesMut::new();
     match frame {
-        Frame::Hello(k) => {
+        Frame::Hello(k, token) => {
             buf.put_u8(1);
             put_bytes(&mut buf, k.job.as_bytes());
             buf.put_u32(k.vertex);
             buf.put_u32(k.subtask);
             buf.put_u32(k.channel);
+            put_bytes(&mut buf, token.as_bytes());
         }
         Frame::Message(StreamMessage::Data(records)) => {
             let size: usize = records
@@ -152,12 +155,15 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
             let job = String::from_utf8(get_bytes(&mut buf, "job id")?.to_vec())
                 .map_err(|_| FrameError("job id is not UTF-8".into()))?;
             need(&buf, 12, "hello")?;
-            Frame::Hello(ChannelKey {
+            let key = ChannelKey {
                 job,
                 vertex: buf.get_u32(),
                 subtask: buf.get_u32(),
                 channel: buf.get_u32(),
-            })
+            };
+            let token = String::from_utf8(get_bytes(&mut buf, "token")?.to_vec())
+                .map_err(|_| FrameError("token is not UTF-8".into()))?;
+            Frame::Hello(key, token)
         }
         2 => {
             need(&buf, 4, "record count")?;
@@ -242,12 +248,15 @@ mod tests {
     #[test]
     fn every_frame_round_trips() {
         let frames = [
-            Frame::Hello(ChannelKey {
-                job: "jöb".into(),
-                vertex: 2,
-                subtask: 3,
-                channel: 7,
-            }),
+            Frame::Hello(
+                ChannelKey {
+                    job: "jöb".into(),
+                    vertex: 2,
+                    subtask: 3,
+                    channel: 7,
+                },
+                "a-token".into(),
+            ),
             Frame::Message(StreamMessage::Data(vec![
                 Record {
                     key: Some(Bytes::from_static(b"k")),

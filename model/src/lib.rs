@@ -19,10 +19,12 @@
 //!   manifest (running aggregates, `select`).
 //! - [`access`]: which files a job's connectors may reach (the directories
 //!   a cluster grants).
+//! - [`auth`]: tokens, and what each may do (read or admin).
 //! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
 //!   in the one shape workers report and the coordinator keeps.
 
 pub mod access;
+pub mod auth;
 pub mod builtin;
 pub mod bundle;
 pub mod checkpoint;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tower::ServiceExt;
+use weir_coordinator::auth::{Role, Tokens};
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::{BundleInfo, BundleStore};
 use weir_coordinator::error::ErrorBody;
@@ -62,8 +63,13 @@ impl Scheduler for EmbeddedScheduler {
     }
 }
 
-/// The coordinator's API over `data`, running jobs in process.
+/// The coordinator's API over `data`, running jobs in process, open.
 pub fn router(data: &Path, max_upload: usize) -> axum::Router {
+    router_with(data, max_upload, Tokens::open())
+}
+
+/// [`router`], accepting `tokens`.
+fn router_with(data: &Path, max_upload: usize, tokens: Tokens) -> axum::Router {
     let rt = runtime();
     let blobs = BlobStore::local(&data.join("blobs")).unwrap();
     let bundles = Arc::new(BundleStore::open(data, blobs, rt.clone(), 64 << 20).unwrap());
@@ -83,6 +89,7 @@ pub fn router(data: &Path, max_upload: usize) -> axum::Router {
         jobs,
         slots,
         max_upload,
+        tokens: Arc::new(tokens),
     })
 }
 
@@ -939,4 +946,152 @@ async fn every_error_is_json_even_those_no_endpoint_makes() {
     ] {
         error(&api, request, status, code, needle).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_decide_who_may_look_and_who_may_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tokens = Tokens::open();
+    tokens.add("admin-token-0123456789", Role::Admin).unwrap();
+    tokens.add("read-token-0123456789", Role::Read).unwrap();
+    let api = router_with(dir.path(), 64 << 20, tokens);
+    let with = |request: axum::http::request::Builder, token: Option<&str>| match token {
+        Some(t) => request.header("authorization", format!("Bearer {t}")),
+        None => request,
+    };
+    let upload = |token: Option<&str>| {
+        let mut r = multipart("bundle", &wordcount_archive());
+        if let Some(t) = token {
+            r.headers_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        r
+    };
+
+    // No token, or a wrong one: 401 in the JSON shape, with the scheme.
+    for token in [None, Some("not-a-token-at-all-000")] {
+        let request = with(Request::get("/v1/jobs"), token)
+            .body(Body::empty())
+            .unwrap();
+        let response = api.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+        error(
+            &api,
+            upload(token),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "token",
+        )
+        .await;
+    }
+    // A read token looks but does not change.
+    let (status, _) = call(
+        &api,
+        with(Request::get("/v1/jobs"), Some("read-token-0123456789"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    error(
+        &api,
+        upload(Some("read-token-0123456789")),
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        "admin token",
+    )
+    .await;
+    // An admin token does both.
+    let bundle: BundleInfo = created(&api, upload(Some("admin-token-0123456789"))).await;
+    error(
+        &api,
+        with(
+            Request::delete(format!("/v1/bundles/{}", bundle.id)),
+            Some("read-token-0123456789"),
+        )
+        .body(Body::empty())
+        .unwrap(),
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        "",
+    )
+    .await;
+    let (status, _) = call(
+        &api,
+        with(
+            Request::delete(format!("/v1/bundles/{}", bundle.id)),
+            Some("admin-token-0123456789"),
+        )
+        .body(Body::empty())
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // The dashboard's page and the API's description are public.
+    for path in ["/", "/ui/app.js", "/v1/openapi.json"] {
+        let (status, _) = call(&api, Request::get(path).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_sites_page_cannot_change_anything_even_on_an_open_coordinator() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let bundle = upload(&api, &wordcount_archive()).await;
+    // A form posted from another site: an upload, a delete.
+    let mut form = multipart("bundle", &wordcount_archive());
+    form.headers_mut()
+        .insert("origin", "http://evil.example".parse().unwrap());
+    form.headers_mut()
+        .insert("host", "127.0.0.1:8081".parse().unwrap());
+    error(
+        &api,
+        form,
+        StatusCode::FORBIDDEN,
+        "cross_origin",
+        "another site",
+    )
+    .await;
+    error(
+        &api,
+        Request::delete(format!("/v1/bundles/{}", bundle.id))
+            .header("host", "127.0.0.1:8081")
+            .header("sec-fetch-site", "cross-site")
+            .body(Body::empty())
+            .unwrap(),
+        StatusCode::FORBIDDEN,
+        "cross_origin",
+        "",
+    )
+    .await;
+    // This server's own page may.
+    let (status, _) = call(
+        &api,
+        Request::delete(format!("/v1/bundles/{}", bundle.id))
+            .header("host", "127.0.0.1:8081")
+            .header("origin", "http://127.0.0.1:8081")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // No CORS headers: other sites cannot read the API either.
+    let response = api
+        .clone()
+        .oneshot(
+            Request::get("/v1/jobs")
+                .header("origin", "http://evil.example")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        response
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
 }

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
+use weir_model::auth::{PeerChannel, PresentToken};
 use weir_model::proto::resource_manager_client::ResourceManagerClient;
 use weir_model::proto::{HeartbeatRequest, JobProgress, RegisterWorkerRequest};
 
@@ -26,12 +27,18 @@ pub struct WorkerIdentity {
     pub rpc_address: String,
 }
 
-async fn connect(url: &str) -> anyhow::Result<ResourceManagerClient<Channel>> {
+async fn connect(
+    url: &str,
+    present: &PresentToken,
+) -> anyhow::Result<ResourceManagerClient<PeerChannel>> {
     let endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|e| anyhow::anyhow!("bad coordinator address {url:?}: {e}"))?
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(10));
-    Ok(ResourceManagerClient::new(endpoint.connect().await?))
+    Ok(ResourceManagerClient::with_interceptor(
+        endpoint.connect().await?,
+        present.clone(),
+    ))
 }
 
 /// Whether an answer shows that `--coordinator` names a server that is not
@@ -53,16 +60,17 @@ fn not_the_worker_service(status: &tonic::Status) -> bool {
 pub async fn run(
     coordinator: &str,
     me: WorkerIdentity,
+    present: PresentToken,
     progress: impl Fn() -> Vec<JobProgress>,
     orphaned: impl Fn(),
 ) -> anyhow::Result<()> {
     let mut was_registered = false;
-    let mut client: Option<ResourceManagerClient<Channel>> = None;
+    let mut client: Option<ResourceManagerClient<PeerChannel>> = None;
     let mut interval = Duration::from_secs(1);
     let mut registered = false;
     loop {
         if client.is_none() {
-            match connect(coordinator).await {
+            match connect(coordinator, &present).await {
                 Ok(c) => client = Some(c),
                 Err(e) => {
                     tracing::warn!(
@@ -105,6 +113,12 @@ pub async fn run(
             Ok(known) => {
                 registered = known;
                 was_registered |= known;
+            }
+            Err(status) if status.code() == tonic::Code::Unauthenticated => {
+                anyhow::bail!(
+                    "the coordinator at {coordinator} refused this worker: {} (give the worker the cluster's token with --token-file or WEIR_TOKEN)",
+                    status.message()
+                );
             }
             Err(status) if not_the_worker_service(&status) => {
                 anyhow::bail!(

@@ -11,6 +11,7 @@ use tonic::{Request, Response, Status};
 use weir_host::WasmRuntime;
 use weir_model::JobGraph;
 use weir_model::access::AllowedDirs;
+use weir_model::auth::{PeerChannel, PresentToken};
 use weir_model::proto::job_reports_client::JobReportsClient;
 use weir_model::proto::task_executor_server::{TaskExecutor, TaskExecutorServer};
 use weir_model::proto::{
@@ -50,6 +51,8 @@ pub struct Executor {
     pub default_backend: StateBackendKind,
     /// The directories jobs' sources and sinks may reach.
     pub allowed: AllowedDirs,
+    /// This worker's token, on every call to the coordinator.
+    pub present: PresentToken,
     /// Per running job: whether the coordinator asked to cancel it.
     running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Per running job: the flag that stops its subtasks.
@@ -72,6 +75,19 @@ pub struct JobCheckpointing {
     pub uploader: Arc<Uploader>,
 }
 
+/// How a worker runs what it is given: its files, its default state
+/// backend, what jobs may reach, and its token.
+pub struct ExecutorSettings {
+    /// Where the worker keeps its files (RocksDB state under `state/`).
+    pub data_dir: PathBuf,
+    /// The state backend of jobs whose manifest names none.
+    pub default_backend: StateBackendKind,
+    /// The directories jobs' sources and sinks may reach.
+    pub allowed: AllowedDirs,
+    /// This worker's token, on every call to the coordinator.
+    pub present: PresentToken,
+}
+
 impl Executor {
     /// An executor with nothing running.
     pub fn new(
@@ -79,10 +95,14 @@ impl Executor {
         runtime: Arc<WasmRuntime>,
         server: Arc<DataServer>,
         coordinator: String,
-        data_dir: PathBuf,
-        default_backend: StateBackendKind,
-        allowed: AllowedDirs,
+        settings: ExecutorSettings,
     ) -> Arc<Self> {
+        let ExecutorSettings {
+            data_dir,
+            default_backend,
+            allowed,
+            present,
+        } = settings;
         Arc::new(Executor {
             worker_id,
             runtime,
@@ -91,12 +111,24 @@ impl Executor {
             data_dir,
             default_backend,
             allowed,
+            present,
             running: Mutex::default(),
             cancels: Mutex::default(),
             counters: Mutex::default(),
             names: Mutex::default(),
             checkpointing: Mutex::default(),
         })
+    }
+
+    /// A client of the coordinator's service for job reports.
+    async fn reports(&self) -> anyhow::Result<JobReportsClient<PeerChannel>> {
+        let channel = tonic::transport::Endpoint::from_shared(self.coordinator.clone())?
+            .connect()
+            .await?;
+        Ok(JobReportsClient::with_interceptor(
+            channel,
+            self.present.clone(),
+        ))
     }
 
     /// Upload every snapshot the job's subtasks take and acknowledge it to
@@ -119,7 +151,7 @@ impl Executor {
                     let (checkpoint, task, subtask) = (ack.checkpoint, ack.task, ack.subtask);
                     let uploaded = uploader.upload(ack).await;
                     let result = async {
-                        let mut client = JobReportsClient::connect(me.coordinator.clone()).await?;
+                        let mut client = me.reports().await?;
                         match uploaded {
                             Ok(state) => {
                                 client
@@ -239,7 +271,7 @@ impl Executor {
 
     async fn report(&self, request: JobEndedRequest) {
         let result = async {
-            let mut client = JobReportsClient::connect(self.coordinator.clone()).await?;
+            let mut client = self.reports().await?;
             client.job_ended(request).await?;
             anyhow::Ok(())
         }

@@ -203,7 +203,9 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                             subtask: j,
                                             channel,
                                         };
-                                        crate::network::connect(addr, key).await.map_err(|err| {
+                                        crate::network::connect(addr, key, p.server.token())
+                                            .await
+                                            .map_err(|err| {
                                             anyhow::anyhow!(
                                                 "cannot open a channel to {addr}: {err:#}"
                                             )

@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use weir_model::StreamMessage;
+use weir_model::auth::Tokens;
 use weir_model::frame::{ChannelKey, Frame, decode, encode};
 
 use crate::partition::Envelope;
@@ -44,24 +45,33 @@ type Registry = Arc<Mutex<HashMap<(String, u32, u32), mpsc::Sender<Envelope>>>>;
 pub struct DataServer {
     addr: SocketAddr,
     receivers: Registry,
+    tokens: Arc<Tokens>,
 }
 
 impl DataServer {
-    /// Listen on `addr` and serve connections until the process ends.
+    /// Listen on `addr` and serve connections until the process ends, on
+    /// an open cluster.
     pub async fn bind(addr: &str) -> anyhow::Result<DataServer> {
+        Self::bind_with(addr, Arc::new(Tokens::open())).await
+    }
+
+    /// Listen on `addr`, serving only senders that present one of the
+    /// cluster's admin `tokens` (anyone, when it has none).
+    pub async fn bind_with(addr: &str, tokens: Arc<Tokens>) -> anyhow::Result<DataServer> {
         let listener = TcpListener::bind(addr).await?;
         let receivers: Registry = Arc::default();
         let server = DataServer {
             addr: listener.local_addr()?,
             receivers: receivers.clone(),
+            tokens: tokens.clone(),
         };
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, peer)) => {
-                        let receivers = receivers.clone();
+                        let (receivers, tokens) = (receivers.clone(), tokens.clone());
                         tokio::spawn(async move {
-                            if let Err(e) = serve(stream, receivers).await {
+                            if let Err(e) = serve(stream, receivers, &tokens).await {
                                 tracing::warn!("data connection from {peer}: {e:#}");
                             }
                         });
@@ -76,6 +86,11 @@ impl DataServer {
     /// Where senders connect.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The token this worker's senders present to other workers.
+    pub fn token(&self) -> Option<&str> {
+        self.tokens.own()
     }
 
     /// Route the channels of subtask `subtask` of `vertex` of `job` into `tx`.
@@ -95,16 +110,19 @@ impl DataServer {
     }
 }
 
-async fn serve(stream: TcpStream, receivers: Registry) -> anyhow::Result<()> {
+async fn serve(stream: TcpStream, receivers: Registry, tokens: &Tokens) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut framed = Framed::new(stream, codec());
     let first = framed
         .next()
         .await
         .ok_or_else(|| anyhow::anyhow!("closed before its hello"))??;
-    let Frame::Hello(key) = decode(first.freeze())? else {
+    let Frame::Hello(key, token) = decode(first.freeze())? else {
         anyhow::bail!("the first frame is not a hello");
     };
+    if !tokens.admits_peer(Some(&token).filter(|t| !t.is_empty()).map(String::as_str)) {
+        anyhow::bail!("refused: it does not present the cluster's token");
+    }
     let slot = (key.job.clone(), key.vertex, key.subtask);
     let started = tokio::time::Instant::now();
     let tx = loop {
@@ -150,11 +168,16 @@ async fn serve(stream: TcpStream, receivers: Registry) -> anyhow::Result<()> {
 
 /// Open channel `key` to the worker at `addr`. Messages given to the returned
 /// sender go out in order, data frames only with credit.
-pub async fn connect(addr: SocketAddr, key: ChannelKey) -> anyhow::Result<mpsc::Sender<Envelope>> {
+pub async fn connect(
+    addr: SocketAddr,
+    key: ChannelKey,
+    token: Option<&str>,
+) -> anyhow::Result<mpsc::Sender<Envelope>> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let mut framed = Framed::new(stream, codec());
-    framed.send(encode(&Frame::Hello(key.clone()))).await?;
+    let hello = Frame::Hello(key.clone(), token.unwrap_or_default().to_owned());
+    framed.send(encode(&hello)).await?;
     let (mut sink, mut stream) = framed.split();
     let credit = Arc::new(Semaphore::new(0));
     let granted = credit.clone();
@@ -228,7 +251,7 @@ mod tests {
         let server = DataServer::bind("127.0.0.1:0").await.unwrap();
         let (tx, mut rx) = mpsc::channel(2);
         server.register("j", 1, 0, tx);
-        let out = connect(server.addr(), key(3)).await.unwrap();
+        let out = connect(server.addr(), key(3), None).await.unwrap();
         tokio::spawn(async move {
             for i in 0..300 {
                 out.send((3, batch(i))).await.unwrap();
@@ -252,7 +275,7 @@ mod tests {
         let server = DataServer::bind("127.0.0.1:0").await.unwrap();
         let (tx, mut rx) = mpsc::channel(2);
         server.register("j", 1, 0, tx);
-        let out = connect(server.addr(), key(0)).await.unwrap();
+        let out = connect(server.addr(), key(0), None).await.unwrap();
         let sent = Arc::new(AtomicUsize::new(0));
         let counter = sent.clone();
         let sender = tokio::spawn(async move {
@@ -287,6 +310,7 @@ mod tests {
                 subtask: 0,
                 channel: 0,
             },
+            None,
         )
         .await
         .unwrap();
@@ -300,5 +324,65 @@ mod tests {
             }
         }
         assert!(failed, "sends to a channel nobody receives must fail");
+    }
+}
+
+#[cfg(test)]
+mod auth_tests {
+    use super::*;
+
+    fn key() -> ChannelKey {
+        ChannelKey {
+            job: "j".into(),
+            vertex: 0,
+            subtask: 0,
+            channel: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn only_senders_with_the_clusters_token_are_served() {
+        let mut tokens = Tokens::open();
+        tokens
+            .add("cluster-token-0123456789", weir_model::auth::Role::Admin)
+            .unwrap();
+        tokens
+            .add("viewer-token-0123456789", weir_model::auth::Role::Read)
+            .unwrap();
+        let server = DataServer::bind_with("127.0.0.1:0", Arc::new(tokens))
+            .await
+            .unwrap();
+        assert_eq!(server.token(), Some("cluster-token-0123456789"));
+        let (tx, mut rx) = mpsc::channel(4);
+        server.register("j", 0, 0, tx);
+        // Without the token, or with a read token: the connection is closed
+        // before anything reaches the subtask.
+        for token in [
+            None,
+            Some("viewer-token-0123456789"),
+            Some("wrong-token-0123456789"),
+        ] {
+            let out = connect(server.addr(), key(), token).await.unwrap();
+            let mut failed = false;
+            for _ in 0..100 {
+                if out
+                    .send((0, StreamMessage::Data(Vec::new())))
+                    .await
+                    .is_err()
+                {
+                    failed = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(failed, "{token:?} was served");
+            assert!(rx.try_recv().is_err());
+        }
+        let out = connect(server.addr(), key(), server.token()).await.unwrap();
+        out.send((0, StreamMessage::Data(Vec::new())))
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(got.unwrap(), Some((0, StreamMessage::Data(Vec::new()))));
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tonic::transport::Channel;
+use weir_model::auth::{PeerChannel, PresentToken};
 use weir_model::proto::task_executor_client::TaskExecutorClient;
 use weir_model::proto::{CancelJobRequest, NotifyCheckpointRequest, TriggerCheckpointRequest};
 use weir_model::{Barrier, CheckpointKind, CheckpointMode};
@@ -16,6 +16,8 @@ pub(super) struct WorkerGateway {
     pub(super) job: String,
     pub(super) attempt: u32,
     pub(super) workers: Vec<String>,
+    /// The coordinator's token, on every call.
+    pub(super) present: PresentToken,
 }
 
 #[tonic::async_trait]
@@ -38,7 +40,7 @@ impl CheckpointGateway for WorkerGateway {
                 },
             };
             calls.push(async move {
-                let mut c = executor(rpc).await?;
+                let mut c = executor(rpc, &self.present).await?;
                 match c.trigger_checkpoint(request).await {
                     Ok(r) => {
                         let r = r.into_inner();
@@ -65,10 +67,10 @@ impl CheckpointGateway for WorkerGateway {
                 attempt: self.attempt,
                 checkpoint_id: id,
             };
-            let rpc = rpc.clone();
+            let (rpc, present) = (rpc.clone(), self.present.clone());
             tokio::spawn(async move {
                 let result = async {
-                    executor(&rpc)
+                    executor(&rpc, &present)
                         .await?
                         .notify_checkpoint_complete(request)
                         .await?;
@@ -85,25 +87,31 @@ impl CheckpointGateway for WorkerGateway {
 
 /// A client of a worker's task executor, with bounded waits: a worker that
 /// does not answer must not hold the coordinator up.
-pub(super) async fn executor(rpc: &str) -> anyhow::Result<TaskExecutorClient<Channel>> {
+pub(super) async fn executor(
+    rpc: &str,
+    present: &PresentToken,
+) -> anyhow::Result<TaskExecutorClient<PeerChannel>> {
     let channel = tonic::transport::Endpoint::from_shared(rpc.to_owned())?
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(60))
         .connect()
         .await?;
-    Ok(TaskExecutorClient::new(channel).max_encoding_message_size(512 << 20))
+    Ok(
+        TaskExecutorClient::with_interceptor(channel, present.clone())
+            .max_encoding_message_size(512 << 20),
+    )
 }
 
 /// Cancel `job` on the worker at `rpc`, in the background (callers hold the
 /// scheduler's lock).
-pub(super) fn cancel_on(rpc: &str, job: &str) {
-    let (rpc, job) = (rpc.to_owned(), job.to_owned());
-    tokio::spawn(async move { cancel_now(&rpc, &job).await });
+pub(super) fn cancel_on(rpc: &str, job: &str, present: &PresentToken) {
+    let (rpc, job, present) = (rpc.to_owned(), job.to_owned(), present.clone());
+    tokio::spawn(async move { cancel_now(&rpc, &job, &present).await });
 }
 
-pub(super) async fn cancel_now(rpc: &str, job: &str) {
+pub(super) async fn cancel_now(rpc: &str, job: &str, present: &PresentToken) {
     let result = async {
-        let mut c = executor(rpc).await?;
+        let mut c = executor(rpc, present).await?;
         c.cancel_job(CancelJobRequest {
             job_id: job.to_owned(),
         })

@@ -33,6 +33,7 @@ use crate::error::ApiError;
 use crate::job_state::TaskState;
 use crate::jobs::{SubtaskStatus, subtasks_of};
 use crate::slot_manager::{SlotGrant, SlotManager};
+use weir_model::auth::PresentToken;
 
 pub(super) struct Pending {
     pub(super) grants: Vec<SlotGrant>,
@@ -83,6 +84,8 @@ pub struct WorkerScheduler {
     pub(super) pending: Mutex<HashMap<String, Pending>>,
     /// Where checkpoints go (a URL the workers can reach), if anywhere.
     pub(super) checkpoint_storage: Option<String>,
+    /// The coordinator's token, on every call to a worker.
+    pub(super) present: PresentToken,
 }
 
 impl Pending {
@@ -109,11 +112,13 @@ impl WorkerScheduler {
     pub fn new(
         slots: Arc<SlotManager>,
         checkpoint_storage: Option<String>,
+        present: PresentToken,
     ) -> Arc<WorkerScheduler> {
         let scheduler = Arc::new(WorkerScheduler {
             slots: slots.clone(),
             pending: Mutex::default(),
             checkpoint_storage,
+            present,
         });
         let weak = Arc::downgrade(&scheduler);
         slots.on_progress(Box::new(move |_worker, jobs| {
@@ -153,7 +158,7 @@ impl WorkerScheduler {
                 p.secondary = false;
             }
             for (_, rpc) in &p.waiting {
-                cancel_on(rpc, &id);
+                cancel_on(rpc, &id, &self.present);
             }
             self.maybe_end(&mut pending, &id).await;
         }
@@ -355,7 +360,7 @@ impl WorkerScheduler {
                 };
                 if cancel.load(Ordering::Relaxed) && told != Some(attempt) {
                     for rpc in waiting {
-                        cancel_now(&rpc, &job).await;
+                        cancel_now(&rpc, &job, &me.present).await;
                     }
                     told = Some(attempt);
                 }
@@ -449,7 +454,7 @@ impl WorkerScheduler {
                 restore_json: restore_json.clone(),
             };
             let deployed = async {
-                let mut c = executor(rpc).await?;
+                let mut c = executor(rpc, &self.present).await?;
                 c.deploy_job(request).await?;
                 anyhow::Ok(())
             }
@@ -474,7 +479,7 @@ impl WorkerScheduler {
                 let mut pending = self.pending.lock().await;
                 if let Some(p) = pending.get_mut(id) {
                     for (_, other) in &p.waiting {
-                        cancel_on(other, id);
+                        cancel_on(other, id, &self.present);
                     }
                     p.waiting.clear();
                     self.slots.release(&p.grants).await;
@@ -528,6 +533,7 @@ impl WorkerScheduler {
                 job: id.to_owned(),
                 attempt,
                 workers: workers.iter().map(|(_, rpc)| rpc.clone()).collect(),
+                present: self.present.clone(),
             });
             if let Some(r) = &restore {
                 stats.lock().unwrap_or_else(|p| p.into_inner()).restored =
