@@ -65,7 +65,12 @@ pub struct BundleStore {
     runtime: Arc<WasmRuntime>,
     max_unpacked: u64,
     index: RwLock<BTreeMap<String, BundleInfo>>,
+    /// Turns to unpack and check an upload: a few at a time.
+    unpacking: tokio::sync::Semaphore,
 }
+
+/// Uploads unpacked and checked at once; others wait their turn.
+const CONCURRENT_UNPACKS: usize = 2;
 
 fn kind_name(kind: OperatorKind) -> &'static str {
     match kind {
@@ -81,11 +86,13 @@ fn kind_name(kind: OperatorKind) -> &'static str {
 
 fn archive_error(e: BundleError) -> ApiError {
     match e {
-        BundleError::TooLarge(_) => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "bundle_too_large",
-            e.to_string(),
-        ),
+        BundleError::TooLarge(_) | BundleError::FileTooLarge(..) | BundleError::Bomb(_) => {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "bundle_too_large",
+                e.to_string(),
+            )
+        }
         _ => ApiError::bad_request("bundle_invalid_archive", e.to_string()),
     }
 }
@@ -115,6 +122,7 @@ impl BundleStore {
             runtime,
             max_unpacked,
             index: RwLock::new(index),
+            unpacking: tokio::sync::Semaphore::new(CONCURRENT_UNPACKS),
         })
     }
 
@@ -125,7 +133,20 @@ impl BundleStore {
         if let Some(info) = self.index.read().await.get(&id) {
             return Ok(info.clone());
         }
-        let files = unpack(&archive, self.max_unpacked).map_err(archive_error)?;
+        // Unpacking is CPU work: off the executor, and a few at a time, so
+        // that uploads (compression bombs among them) neither stall other
+        // requests nor hold more than a few archives' worth of memory.
+        let _turn = self
+            .unpacking
+            .acquire()
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let max_unpacked = self.max_unpacked;
+        let (files, archive) =
+            tokio::task::spawn_blocking(move || (unpack(&archive, max_unpacked), archive))
+                .await
+                .map_err(|e| ApiError::internal(format!("unpacking the bundle: {e}")))?;
+        let files = files.map_err(archive_error)?;
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
         let runtime = self.runtime.clone();

@@ -2,9 +2,12 @@
 //!
 //! A gzip-compressed tar with exactly two regular files at its root:
 //! `weir.toml` (the manifest) and `component.wasm` (the component). Reading
-//! one never touches the file system: entries are read into memory, and an
-//! archive is refused if an entry's path is absolute or climbs out (`..`),
-//! if it holds links or devices, or if it unpacks to more than a limit.
+//! one never touches the file system: the two files are read into memory
+//! (others are read past), and an archive is refused if an entry's path is
+//! absolute or climbs out (`..`), if it holds links or devices, more than
+//! [`MAX_ENTRIES`] entries, a manifest over [`MAX_MANIFEST`], or if it
+//! unpacks to more than a limit or to more than [`MAX_RATIO`] times its own
+//! size (a compression bomb).
 
 use std::io::Read;
 use std::path::Component;
@@ -13,6 +16,21 @@ use std::path::Component;
 pub const MANIFEST_FILE: &str = "weir.toml";
 /// The component's name in a bundle archive.
 pub const COMPONENT_FILE: &str = "component.wasm";
+
+/// The most entries (files and directories) an archive may hold: a bundle
+/// has two files, and an archive of millions of empty entries costs
+/// seconds of CPU to walk.
+pub const MAX_ENTRIES: usize = 1_000;
+
+/// The largest manifest, in bytes.
+pub const MAX_MANIFEST: u64 = 1 << 20;
+
+/// How many times its own size an archive may unpack to, beyond
+/// [`RATIO_FLOOR`]: compiled code compresses 3–5×, a gzip bomb 1,000×.
+pub const MAX_RATIO: u64 = 100;
+
+/// What any archive may unpack to, whatever its ratio.
+pub const RATIO_FLOOR: u64 = 16 << 20;
 
 /// Why an archive is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -29,6 +47,15 @@ pub enum BundleError {
     /// Unpacks to more than the limit.
     #[error("the archive unpacks to more than {0} bytes")]
     TooLarge(u64),
+    /// More entries than [`MAX_ENTRIES`].
+    #[error("the archive has more than {0} entries")]
+    TooManyEntries(usize),
+    /// A file over its own limit.
+    #[error("the archive's `{0}` is larger than {1} bytes")]
+    FileTooLarge(&'static str, u64),
+    /// Unpacks to far more than its own size.
+    #[error("the archive unpacks to more than {0} times its size (a compression bomb?)")]
+    Bomb(u64),
     /// A required file is missing.
     #[error("the archive has no `{0}`")]
     Missing(&'static str),
@@ -75,13 +102,19 @@ pub fn pack(files: &BundleFiles) -> std::io::Result<Vec<u8>> {
 /// Read a bundle archive into memory, refusing unsafe or oversized ones.
 /// `limit` bounds the total unpacked size.
 pub fn unpack(archive: &[u8], limit: u64) -> Result<BundleFiles, BundleError> {
+    let ratio_limit = (archive.len() as u64)
+        .saturating_mul(MAX_RATIO)
+        .max(RATIO_FLOOR);
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
     let entries = tar
         .entries()
         .map_err(|e| BundleError::NotAnArchive(e.to_string()))?;
     let (mut manifest, mut component) = (None, None);
     let mut total: u64 = 0;
-    for entry in entries {
+    for (n, entry) in entries.enumerate() {
+        if n >= MAX_ENTRIES {
+            return Err(BundleError::TooManyEntries(MAX_ENTRIES));
+        }
         let mut entry = entry.map_err(|e| BundleError::NotAnArchive(e.to_string()))?;
         let path = entry
             .path()
@@ -101,27 +134,44 @@ pub fn unpack(archive: &[u8], limit: u64) -> Result<BundleFiles, BundleError> {
         if !kind.is_file() {
             return Err(BundleError::NotAFile(shown));
         }
-        let mut bytes = Vec::new();
-        let budget = limit.saturating_sub(total);
-        (&mut entry)
-            .take(budget + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| BundleError::NotAnArchive(e.to_string()))?;
-        total += bytes.len() as u64;
-        if total > limit {
-            return Err(BundleError::TooLarge(limit));
-        }
         let name: Vec<_> = path
             .components()
             .filter(|c| !matches!(c, Component::CurDir))
             .collect();
-        match name.as_slice() {
-            [Component::Normal(n)] if *n == MANIFEST_FILE => {
+        let which = match name.as_slice() {
+            [Component::Normal(n)] if *n == MANIFEST_FILE => Some(MANIFEST_FILE),
+            [Component::Normal(n)] if *n == COMPONENT_FILE => Some(COMPONENT_FILE),
+            // Other files (a README, sources) travel along, read past.
+            _ => None,
+        };
+        let budget = limit.min(ratio_limit).saturating_sub(total);
+        let budget = match which {
+            Some(MANIFEST_FILE) => budget.min(MAX_MANIFEST),
+            _ => budget,
+        };
+        let mut bytes = Vec::new();
+        let read = match which {
+            Some(_) => (&mut entry).take(budget + 1).read_to_end(&mut bytes),
+            None => std::io::copy(&mut (&mut entry).take(budget + 1), &mut std::io::sink())
+                .map(|n| n as usize),
+        }
+        .map_err(|e| BundleError::NotAnArchive(e.to_string()))?;
+        total += read as u64;
+        if which == Some(MANIFEST_FILE) && read as u64 > MAX_MANIFEST {
+            return Err(BundleError::FileTooLarge(MANIFEST_FILE, MAX_MANIFEST));
+        }
+        if total > limit {
+            return Err(BundleError::TooLarge(limit));
+        }
+        if total > ratio_limit {
+            return Err(BundleError::Bomb(MAX_RATIO));
+        }
+        match which {
+            Some(MANIFEST_FILE) => {
                 manifest = Some(String::from_utf8(bytes).map_err(|_| BundleError::NotText)?)
             }
-            [Component::Normal(n)] if *n == COMPONENT_FILE => component = Some(bytes),
-            // Other files (a README, sources) travel along and are ignored.
-            _ => {}
+            Some(_) => component = Some(bytes),
+            None => {}
         }
     }
     Ok(BundleFiles {
@@ -151,6 +201,27 @@ mod tests {
     }
 
     #[test]
+    fn refuses_an_archive_of_too_many_entries_quickly() {
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::default(),
+        ));
+        for i in 0..MAX_ENTRIES + 10 {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(0);
+            header.set_mode(0o644);
+            header.set_cksum();
+            tar.append_data(&mut header, format!("e{i}"), &[][..])
+                .unwrap();
+        }
+        let archive = tar.into_inner().unwrap().finish().unwrap();
+        assert_eq!(
+            unpack(&archive, 1 << 30),
+            Err(BundleError::TooManyEntries(MAX_ENTRIES))
+        );
+    }
+
+    #[test]
     fn refuses_escapes_links_garbage_and_bombs() {
         let escape = raw_tar(b"../evil", tar::EntryType::Regular, b"x");
         assert_eq!(
@@ -170,6 +241,20 @@ mod tests {
         ));
         let big = raw_tar(b"component.wasm", tar::EntryType::Regular, &[0; 1000]);
         assert_eq!(unpack(&big, 999), Err(BundleError::TooLarge(999)));
+        // A compression bomb: far more than its size, though under the limit.
+        let zeros = vec![0; (RATIO_FLOOR + (1 << 20)) as usize];
+        let bomb = raw_tar(b"component.wasm", tar::EntryType::Regular, &zeros);
+        assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+        assert_eq!(unpack(&bomb, 1 << 30), Err(BundleError::Bomb(MAX_RATIO)));
+        // An ignored file counts too.
+        let other = raw_tar(b"data.bin", tar::EntryType::Regular, &zeros);
+        assert_eq!(unpack(&other, 1 << 30), Err(BundleError::Bomb(MAX_RATIO)));
+        let manifest = vec![b'#'; (MAX_MANIFEST + 1) as usize];
+        let long = raw_tar(b"weir.toml", tar::EntryType::Regular, &manifest);
+        assert_eq!(
+            unpack(&long, 1 << 30),
+            Err(BundleError::FileTooLarge(MANIFEST_FILE, MAX_MANIFEST))
+        );
         let only_manifest = raw_tar(b"weir.toml", tar::EntryType::Regular, b"[job]");
         assert_eq!(
             unpack(&only_manifest, 100),
