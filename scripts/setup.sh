@@ -22,6 +22,12 @@ fi
 if [ "${1:-}" = demo ]; then
     exit 0
 fi
+# The test suite checks formatting and lints.
+for component in rustfmt clippy; do
+    if ! rustup component list --installed | grep -q "^$component"; then
+        rustup component add "$component"
+    fi
+done
 # The dashboard's browser test: Debian's Chromium, and Playwright (the npm
 # package only, pinned in tests/browser/package-lock.json; it drives the
 # system's Chromium and downloads no browser).

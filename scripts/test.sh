@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Run Weir's whole test suite: unit tests, doctests, the integration tests
-# (tests/all) and the CLI tests, after building the guest components.
+# Run Weir's whole test suite: formatting and lints (warnings are errors),
+# unit tests, doctests, the integration tests (tests/all) and the CLI tests,
+# after building the guest components.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build outputs live outside the clone so that repeated runs reuse them.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
 scripts/setup.sh
 cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p windowed-counts -p fraud -p sessions -p test-guests -p bench-operators
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
