@@ -1,1 +1,1 @@
-
+//! Weir's benchmarks: the `weir-bench` binary (`src/main.rs`) and its modules.

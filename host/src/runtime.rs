@@ -212,7 +212,10 @@ impl WasmRuntime {
             // engine with the same compatibility hash (the directory is named
             // after it), in a directory that only this host writes; a file
             // that fails to load is compiled again.
-            #[allow(unsafe_code)]
+            #[expect(
+                unsafe_code,
+                reason = "deserializing a precompiled component; see SAFETY above"
+            )]
             match unsafe { Component::deserialize_file(&self.engine, path) } {
                 Ok(c) => return Ok(c),
                 Err(e) => tracing::warn!("ignoring cached {}: {e}", path.display()),
