@@ -15,8 +15,10 @@ pub struct HostConfig {
     /// 256 MiB: large enough for a Python or JavaScript runtime, small
     /// enough that a memory bomb cannot take the worker down.
     pub memory_limit_bytes: u64,
-    /// CPU time one call into a guest (one batch) may take, in milliseconds.
-    /// An endless loop is stopped after this with a "deadline" error.
+    /// Time one call into a guest (one batch) may take, in milliseconds: an
+    /// endless loop is stopped after this (epoch interruption), and so is a
+    /// wait in WASI (a sleep, a poll on something not ready), each with a
+    /// "deadline" error; a cancel therefore never waits longer for a call.
     /// Default 5,000 ms: a batch normally takes well under 10 ms.
     pub call_timeout_ms: u64,
     /// How often the deadline clock ticks (epoch interruption), in
@@ -46,6 +48,11 @@ impl HostConfig {
     /// The epoch tick as a duration.
     pub fn tick(&self) -> Duration {
         Duration::from_millis(self.epoch_tick_ms.max(1))
+    }
+
+    /// The deadline of one call.
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms.max(1))
     }
 
     /// The deadline of one call, in ticks.

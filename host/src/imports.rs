@@ -85,6 +85,8 @@ pub(crate) struct TaskState {
     pub(crate) staged: Staged,
     pub(crate) watermark: Option<i64>,
     pub(crate) last_words: LastWords,
+    /// When the running call's waits in WASI (a sleep, a poll) give up.
+    pub(crate) call_deadline: std::time::Instant,
 }
 
 impl WasiView for TaskState {

@@ -333,7 +333,9 @@ impl OperatorInstance {
     fn prepare(&mut self, ctx: BatchContext) -> types::BatchContext {
         let deadline = self.runtime.config().deadline_ticks();
         self.store.set_epoch_deadline(deadline);
+        let waits_until = std::time::Instant::now() + self.runtime.config().call_timeout();
         let data = self.store.data_mut();
+        data.call_deadline = waits_until;
         data.watermark = ctx.watermark;
         data.staged.clear();
         types::BatchContext {
@@ -467,6 +469,18 @@ fn classify(store: &mut Store<TaskState>, e: wasmtime::Error, doing: &str) -> Op
             message: format!(
                 "while {doing}, the guest asked for {asked} bytes of linear memory; the limit is {} bytes",
                 data.limiter.max_memory
+            ),
+            guest_output,
+        };
+    }
+    if e.downcast_ref::<crate::wasi::WaitedPastDeadline>()
+        .is_some()
+    {
+        return OperatorError {
+            ident,
+            kind: ErrorKind::Deadline,
+            message: format!(
+                "while {doing}, stopped at the call's wall-clock deadline: it waited in a sleep or a poll (operators may not block)"
             ),
             guest_output,
         };

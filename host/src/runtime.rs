@@ -110,6 +110,8 @@ impl WasmRuntime {
         let mut linker: Linker<TaskState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| anyhow::anyhow!("cannot link WASI: {e}"))?;
+        wasi::bound_waits(&mut linker)
+            .map_err(|e| anyhow::anyhow!("cannot bound WASI's waits: {e}"))?;
         OperatorComponent::add_to_linker::<TaskState, HasSelf<TaskState>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("cannot link the host imports: {e}"))?;
 
@@ -261,6 +263,7 @@ impl WasmRuntime {
             staged: Staged::default(),
             watermark: None,
             last_words,
+            call_deadline: std::time::Instant::now() + self.config.call_timeout(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);

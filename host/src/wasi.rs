@@ -135,3 +135,71 @@ pub(crate) fn locked_down(ident: Arc<TaskIdent>, last_words: LastWords) -> WasiC
         .allow_ip_name_lookup(false)
         .build()
 }
+
+/// A guest waited in WASI (a sleep, a poll on something not ready) past its
+/// call's wall-clock deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitedPastDeadline;
+
+impl std::fmt::Display for WaitedPastDeadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the guest waited (a sleep, or a poll on something not ready) past its call's wall-clock deadline")
+    }
+}
+
+impl std::error::Error for WaitedPastDeadline {}
+
+/// The WIT name of WASI's poll interface in the version linked.
+const POLL: &str = "wasi:io/poll@0.2.12";
+
+/// Bound WASI's blocking waits by the call's wall-clock deadline.
+///
+/// Epoch interruption stops a guest that runs too long, but only while it
+/// runs its own code: a guest that sleeps or polls waits inside the host,
+/// where no epoch is checked, and would keep its slot (and a cancel
+/// waiting) for as long as it asked. So the two ways WASI waits, `poll` and
+/// `pollable.block`, are replaced by ones that give up at
+/// [`TaskState::call_deadline`](crate::imports::TaskState) and fail the call
+/// with [`WaitedPastDeadline`]; a wait that ends in time behaves as WASI's.
+pub(crate) fn bound_waits(
+    linker: &mut wasmtime::component::Linker<crate::imports::TaskState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::DynPollable;
+    use wasmtime_wasi_io::bindings::wasi::io::poll::{Host, HostPollable};
+
+    linker.allow_shadowing(true);
+    let mut poll = linker.instance(POLL)?;
+    poll.func_wrap(
+        "poll",
+        |mut store: wasmtime::StoreContextMut<'_, crate::imports::TaskState>,
+         (pollables,): (Vec<Resource<DynPollable>>,)| {
+            let state = store.data_mut();
+            let deadline = state.call_deadline;
+            let ready = wait_until(deadline, Host::poll(&mut state.table, pollables))??;
+            Ok((ready,))
+        },
+    )?;
+    poll.func_wrap(
+        "[method]pollable.block",
+        |mut store: wasmtime::StoreContextMut<'_, crate::imports::TaskState>,
+         (pollable,): (Resource<DynPollable>,)| {
+            let state = store.data_mut();
+            let deadline = state.call_deadline;
+            wait_until(deadline, HostPollable::block(&mut state.table, pollable))??;
+            Ok(())
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Run `wait` until it ends or `deadline` passes.
+fn wait_until<F: std::future::Future>(
+    deadline: std::time::Instant,
+    wait: F,
+) -> wasmtime::Result<F::Output> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    wasmtime_wasi::runtime::in_tokio(async move { tokio::time::timeout(left, wait).await })
+        .map_err(|_| wasmtime::Error::new(WaitedPastDeadline))
+}

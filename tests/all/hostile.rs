@@ -58,6 +58,32 @@ fn an_endless_loop_is_stopped_by_the_deadline() {
 }
 
 #[test]
+fn a_guest_that_sleeps_is_stopped_at_the_wall_clock_deadline() {
+    let rt = runtime();
+    let mut op = instance(&rt, "sleeps");
+    let started = Instant::now();
+    let err = op.process(vec![text("x")], ctx()).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind, ErrorKind::Deadline, "{err}");
+    assert!(err.to_string().contains("wall-clock deadline"), "{err}");
+    assert!(err.to_string().contains("op-sleeps"), "{err}");
+    // The runtime's calls may take 500 ms.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    op.reset().unwrap();
+    // A short wait is no failure.
+    let mut naps = instance(&rt, "naps");
+    assert_eq!(
+        values(
+            &naps
+                .process(vec![text("a"), text("b")], ctx())
+                .unwrap()
+                .main
+        ),
+        ["a", "b"]
+    );
+}
+
+#[test]
 fn a_memory_bomb_hits_the_memory_limit() {
     let rt = runtime();
     let mut op = instance(&rt, "membomb");
