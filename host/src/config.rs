@@ -24,6 +24,15 @@ pub struct HostConfig {
     /// How often the deadline clock ticks (epoch interruption), in
     /// milliseconds; the deadline is enforced to within one tick.
     pub epoch_tick_ms: u64,
+    /// Records one call may emit (main and side outputs together). Default
+    /// 1,000,000: a batch of 1,024 records fanning out a thousandfold.
+    pub max_emit_records: u64,
+    /// Bytes of records one call may emit. Default 256 MiB.
+    pub max_emit_bytes: u64,
+    /// Bytes of log lines (stdout, stderr, `log`) an instance may write per
+    /// second; what is over is dropped and counted, and the count logged.
+    /// Default 64 KiB.
+    pub log_bytes_per_second: u64,
     /// Component instances the pooling allocator reserves room for (one per
     /// live operator instance plus one per component being checked).
     pub max_instances: u32,
@@ -38,6 +47,9 @@ impl Default for HostConfig {
             memory_limit_bytes: 256 << 20,
             call_timeout_ms: 5_000,
             epoch_tick_ms: 10,
+            max_emit_records: 1_000_000,
+            max_emit_bytes: 256 << 20,
+            log_bytes_per_second: 64 << 10,
             max_instances: 256,
             cache_dir: None,
         }

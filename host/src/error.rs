@@ -55,10 +55,13 @@ pub enum ErrorKind {
     Guest,
     /// The guest trapped (a panic, `unreachable`, an out-of-bounds access).
     Trap,
-    /// The guest ran past its CPU deadline (e.g. an endless loop).
+    /// The guest ran past its call's deadline (an endless loop, a sleep).
     Deadline,
     /// The guest asked for more memory than its limit.
     MemoryLimit,
+    /// The guest made the host hold more than a quota allows (records
+    /// emitted in one call).
+    Quota,
     /// The host failed (state backend, instantiation).
     Host,
 }
@@ -83,8 +86,9 @@ impl fmt::Display for OperatorError {
         let what = match self.kind {
             ErrorKind::Guest => "failed",
             ErrorKind::Trap => "trapped",
-            ErrorKind::Deadline => "ran past its CPU deadline",
+            ErrorKind::Deadline => "ran past its call's deadline",
             ErrorKind::MemoryLimit => "exceeded its memory limit",
+            ErrorKind::Quota => "exceeded a quota",
             ErrorKind::Host => "could not run",
         };
         write!(f, "{} {what}: {}", self.ident, self.message)?;
@@ -96,3 +100,26 @@ impl fmt::Display for OperatorError {
 }
 
 impl std::error::Error for OperatorError {}
+
+/// A guest went over one of its quotas: which, the limit, and what it asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QuotaExceeded {
+    /// The quota's name, as configured (`max-emit-records`).
+    pub(crate) quota: &'static str,
+    /// Its limit.
+    pub(crate) limit: u64,
+    /// What the guest reached.
+    pub(crate) value: u64,
+}
+
+impl fmt::Display for QuotaExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} reached {} in one call; the limit is {}",
+            self.quota, self.value, self.limit
+        )
+    }
+}
+
+impl std::error::Error for QuotaExceeded {}

@@ -24,6 +24,8 @@ pub(crate) struct Staged {
     pub(crate) side: Vec<(String, Vec<Record>)>,
     pub(crate) state_ops: Vec<StateOp>,
     pub(crate) timer_ops: Vec<TimerOp>,
+    /// Records and bytes emitted in this call, for the quotas.
+    pub(crate) emitted: (u64, u64),
 }
 
 impl Staged {
@@ -32,6 +34,38 @@ impl Staged {
         self.side.clear();
         self.state_ops.clear();
         self.timer_ops.clear();
+        self.emitted = (0, 0);
+    }
+}
+
+/// What one instance may make the host hold, from the host's config.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Quotas {
+    pub(crate) emit_records: u64,
+    pub(crate) emit_bytes: u64,
+}
+
+impl TaskState {
+    /// Count a batch the guest emits against the call's quotas.
+    fn count_emitted(&mut self, batch: &Batch) -> wasmtime::Result<()> {
+        let (records, bytes) = &mut self.staged.emitted;
+        *records += (batch.spans.len() / 4) as u64;
+        *bytes += batch.data.len() as u64;
+        let over = |quota, limit: u64, value: u64| {
+            (value > limit).then(|| {
+                wasmtime::Error::new(crate::error::QuotaExceeded {
+                    quota,
+                    limit,
+                    value,
+                })
+            })
+        };
+        match over("max-emit-records", self.quotas.emit_records, *records)
+            .or_else(|| over("max-emit-bytes", self.quotas.emit_bytes, *bytes))
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -87,6 +121,9 @@ pub(crate) struct TaskState {
     pub(crate) last_words: LastWords,
     /// When the running call's waits in WASI (a sleep, a poll) give up.
     pub(crate) call_deadline: std::time::Instant,
+    pub(crate) quotas: Quotas,
+    /// The instance's log bytes per second.
+    pub(crate) log_budget: crate::wasi::LogBudget,
 }
 
 impl WasiView for TaskState {
@@ -114,10 +151,12 @@ impl types::Host for TaskState {}
 
 impl host::Host for TaskState {
     fn emit(&mut self, records: Batch) -> wasmtime::Result<()> {
+        self.count_emitted(&records)?;
         crate::packed::unpack_batch(records, &mut self.staged.main).map_err(wasmtime::Error::msg)
     }
 
     fn emit_side(&mut self, name: String, records: Batch) -> wasmtime::Result<()> {
+        self.count_emitted(&records)?;
         let i = match self.staged.side.iter().position(|(n, _)| *n == name) {
             Some(i) => i,
             None => {
@@ -228,6 +267,12 @@ impl host::Host for TaskState {
     }
 
     fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
+        if level == LogLevel::Error {
+            self.last_words.push(&message);
+        }
+        if !self.log_budget.take(message.len()) {
+            return Ok(());
+        }
         let i = &*self.ident;
         match level {
             LogLevel::Debug => {
@@ -241,7 +286,6 @@ impl host::Host for TaskState {
             }
             LogLevel::Error => {
                 tracing::error!(job = %i.job, operator = %i.operator, subtask = i.subtask, "{message}");
-                self.last_words.push(&message);
             }
         }
         Ok(())

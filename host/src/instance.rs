@@ -473,6 +473,14 @@ fn classify(store: &mut Store<TaskState>, e: wasmtime::Error, doing: &str) -> Op
             guest_output,
         };
     }
+    if let Some(q) = e.downcast_ref::<crate::error::QuotaExceeded>() {
+        return OperatorError {
+            ident,
+            kind: ErrorKind::Quota,
+            message: format!("while {doing}, {q}"),
+            guest_output,
+        };
+    }
     if e.downcast_ref::<crate::wasi::WaitedPastDeadline>()
         .is_some()
     {

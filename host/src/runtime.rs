@@ -14,7 +14,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::bindings::{OperatorComponent, OperatorComponentPre};
 use crate::config::HostConfig;
 use crate::error::{LoadError, TaskIdent};
-use crate::imports::{Limiter, Staged, TaskState};
+use crate::imports::{Limiter, Quotas, Staged, TaskState};
 use crate::types::OperatorDescriptor;
 use crate::wasi::{self, LastWords};
 use weir_state::{MemoryStateBackend, StateBackend};
@@ -80,7 +80,7 @@ const CORE_MODULE_HEADER: [u8; 8] = [0, b'a', b's', b'm', 1, 0, 0, 0];
 
 impl WasmRuntime {
     /// Build the engine (pooling allocator sized by `config`, epoch
-    /// interruption for CPU deadlines), link the host imports and the
+    /// interruption for call deadlines), link the host imports and the
     /// locked-down WASI, and start the epoch clock.
     pub fn new(config: HostConfig) -> anyhow::Result<Arc<WasmRuntime>> {
         let mut c = Config::new();
@@ -249,8 +249,10 @@ impl WasmRuntime {
         backend: Box<dyn StateBackend>,
     ) -> Store<TaskState> {
         let last_words = LastWords::default();
+        let log_budget = wasi::LogBudget::new(ident.clone(), self.config.log_bytes_per_second);
         let state = TaskState {
-            wasi: wasi::locked_down(ident.clone(), last_words.clone()),
+            wasi: wasi::locked_down(ident.clone(), last_words.clone(), log_budget.clone()),
+            log_budget,
             ident,
             table: ResourceTable::new(),
             limiter: Limiter {
@@ -264,6 +266,10 @@ impl WasmRuntime {
             watermark: None,
             last_words,
             call_deadline: std::time::Instant::now() + self.config.call_timeout(),
+            quotas: Quotas {
+                emit_records: self.config.max_emit_records,
+                emit_bytes: self.config.max_emit_bytes,
+            },
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);

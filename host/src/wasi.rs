@@ -48,6 +48,53 @@ impl LastWords {
     }
 }
 
+/// How many bytes of log lines an instance may write per second; what is
+/// over is dropped, and how much was dropped is logged once the second is
+/// over. Shared by the instance's stdout, stderr and `log` import.
+#[derive(Clone)]
+pub(crate) struct LogBudget(Arc<Mutex<Budget>>);
+
+struct Budget {
+    ident: Arc<TaskIdent>,
+    per_second: u64,
+    started: std::time::Instant,
+    used: u64,
+    dropped: u64,
+}
+
+impl LogBudget {
+    pub(crate) fn new(ident: Arc<TaskIdent>, per_second: u64) -> LogBudget {
+        LogBudget(Arc::new(Mutex::new(Budget {
+            ident,
+            per_second,
+            started: std::time::Instant::now(),
+            used: 0,
+            dropped: 0,
+        })))
+    }
+
+    /// Whether a line of `bytes` may be written now.
+    pub(crate) fn take(&self, bytes: usize) -> bool {
+        let mut b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if b.started.elapsed() >= std::time::Duration::from_secs(1) {
+            if b.dropped > 0 {
+                let i = &*b.ident;
+                tracing::warn!(job = %i.job, operator = %i.operator, subtask = i.subtask, "dropped {} bytes of guest log over its limit of {} bytes per second", b.dropped, b.per_second);
+            }
+            b.started = std::time::Instant::now();
+            (b.used, b.dropped) = (0, 0);
+        }
+        let bytes = bytes as u64;
+        if b.used + bytes > b.per_second {
+            b.dropped += bytes;
+            false
+        } else {
+            b.used += bytes;
+            true
+        }
+    }
+}
+
 /// A guest's stdout or stderr: complete lines go to the log.
 #[derive(Clone)]
 struct LogStream {
@@ -55,6 +102,7 @@ struct LogStream {
     stderr: bool,
     partial: Arc<Mutex<Vec<u8>>>,
     last_words: LastWords,
+    budget: LogBudget,
 }
 
 impl LogStream {
@@ -62,8 +110,14 @@ impl LogStream {
         let text = String::from_utf8_lossy(line);
         let ident = &*self.ident;
         if self.stderr {
-            tracing::warn!(job = %ident.job, operator = %ident.operator, subtask = ident.subtask, "guest stderr: {}", text.trim_end());
+            // Kept to explain a failure even when the log is over budget.
             self.last_words.push(&text);
+        }
+        if !self.budget.take(line.len()) {
+            return;
+        }
+        if self.stderr {
+            tracing::warn!(job = %ident.job, operator = %ident.operator, subtask = ident.subtask, "guest stderr: {}", text.trim_end());
         } else {
             tracing::info!(job = %ident.job, operator = %ident.operator, subtask = ident.subtask, "guest stdout: {}", text.trim_end());
         }
@@ -120,12 +174,17 @@ impl StdoutStream for LogStream {
 }
 
 /// The WASI context of one operator instance.
-pub(crate) fn locked_down(ident: Arc<TaskIdent>, last_words: LastWords) -> WasiCtx {
+pub(crate) fn locked_down(
+    ident: Arc<TaskIdent>,
+    last_words: LastWords,
+    budget: LogBudget,
+) -> WasiCtx {
     let stream = |stderr| LogStream {
         ident: ident.clone(),
         stderr,
         partial: Arc::default(),
         last_words: last_words.clone(),
+        budget: budget.clone(),
     };
     WasiCtxBuilder::new()
         .stdout(stream(false))
@@ -202,4 +261,27 @@ fn wait_until<F: std::future::Future>(
     let left = deadline.saturating_duration_since(std::time::Instant::now());
     wasmtime_wasi::runtime::in_tokio(async move { tokio::time::timeout(left, wait).await })
         .map_err(|_| wasmtime::Error::new(WaitedPastDeadline))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_budget_lets_so_many_bytes_through_per_second() {
+        let ident = Arc::new(TaskIdent {
+            job: "j".into(),
+            operator: "o".into(),
+            subtask: 0,
+        });
+        let budget = LogBudget::new(ident, 100);
+        assert!(budget.take(60));
+        assert!(budget.take(40));
+        assert!(!budget.take(1), "over the budget");
+        assert!(!budget.take(50));
+        // A new second, a new budget.
+        budget.0.lock().unwrap().started -= std::time::Duration::from_secs(1);
+        assert!(budget.take(100));
+        assert_eq!(budget.0.lock().unwrap().dropped, 0);
+    }
 }

@@ -84,6 +84,30 @@ fn a_guest_that_sleeps_is_stopped_at_the_wall_clock_deadline() {
 }
 
 #[test]
+fn a_call_that_emits_past_its_quota_fails_naming_it() {
+    let rt = std::sync::Arc::new(
+        weir_host::WasmRuntime::new(weir_host::HostConfig {
+            max_emit_records: 1000,
+            max_instances: 8,
+            ..weir_host::HostConfig::default()
+        })
+        .unwrap(),
+    );
+    // `twice` emits two records per input: 600 inputs, 1,200 records.
+    let mut op = instance(&rt, "twice");
+    let batch = |n: usize| (0..n).map(|i| text(&i.to_string())).collect::<Vec<_>>();
+    let err = op.process(batch(600), ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Quota, "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains("op-twice"), "{shown}");
+    assert!(shown.contains("max-emit-records"), "{shown}");
+    assert!(shown.contains("the limit is 1000"), "{shown}");
+    // Nothing of the failed call is kept, and a call within it runs.
+    op.reset().unwrap();
+    assert_eq!(op.process(batch(400), ctx()).unwrap().main.len(), 800);
+}
+
+#[test]
 fn a_memory_bomb_hits_the_memory_limit() {
     let rt = runtime();
     let mut op = instance(&rt, "membomb");
