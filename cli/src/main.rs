@@ -235,8 +235,12 @@ impl ServerArgs {
         let allow_dirs = if !self.allow_dirs.is_empty() {
             self.allow_dirs
         } else if local_workers.is_some() {
-            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            vec![cwd, data_dir.clone()]
+            // The working directory, unless it is the root of the file
+            // system: that would grant every file.
+            let cwd = std::env::current_dir()
+                .ok()
+                .filter(|d| d.parent().is_some());
+            cwd.into_iter().chain([data_dir.clone()]).collect()
         } else {
             vec![data_dir.join("io")]
         };

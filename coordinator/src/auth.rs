@@ -46,18 +46,29 @@ fn cross_site(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return false;
     };
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
     // `Origin: scheme://host[:port]`; a page of this server has this
-    // server's host and port.
-    let origin_host = origin
+    // server's host and port, as the request names it (or as a proxy in
+    // front of it received it).
+    let Some(origin_host) = origin
         .to_str()
         .ok()
         .and_then(|o| o.split_once("://"))
-        .map(|(_, h)| h);
-    origin_host != Some(host)
+        .map(|(_, h)| h)
+    else {
+        return true;
+    };
+    let names = |name| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|h| h.to_str().ok())
+            .flat_map(|h| h.split(','))
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    let mut hosts = names(header::HOST);
+    hosts.extend(names(header::HeaderName::from_static("x-forwarded-host")));
+    !hosts.contains(&origin_host)
 }
 
 /// The middleware: refuses cross-site changes and, on a coordinator with
@@ -144,6 +155,12 @@ mod tests {
         assert!(cross_site(&headers(&[
             ("host", "127.0.0.1:8081"),
             ("sec-fetch-site", "cross-site")
+        ])));
+        // Behind a proxy that rewrites `Host`, the host it received.
+        assert!(!cross_site(&headers(&[
+            ("host", "127.0.0.1:8081"),
+            ("x-forwarded-host", "weir.example.com"),
+            ("origin", "https://weir.example.com")
         ])));
     }
 }

@@ -110,6 +110,12 @@ impl Tokens {
         if tokens.is_open() {
             return Err("it holds no token".into());
         }
+        if tokens.own.is_none() {
+            return Err(
+                "it holds no admin token: the cluster's own processes need one to reach each other"
+                    .into(),
+            );
+        }
         Ok(tokens)
     }
 
@@ -210,6 +216,7 @@ mod tests {
             ("admin short", "at least 16"),
             ("owner aaaaaaaaaaaaaaaaaaaa", "not a role"),
             ("read aaaaaaaa aaaaaaaaaaaa", "spaces"),
+            ("read rrrrrrrrrrrrrrrrrrrr", "no admin token"),
         ] {
             let e = Tokens::parse(bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");

@@ -34,6 +34,19 @@ fn a_component_of_another_world() {
 }
 
 #[test]
+fn a_component_that_imports_what_the_host_does_not_provide() {
+    let rt = runtime();
+    let bytes = wat::parse_str(
+        r#"(component (import "evil:net/sockets@1.0.0" (instance (export "connect" (func)))))"#,
+    )
+    .unwrap();
+    let err = rt.load(&bytes).err().unwrap();
+    assert!(matches!(err, LoadError::WrongWorld(_)), "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains("evil:net/sockets@1.0.0"), "{shown}");
+}
+
+#[test]
 fn a_corrupt_component() {
     let rt = runtime();
     let mut bytes = std::fs::read(weir_tests::guest("test-guests")).unwrap();
