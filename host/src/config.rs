@@ -62,6 +62,35 @@ impl HostConfig {
         Duration::from_millis(self.epoch_tick_ms.max(1))
     }
 
+    /// This configuration with a job's `limits` applied: each may lower
+    /// the worker's value, none may raise it (the worker's is the cap).
+    pub fn limited(&self, limits: &weir_model::limits::GuestLimits) -> Result<HostConfig, String> {
+        let mut c = self.clone();
+        let caps = [
+            self.call_timeout_ms,
+            self.memory_limit_bytes >> 20,
+            self.max_emit_records,
+            self.max_emit_bytes,
+            self.log_bytes_per_second,
+        ];
+        for ((name, asked), cap) in limits.named().into_iter().zip(caps) {
+            let Some(asked) = asked else { continue };
+            if asked > cap {
+                return Err(format!(
+                    "the job's [limits] {name} = {asked} is above this worker's {cap}"
+                ));
+            }
+            match name {
+                "call-timeout-ms" => c.call_timeout_ms = asked,
+                "memory-limit-mib" => c.memory_limit_bytes = asked << 20,
+                "max-emit-records" => c.max_emit_records = asked,
+                "max-emit-bytes" => c.max_emit_bytes = asked,
+                _ => c.log_bytes_per_second = asked,
+            }
+        }
+        Ok(c)
+    }
+
     /// The deadline of one call.
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms.max(1))

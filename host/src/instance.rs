@@ -7,6 +7,7 @@ use wasmtime::{Store, Trap};
 use weir_model::Record;
 
 use crate::bindings::OperatorComponent;
+use crate::config::HostConfig;
 use crate::error::{ErrorKind, OperatorError, TaskIdent};
 use crate::imports::TaskState;
 use crate::runtime::{LoadedComponent, WasmRuntime};
@@ -46,6 +47,8 @@ pub struct OperatorInstance {
     handle: ResourceAny,
     /// Time spent in guest calls so far.
     guest_time: std::time::Duration,
+    /// The limits it runs under: the runtime's, lowered by the job's.
+    config: HostConfig,
 }
 
 /// Which operator a component creates, and how.
@@ -59,6 +62,8 @@ pub struct OperatorSpec<'a> {
     pub window: Option<&'a weir_model::graph::WindowSpec>,
     /// The codecs of its input, outputs and state.
     pub codecs: weir_model::codec::OperatorCodecs,
+    /// The job's guest limits, at most the runtime's.
+    pub limits: weir_model::limits::GuestLimits,
 }
 
 /// `create`'s arguments, in the contract's types.
@@ -99,6 +104,15 @@ impl OperatorInstance {
             codecs: wit_codecs(&spec.codecs),
         };
         let ident = Arc::new(ident);
+        let config = runtime
+            .config()
+            .limited(&spec.limits)
+            .map_err(|message| OperatorError {
+                ident: (*ident).clone(),
+                kind: ErrorKind::Host,
+                message,
+                guest_output: Vec::new(),
+            })?;
         let kind = match component.operator(function) {
             Some(d) => d.kind,
             None => {
@@ -119,8 +133,9 @@ impl OperatorInstance {
             }
         };
         let (store, bindings, handle) =
-            Self::start(&runtime, &component, &creation, &ident, backend)?;
+            Self::start(&runtime, &component, &creation, &ident, backend, &config)?;
         Ok(OperatorInstance {
+            config,
             runtime,
             component,
             creation,
@@ -139,8 +154,9 @@ impl OperatorInstance {
         creation: &Creation,
         ident: &Arc<TaskIdent>,
         backend: Box<dyn StateBackend>,
+        config: &HostConfig,
     ) -> Result<(Store<TaskState>, OperatorComponent, ResourceAny), OperatorError> {
-        let mut store = runtime.store(ident.clone(), backend);
+        let mut store = runtime.store(ident.clone(), backend, config);
         let bindings = match component.pre.instantiate(&mut store) {
             Ok(b) => b,
             Err(e) => return Err(classify(&mut store, e, "instantiating the component")),
@@ -331,9 +347,9 @@ impl OperatorInstance {
     /// Set the deadline and the watermark for a call, clear what a failed
     /// call left staged, and return the context as the guest receives it.
     fn prepare(&mut self, ctx: BatchContext) -> types::BatchContext {
-        let deadline = self.runtime.config().deadline_ticks();
+        let deadline = self.config.deadline_ticks();
         self.store.set_epoch_deadline(deadline);
-        let waits_until = std::time::Instant::now() + self.runtime.config().call_timeout();
+        let waits_until = std::time::Instant::now() + self.config.call_timeout();
         let data = self.store.data_mut();
         data.call_deadline = waits_until;
         data.watermark = ctx.watermark;
@@ -402,6 +418,7 @@ impl OperatorInstance {
             &self.creation,
             &self.ident,
             backend,
+            &self.config,
         )?;
         self.store = store;
         self.bindings = bindings;

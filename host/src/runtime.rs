@@ -185,6 +185,7 @@ impl WasmRuntime {
                 subtask: 0,
             }),
             Box::new(MemoryStateBackend::new()),
+            &self.config,
         );
         let operators = pre
             .instantiate(&mut store)
@@ -247,16 +248,17 @@ impl WasmRuntime {
         &self,
         ident: Arc<TaskIdent>,
         backend: Box<dyn StateBackend>,
+        config: &HostConfig,
     ) -> Store<TaskState> {
         let last_words = LastWords::default();
-        let log_budget = wasi::LogBudget::new(ident.clone(), self.config.log_bytes_per_second);
+        let log_budget = wasi::LogBudget::new(ident.clone(), config.log_bytes_per_second);
         let state = TaskState {
             wasi: wasi::locked_down(ident.clone(), last_words.clone(), log_budget.clone()),
             log_budget,
             ident,
             table: ResourceTable::new(),
             limiter: Limiter {
-                max_memory: self.config.memory_limit_bytes as usize,
+                max_memory: config.memory_limit_bytes as usize,
                 exceeded: None,
                 current: 0,
             },
@@ -265,16 +267,16 @@ impl WasmRuntime {
             staged: Staged::default(),
             watermark: None,
             last_words,
-            call_deadline: std::time::Instant::now() + self.config.call_timeout(),
+            call_deadline: std::time::Instant::now() + config.call_timeout(),
             quotas: Quotas {
-                emit_records: self.config.max_emit_records,
-                emit_bytes: self.config.max_emit_bytes,
+                emit_records: config.max_emit_records,
+                emit_bytes: config.max_emit_bytes,
             },
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
-        store.set_epoch_deadline(self.config.deadline_ticks());
+        store.set_epoch_deadline(config.deadline_ticks());
         store
     }
 }

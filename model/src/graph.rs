@@ -44,6 +44,9 @@ pub struct JobGraph {
     /// [`crate::codec`]).
     #[serde(default)]
     pub codec: Codec,
+    /// Guest limits below the worker's (the manifest's `[limits]`).
+    #[serde(default)]
+    pub limits: crate::limits::GuestLimits,
 }
 
 /// One vertex of the graph, run as `parallelism` subtasks.
@@ -804,6 +807,8 @@ impl JobGraph {
             .map(state_backend)
             .transpose()?
             .flatten();
+        let limits = manifest.limits.unwrap_or_default();
+        limits.check().map_err(invalid)?;
         Ok(JobGraph {
             name: manifest.job.name.clone(),
             max_parallelism,
@@ -814,6 +819,7 @@ impl JobGraph {
             checkpoint,
             restart,
             codec: manifest.job.codec.unwrap_or(Codec::Msgpack),
+            limits,
         })
     }
 
@@ -1199,6 +1205,33 @@ mod limit_tests {
             .unwrap_err();
             assert!(e.to_string().contains("between 1 and 32768"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_job_may_set_its_guest_limits() {
+        let g = build(
+            "",
+            "type='generator'",
+            "type='stdout'\n[limits]\ncall-timeout-ms=100\nmax-emit-records=10",
+        )
+        .unwrap();
+        assert_eq!(g.limits.call_timeout_ms, Some(100));
+        assert_eq!(g.limits.max_emit_records, Some(10));
+        assert_eq!(g.limits.memory_limit_mib, None);
+        let e = build(
+            "",
+            "type='generator'",
+            "type='stdout'\n[limits]\nmax-emit-bytes=0",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("max-emit-bytes must be at least 1"),
+            "{e}"
+        );
+        assert!(
+            build("", "type='generator'", "type='stdout'\n[limits]\ncpu=1").is_err(),
+            "an unknown limit"
+        );
     }
 
     #[test]

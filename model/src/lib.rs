@@ -20,6 +20,8 @@
 //! - [`access`]: which files a job's connectors may reach (the directories
 //!   a cluster grants).
 //! - [`auth`]: tokens, and what each may do (read or admin).
+//! - [`limits`]: the guest limits a job asks for (`[limits]`), at most the
+//!   worker's.
 //! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
 //!   in the one shape workers report and the coordinator keeps.
 
@@ -35,6 +37,7 @@ pub mod frame;
 pub mod graph;
 pub mod json;
 pub mod keygroup;
+pub mod limits;
 pub mod manifest;
 pub mod metrics;
 pub mod msgpack;

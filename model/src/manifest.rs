@@ -100,6 +100,9 @@ pub struct Manifest {
     /// How the job restarts after a failure.
     #[serde(default)]
     pub restart: Option<crate::fault_tolerance::RestartSection>,
+    /// Guest limits below the worker's ([`crate::limits`]).
+    #[serde(default)]
+    pub limits: Option<crate::limits::GuestLimits>,
 }
 
 /// The `[job]` table.

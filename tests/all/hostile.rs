@@ -108,6 +108,75 @@ fn a_call_that_emits_past_its_quota_fails_naming_it() {
 }
 
 #[test]
+fn a_job_may_lower_its_limits_but_not_raise_them() {
+    let rt = runtime();
+    let component = crate::fixtures(&rt);
+    let with = |function, limits| {
+        weir_host::OperatorInstance::new(
+            rt.clone(),
+            component.clone(),
+            weir_host::OperatorSpec {
+                function,
+                limits,
+                ..Default::default()
+            },
+            weir_host::TaskIdent {
+                job: "limited".into(),
+                operator: format!("op-{function}"),
+                subtask: 0,
+            },
+            Box::new(weir_state::MemoryStateBackend::new()),
+        )
+    };
+    // A tighter deadline than the runtime's 500 ms.
+    let mut op = with(
+        "sleeps",
+        weir_model::limits::GuestLimits {
+            call_timeout_ms: Some(50),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let started = Instant::now();
+    let err = op.process(vec![text("x")], ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Deadline, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(450),
+        "{:?}",
+        started.elapsed()
+    );
+    // A smaller quota.
+    let mut op = with(
+        "twice",
+        weir_model::limits::GuestLimits {
+            max_emit_records: Some(10),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let err = op
+        .process((0..6).map(|i| text(&i.to_string())).collect(), ctx())
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Quota, "{err}");
+    assert!(err.to_string().contains("the limit is 10"), "{err}");
+    // More than the worker allows is refused, naming the setting.
+    let err = with(
+        "twice",
+        weir_model::limits::GuestLimits {
+            memory_limit_mib: Some(1024),
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(
+        err.to_string()
+            .contains("[limits] memory-limit-mib = 1024 is above this worker's 64"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_memory_bomb_hits_the_memory_limit() {
     let rt = runtime();
     let mut op = instance(&rt, "membomb");

@@ -198,6 +198,7 @@ impl OperatorFactory for WasmOperatorFactory {
                 config,
                 window: None,
                 codecs,
+                limits: graph.limits,
             };
             let instance = OperatorInstance::new(
                 self.runtime.clone(),
@@ -219,6 +220,7 @@ impl OperatorFactory for WasmOperatorFactory {
             config,
             window: Some(w),
             codecs,
+            limits: graph.limits,
         };
         let instance = OperatorInstance::new(
             self.runtime.clone(),
