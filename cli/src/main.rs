@@ -112,20 +112,8 @@ enum Command {
         /// `rocksdb`.
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
         state_backend: StateBackendKind,
-        /// A directory whose files jobs' sources and sinks may read and
-        /// write; repeat for several. Default: `<data dir>/io`.
-        #[arg(long = "allow-dir", value_name = "DIR")]
-        allow_dirs: Vec<PathBuf>,
-        /// The cluster's token file (as the coordinator's); `WEIR_TOKEN`
-        /// is accepted too. The worker presents the first admin token to
-        /// the coordinator and to other workers, and serves only callers
-        /// that present an admin token. Without any, it serves anyone,
-        /// which only loopback addresses allow (unless --insecure).
-        #[arg(long, value_name = "FILE")]
-        token_file: Option<PathBuf>,
-        /// Serve without a token on addresses other machines can reach.
-        #[arg(long)]
-        insecure: bool,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Upload a bundle (directory or archive) and start a job; prints the job id last.
     Submit {
@@ -189,40 +177,60 @@ struct ServerArgs {
     /// After how long without a heartbeat a worker is removed, in ms.
     #[arg(long, default_value_t = 10_000)]
     heartbeat_timeout_ms: u64,
+    #[command(flatten)]
+    access: AccessArgs,
+}
+
+/// What a server process lets in: the files jobs may reach and who may
+/// call it. The coordinator, `weir local` and every worker take the same.
+#[derive(clap::Args)]
+struct AccessArgs {
     /// A directory whose files jobs' sources and sinks may read and write;
-    /// repeat for several. Default: `<data dir>/io` for a coordinator; the
-    /// working directory and the data directory for `weir local`.
+    /// repeat for several. Default: `<data dir>/io` (`weir local`: the
+    /// working directory and the data directory).
     #[arg(long = "allow-dir", value_name = "DIR")]
     allow_dirs: Vec<PathBuf>,
-    /// A file of the tokens the REST API accepts, one a line: `admin TOKEN`,
-    /// `read TOKEN`, or a token alone (admin). `WEIR_TOKEN`, if set, is
-    /// accepted as an admin token too. Without any, the API is open, which
-    /// only a loopback address allows (unless --insecure).
+    /// The cluster's token file, one a line: `admin TOKEN`, `read TOKEN`, or
+    /// a token alone (admin). `WEIR_TOKEN`, if set, is an admin token too.
+    /// The process presents its first admin token to the cluster's other
+    /// processes. Without any it serves anyone, which only loopback
+    /// addresses allow (unless --insecure).
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Serve without a token on an address other machines can reach.
+    /// Serve without a token on addresses other machines can reach.
     #[arg(long)]
     insecure: bool,
 }
 
-/// The tokens a coordinator accepts: its `--token-file`'s and `WEIR_TOKEN`.
-fn tokens(file: Option<&Path>) -> anyhow::Result<weir_coordinator::auth::Tokens> {
-    use weir_coordinator::auth::{Role, Tokens};
-    let mut tokens = match file {
-        Some(f) => {
-            let text = std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read the token file {}", f.display()))?;
-            Tokens::parse(&text)
-                .map_err(|e| anyhow::anyhow!("the token file {}: {e}", f.display()))?
+impl AccessArgs {
+    /// The directories granted: the given ones, else `default`.
+    fn dirs(&self, default: impl FnOnce() -> Vec<PathBuf>) -> Vec<PathBuf> {
+        if self.allow_dirs.is_empty() {
+            default()
+        } else {
+            self.allow_dirs.clone()
         }
-        None => Tokens::open(),
-    };
-    if let Some(t) = std::env::var("WEIR_TOKEN").ok().filter(|t| !t.is_empty()) {
-        tokens
-            .add(&t, Role::Admin)
-            .map_err(|e| anyhow::anyhow!("WEIR_TOKEN: {e}"))?;
     }
-    Ok(tokens)
+
+    /// The tokens accepted: the token file's and `WEIR_TOKEN`.
+    fn tokens(&self) -> anyhow::Result<weir_coordinator::auth::Tokens> {
+        use weir_coordinator::auth::{Role, Tokens};
+        let mut tokens = match self.token_file.as_deref() {
+            Some(f) => {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("cannot read the token file {}", f.display()))?;
+                Tokens::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("the token file {}: {e}", f.display()))?
+            }
+            None => Tokens::open(),
+        };
+        if let Some(t) = std::env::var("WEIR_TOKEN").ok().filter(|t| !t.is_empty()) {
+            tokens
+                .add(&t, Role::Admin)
+                .map_err(|e| anyhow::anyhow!("WEIR_TOKEN: {e}"))?;
+        }
+        Ok(tokens)
+    }
 }
 
 impl ServerArgs {
@@ -231,23 +239,23 @@ impl ServerArgs {
         data_dir: PathBuf,
         local_workers: Option<(u32, u32)>,
     ) -> anyhow::Result<local::ServeOptions> {
-        let tokens = tokens(self.token_file.as_deref())?;
-        let allow_dirs = if !self.allow_dirs.is_empty() {
-            self.allow_dirs
-        } else if local_workers.is_some() {
-            // The working directory, unless it is the root of the file
-            // system: that would grant every file.
-            let cwd = std::env::current_dir()
-                .ok()
-                .filter(|d| d.parent().is_some());
-            cwd.into_iter().chain([data_dir.clone()]).collect()
-        } else {
-            vec![data_dir.join("io")]
-        };
+        let tokens = self.access.tokens()?;
+        let allow_dirs = self.access.dirs(|| {
+            if local_workers.is_some() {
+                // The working directory, unless it is the root of the file
+                // system: that would grant every file.
+                let cwd = std::env::current_dir()
+                    .ok()
+                    .filter(|d| d.parent().is_some());
+                cwd.into_iter().chain([data_dir.clone()]).collect()
+            } else {
+                vec![data_dir.join("io")]
+            }
+        });
         Ok(local::ServeOptions {
             allow_dirs,
             tokens,
-            insecure: self.insecure,
+            insecure: self.access.insecure,
             listen: self.listen,
             rpc_listen: self.rpc_listen,
             data_dir,
@@ -589,22 +597,16 @@ fn main() {
             metrics_listen,
             data_dir,
             state_backend,
-            allow_dirs,
-            token_file,
-            insecure,
+            access,
         } => {
-            let allow_dirs = if allow_dirs.is_empty() {
-                vec![data_dir.join("io")]
-            } else {
-                allow_dirs
-            };
+            let allow_dirs = access.dirs(|| vec![data_dir.join("io")]);
             tokio::runtime::Runtime::new()
                 .context("cannot start the runtime")
                 .and_then(|rt| {
-                    let tokens = tokens(token_file.as_deref())?;
+                    let tokens = access.tokens()?;
                     rt.block_on(local::refuse_open_reach(
                         &tokens,
-                        insecure,
+                        access.insecure,
                         &[&rpc_listen, &data_listen],
                     ))?;
                     let allowed = weir_model::access::AllowedDirs::new(&allow_dirs)?;

@@ -65,30 +65,36 @@ impl HostConfig {
     /// This configuration with a job's `limits` applied: each may lower
     /// the worker's value, none may raise it (the worker's is the cap).
     pub fn limited(&self, limits: &weir_model::limits::GuestLimits) -> Result<HostConfig, String> {
-        let mut c = self.clone();
-        let caps = [
-            self.call_timeout_ms,
-            self.memory_limit_bytes >> 20,
-            self.max_emit_records,
-            self.max_emit_bytes,
-            self.log_bytes_per_second,
-        ];
-        for ((name, asked), cap) in limits.named().into_iter().zip(caps) {
-            let Some(asked) = asked else { continue };
-            if asked > cap {
-                return Err(format!(
-                    "the job's [limits] {name} = {asked} is above this worker's {cap}"
-                ));
-            }
-            match name {
-                "call-timeout-ms" => c.call_timeout_ms = asked,
-                "memory-limit-mib" => c.memory_limit_bytes = asked << 20,
-                "max-emit-records" => c.max_emit_records = asked,
-                "max-emit-bytes" => c.max_emit_bytes = asked,
-                _ => c.log_bytes_per_second = asked,
-            }
-        }
-        Ok(c)
+        let lower = |name: &str, asked: Option<u64>, cap: u64| match asked {
+            Some(asked) if asked > cap => Err(format!(
+                "the job's [limits] {name} = {asked} is above this worker's {cap}"
+            )),
+            Some(asked) => Ok(asked),
+            None => Ok(cap),
+        };
+        Ok(HostConfig {
+            call_timeout_ms: lower(
+                "call-timeout-ms",
+                limits.call_timeout_ms,
+                self.call_timeout_ms,
+            )?,
+            memory_limit_bytes: match limits.memory_limit_mib {
+                None => self.memory_limit_bytes,
+                mib => lower("memory-limit-mib", mib, self.memory_limit_bytes >> 20)? << 20,
+            },
+            max_emit_records: lower(
+                "max-emit-records",
+                limits.max_emit_records,
+                self.max_emit_records,
+            )?,
+            max_emit_bytes: lower("max-emit-bytes", limits.max_emit_bytes, self.max_emit_bytes)?,
+            log_bytes_per_second: lower(
+                "log-bytes-per-second",
+                limits.log_bytes_per_second,
+                self.log_bytes_per_second,
+            )?,
+            ..self.clone()
+        })
     }
 
     /// The deadline of one call.

@@ -159,7 +159,14 @@ impl OperatorInstance {
         let mut store = runtime.store(ident.clone(), backend, config);
         let bindings = match component.pre.instantiate(&mut store) {
             Ok(b) => b,
-            Err(e) => return Err(classify(&mut store, e, "instantiating the component")),
+            Err(e) => {
+                return Err(classify(
+                    &mut store,
+                    e,
+                    "instantiating the component",
+                    config,
+                ));
+            }
         };
         store.data_mut().creating = true;
         let created = bindings.weir_operator_operators().operator().call_create(
@@ -174,7 +181,7 @@ impl OperatorInstance {
         match created {
             Ok(Ok(handle)) => Ok((store, bindings, handle)),
             Ok(Err(message)) => Err(guest_error(&mut store, message)),
-            Err(e) => Err(classify(&mut store, e, "creating the operator")),
+            Err(e) => Err(classify(&mut store, e, "creating the operator", config)),
         }
     }
 
@@ -399,7 +406,7 @@ impl OperatorInstance {
             }
             Err(e) => {
                 self.store.data_mut().staged.clear();
-                Err(classify(&mut self.store, e, doing))
+                Err(classify(&mut self.store, e, doing, &self.config))
             }
         }
     }
@@ -475,7 +482,13 @@ fn guest_error(store: &mut Store<TaskState>, message: String) -> OperatorError {
 }
 
 /// Turn a failed call into an error that says what happened.
-fn classify(store: &mut Store<TaskState>, e: wasmtime::Error, doing: &str) -> OperatorError {
+fn classify(
+    store: &mut Store<TaskState>,
+    e: wasmtime::Error,
+    doing: &str,
+    config: &HostConfig,
+) -> OperatorError {
+    let limit = config.call_timeout_ms;
     let data = store.data_mut();
     let guest_output = data.last_words.take();
     let ident = (*data.ident).clone();
@@ -505,7 +518,7 @@ fn classify(store: &mut Store<TaskState>, e: wasmtime::Error, doing: &str) -> Op
             ident,
             kind: ErrorKind::Deadline,
             message: format!(
-                "while {doing}, stopped at the call's wall-clock deadline: it waited in a sleep or a poll (operators may not block)"
+                "while {doing}, stopped at the call's wall-clock deadline of {limit} ms: it waited in a sleep or a poll (operators may not block)"
             ),
             guest_output,
         };
@@ -514,7 +527,9 @@ fn classify(store: &mut Store<TaskState>, e: wasmtime::Error, doing: &str) -> Op
         Some(Trap::Interrupt) => OperatorError {
             ident,
             kind: ErrorKind::Deadline,
-            message: format!("while {doing}, stopped after the call deadline (an endless loop?)"),
+            message: format!(
+                "while {doing}, stopped after the call deadline of {limit} ms (an endless loop?)"
+            ),
             guest_output,
         },
         Some(trap) => OperatorError {

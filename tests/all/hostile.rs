@@ -140,6 +140,7 @@ fn a_job_may_lower_its_limits_but_not_raise_them() {
     let started = Instant::now();
     let err = op.process(vec![text("x")], ctx()).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Deadline, "{err}");
+    assert!(err.to_string().contains("deadline of 50 ms"), "{err}");
     assert!(
         started.elapsed() < Duration::from_millis(450),
         "{:?}",

@@ -21,9 +21,11 @@ use crate::error::ApiError;
 /// Every path of `graph` inside the granted directories, or a 422 naming
 /// the path and the directories.
 pub(crate) fn check(allowed: &AllowedDirs, graph: &JobGraph) -> Result<(), ApiError> {
-    allowed
-        .check_graph(graph)
-        .map_err(|e| ApiError::unprocessable("path_not_allowed", e.to_string()))
+    allowed.check_graph(graph).map_err(not_allowed)
+}
+
+fn not_allowed(e: weir_model::access::AccessError) -> ApiError {
+    ApiError::unprocessable("path_not_allowed", e.to_string())
 }
 
 /// The files a new job's sinks made, removed again if the job is not
@@ -81,7 +83,7 @@ pub(crate) fn prepare_sinks(
             let what = format!("sink `{}`", v.name);
             let target = allowed
                 .check(&what, path, Use::Write)
-                .map_err(|e| ApiError::unprocessable("path_not_allowed", e.to_string()))?;
+                .map_err(not_allowed)?;
             let how = "remove it, give another path, or write `mode = \"overwrite\"` on the sink";
             if graph.checkpoint.is_some() {
                 prepare_parts(&what, &target, *overwrite, how)?;
