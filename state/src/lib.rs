@@ -224,7 +224,9 @@ pub trait StateBackend: Send {
     ) -> anyhow::Result<Vec<Timer>>;
     /// The earliest timer of `domain`.
     fn next_timer(&self, domain: TimeDomain) -> Option<i64>;
-    /// How much it holds (for metrics; may take time proportional to it).
+    /// How much it holds: cheap enough to ask after every batch (the host
+    /// checks it against the instance's quotas). Exact in memory; RocksDB
+    /// answers from its own estimates.
     fn size(&self) -> StateSize {
         StateSize::default()
     }

@@ -24,6 +24,9 @@ pub struct MemoryStateBackend {
     maps: Vec<PerKey<BTreeMap<Vec<u8>, Vec<u8>>>>,
     event_timers: BTreeSet<TimerEntry>,
     processing_timers: BTreeSet<TimerEntry>,
+    /// Bytes of keys and values held, kept up to date by every change (so
+    /// [`StateBackend::size`] is cheap enough for a quota check per batch).
+    bytes: u64,
 }
 
 impl Default for MemoryStateBackend {
@@ -49,6 +52,7 @@ impl MemoryStateBackend {
             maps: Vec::new(),
             event_timers: BTreeSet::new(),
             processing_timers: BTreeSet::new(),
+            bytes: 0,
         }
     }
 
@@ -115,6 +119,7 @@ impl MemoryStateBackend {
             }
         }
         anyhow::ensure!(r.is_empty(), "bytes after the end of the state file");
+        b.bytes = b.count_bytes();
         Ok(b)
     }
 
@@ -188,6 +193,16 @@ impl MemoryStateBackend {
         }
     }
 
+    /// Bytes of keys and values, counted one by one.
+    fn count_bytes(&self) -> u64 {
+        let values = self.values.iter().flatten();
+        let lists = self.lists.iter().flatten();
+        let maps = self.maps.iter().flatten();
+        values.map(|(k, v)| len(k) + len(v)).sum::<u64>()
+            + lists.map(|(k, l)| len(k) + list_bytes(l)).sum::<u64>()
+            + maps.map(|(k, m)| len(k) + map_bytes(m)).sum::<u64>()
+    }
+
     /// Number of keyed entries held (values, lists and maps).
     pub fn len(&self) -> usize {
         self.values.iter().map(HashMap::len).sum::<usize>()
@@ -199,6 +214,18 @@ impl MemoryStateBackend {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+fn len(bytes: &[u8]) -> u64 {
+    bytes.len() as u64
+}
+
+fn list_bytes(list: &[Vec<u8>]) -> u64 {
+    list.iter().map(|v| len(v)).sum()
+}
+
+fn map_bytes(map: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
+    map.iter().map(|(k, v)| len(k) + len(v)).sum()
 }
 
 /// The per-key map of `state`, or an error for an id never registered.
@@ -250,30 +277,41 @@ impl StateBackend for MemoryStateBackend {
     }
 
     fn apply(&mut self, op: StateOp) -> anyhow::Result<()> {
+        // Bytes added and removed; applied together, so a removal counted
+        // before its addition never takes the count below zero.
+        let (mut added, mut removed) = (0u64, 0u64);
         match op {
             StateOp::PutValue { target, value } => {
                 let values = slot_mut(&mut self.values, target.state)?;
+                added += len(&value);
                 match values.get_mut(target.key.as_slice()) {
-                    Some(v) => *v = value,
+                    Some(v) => removed += len(&std::mem::replace(v, value)),
                     None => {
+                        added += len(&target.key);
                         values.insert(target.key, value);
                     }
                 }
             }
             StateOp::ReplaceList { target, values } => {
                 let lists = slot_mut(&mut self.lists, target.state)?;
+                if let Some(old) = lists.get(target.key.as_slice()) {
+                    removed += len(&target.key) + list_bytes(old);
+                }
                 if values.is_empty() {
                     lists.remove(target.key.as_slice());
                 } else {
+                    added += len(&target.key) + list_bytes(&values);
                     lists.insert(target.key, values);
                 }
             }
             StateOp::AppendList { target, values } => {
                 if !values.is_empty() {
-                    slot_mut(&mut self.lists, target.state)?
-                        .entry(target.key)
-                        .or_default()
-                        .extend(values)
+                    let lists = slot_mut(&mut self.lists, target.state)?;
+                    added += list_bytes(&values);
+                    if !lists.contains_key(target.key.as_slice()) {
+                        added += len(&target.key);
+                    }
+                    lists.entry(target.key).or_default().extend(values)
                 }
             }
             StateOp::PutEntry {
@@ -281,26 +319,46 @@ impl StateBackend for MemoryStateBackend {
                 map_key,
                 value,
             } => {
-                slot_mut(&mut self.maps, target.state)?
-                    .entry(target.key)
-                    .or_default()
-                    .insert(map_key, value);
+                let maps = slot_mut(&mut self.maps, target.state)?;
+                if !maps.contains_key(target.key.as_slice()) {
+                    added += len(&target.key);
+                }
+                let map = maps.entry(target.key).or_default();
+                added += len(&value);
+                match map.get_mut(&map_key) {
+                    Some(v) => removed += len(&std::mem::replace(v, value)),
+                    None => {
+                        added += len(&map_key);
+                        map.insert(map_key, value);
+                    }
+                }
             }
             StateOp::RemoveEntry { target, map_key } => {
                 let maps = slot_mut(&mut self.maps, target.state)?;
                 if let Some(m) = maps.get_mut(target.key.as_slice()) {
-                    m.remove(&map_key);
+                    if let Some(v) = m.remove(&map_key) {
+                        removed += len(&map_key) + len(&v);
+                    }
                     if m.is_empty() {
                         maps.remove(target.key.as_slice());
+                        removed += len(&target.key);
                     }
                 }
             }
             StateOp::Clear(k) => {
-                slot_mut(&mut self.values, k.state)?.remove(k.key.as_slice());
-                slot_mut(&mut self.lists, k.state)?.remove(k.key.as_slice());
-                slot_mut(&mut self.maps, k.state)?.remove(k.key.as_slice());
+                let key = k.key.as_slice();
+                if let Some(v) = slot_mut(&mut self.values, k.state)?.remove(key) {
+                    removed += len(key) + len(&v);
+                }
+                if let Some(l) = slot_mut(&mut self.lists, k.state)?.remove(key) {
+                    removed += len(key) + list_bytes(&l);
+                }
+                if let Some(m) = slot_mut(&mut self.maps, k.state)?.remove(key) {
+                    removed += len(key) + map_bytes(&m);
+                }
             }
         }
+        self.bytes = (self.bytes + added).saturating_sub(removed);
         Ok(())
     }
 
@@ -336,33 +394,9 @@ impl StateBackend for MemoryStateBackend {
     }
 
     fn size(&self) -> StateSize {
-        let keyed = |k: &Vec<u8>| k.len() as u64;
-        let bytes = self
-            .values
-            .iter()
-            .flatten()
-            .map(|(k, v)| keyed(k) + v.len() as u64)
-            .sum::<u64>()
-            + self
-                .lists
-                .iter()
-                .flatten()
-                .map(|(k, l)| keyed(k) + l.iter().map(|v| v.len() as u64).sum::<u64>())
-                .sum::<u64>()
-            + self
-                .maps
-                .iter()
-                .flatten()
-                .map(|(k, m)| {
-                    keyed(k)
-                        + m.iter()
-                            .map(|(a, b)| (a.len() + b.len()) as u64)
-                            .sum::<u64>()
-                })
-                .sum::<u64>();
         StateSize {
             entries: self.len() as u64,
-            bytes,
+            bytes: self.bytes,
             timers: (self.event_timers.len() + self.processing_timers.len()) as u64,
         }
     }
@@ -445,5 +479,53 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(b.next_timer(TimeDomain::ProcessingTime), None);
+    }
+
+    #[test]
+    fn the_byte_count_follows_every_change() {
+        let mut b = MemoryStateBackend::new();
+        let v = b.register("v", StateKind::Value).unwrap();
+        let l = b.register("l", StateKind::List).unwrap();
+        let m = b.register("m", StateKind::Map).unwrap();
+        // A fixed pseudo-random walk over a few keys, every kind of change.
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..5_000 {
+            let k = format!("key{}", next(6));
+            let bytes = |n: u64| vec![b'x'; n as usize];
+            let op = match next(7) {
+                0 => StateOp::PutValue {
+                    target: key(v, &k),
+                    value: bytes(next(20)),
+                },
+                1 => StateOp::ReplaceList {
+                    target: key(l, &k),
+                    values: (0..next(3)).map(|i| bytes(i + next(9))).collect(),
+                },
+                2 => StateOp::AppendList {
+                    target: key(l, &k),
+                    values: (0..next(3)).map(|i| bytes(i + next(9))).collect(),
+                },
+                3 => StateOp::PutEntry {
+                    target: key(m, &k),
+                    map_key: bytes(1 + next(4)),
+                    value: bytes(next(12)),
+                },
+                4 => StateOp::RemoveEntry {
+                    target: key(m, &k),
+                    map_key: bytes(1 + next(4)),
+                },
+                5 => StateOp::Clear(key([v, l, m][next(3) as usize], &k)),
+                _ => StateOp::Clear(key(v, &k)),
+            };
+            b.apply(op).unwrap();
+            assert_eq!(b.size().bytes, b.count_bytes());
+        }
+        assert!(b.size().bytes > 0 && b.size().entries > 0);
     }
 }

@@ -39,6 +39,15 @@ struct Cached {
 pub(super) struct ValueCache {
     entries: HashMap<Vec<u8>, Cached>,
     bytes: usize,
+    /// How many set values RocksDB holds no version of (kept up to date,
+    /// for a cheap count of the backend's entries).
+    unstored: usize,
+}
+
+impl Cached {
+    fn unstored(&self) -> bool {
+        self.value.is_some() && !self.stored
+    }
 }
 
 fn size(key: &[u8], value: &Option<Vec<u8>>) -> usize {
@@ -74,6 +83,7 @@ impl ValueCache {
         match self.entries.get_mut(&key) {
             Some(c) => {
                 self.bytes = self.bytes + new - size(&key, &c.value);
+                self.unstored -= usize::from(c.unstored());
                 if value.is_none() && !c.stored {
                     // Unset, and RocksDB never held it: nothing to write.
                     c.dirty = false;
@@ -81,6 +91,7 @@ impl ValueCache {
                     c.dirty = true;
                 }
                 c.value = value;
+                self.unstored += usize::from(c.unstored());
             }
             None => {
                 self.bytes += new;
@@ -121,6 +132,8 @@ impl ValueCache {
             c.stored = c.value.is_some();
             out.push((k.clone(), c.value.clone()));
         }
+        // Every value is stored now; a clean one always was.
+        self.unstored = 0;
         out
     }
 
@@ -129,14 +142,16 @@ impl ValueCache {
         debug_assert!(self.entries.values().all(|c| !c.dirty));
         self.entries.clear();
         self.bytes = 0;
+        self.unstored = 0;
     }
 
     /// How many of its set values RocksDB holds no version of.
     pub(super) fn unstored(&self) -> usize {
-        self.entries
-            .values()
-            .filter(|c| c.value.is_some() && !c.stored)
-            .count()
+        debug_assert_eq!(
+            self.unstored,
+            self.entries.values().filter(|c| c.unstored()).count()
+        );
+        self.unstored
     }
 }
 

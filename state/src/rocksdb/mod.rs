@@ -693,6 +693,8 @@ impl StateBackend for RocksDbStateBackend {
     }
 
     fn size(&self) -> StateSize {
+        // RocksDB's estimates (from its files' properties and memtables, not
+        // a walk of the data) plus the cache's new values.
         StateSize {
             entries: self.property(STATE, "rocksdb.estimate-num-keys")
                 + self.values.borrow().unstored() as u64,
