@@ -40,8 +40,9 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// Largest upload, bytes.
     pub max_upload: usize,
-    /// Compiled components.
-    pub cache_dir: PathBuf,
+    /// The Wasm host: the in-process workers' guest limits, and where
+    /// compiled components are cached.
+    pub host: HostConfig,
     /// Heartbeat interval and timeout.
     pub heartbeats: HeartbeatConfig,
     /// Workers to start in this process (`weir local`): how many, and
@@ -107,10 +108,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(&o.data_dir)
         .with_context(|| format!("cannot create {}", o.data_dir.display()))?;
     let allowed = AllowedDirs::new(&o.allow_dirs)?;
-    let runtime = WasmRuntime::new(HostConfig {
-        cache_dir: Some(o.cache_dir),
-        ..HostConfig::default()
-    })?;
+    let runtime = WasmRuntime::new(o.host)?;
     let blobs = BlobStore::local(&o.data_dir.join("blobs"))?;
     let bundles = Arc::new(BundleStore::open(
         &o.data_dir,

@@ -2,6 +2,7 @@
 
 mod bundle;
 mod client;
+mod limits;
 mod local;
 mod progress;
 
@@ -16,6 +17,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use limits::LimitArgs;
 use weir_coordinator::Submission;
 use weir_host::{HostConfig, WasmRuntime};
 use weir_model::fault_tolerance::StateBackendKind;
@@ -45,12 +47,8 @@ enum Command {
         /// A job parameter, `key=value`; repeat for several.
         #[arg(long = "param", value_name = "KEY=VALUE")]
         params: Vec<String>,
-        /// Linear memory per operator instance, in MiB.
-        #[arg(long, default_value_t = 256)]
-        memory_limit_mib: u64,
-        /// CPU time per call into an operator, in milliseconds.
-        #[arg(long, default_value_t = 5000)]
-        call_timeout_ms: u64,
+        #[command(flatten)]
+        limits: LimitArgs,
         /// The state backend of the job unless its manifest names one: `memory` or
         /// `rocksdb`.
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
@@ -78,6 +76,8 @@ enum Command {
         /// `rocksdb`.
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
         state_backend: StateBackendKind,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Start a coordinator: the REST API and the service workers register with.
     Coordinator {
@@ -114,6 +114,8 @@ enum Command {
         state_backend: StateBackendKind,
         #[command(flatten)]
         access: AccessArgs,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Upload a bundle (directory or archive) and start a job; prints the job id last.
     Submit {
@@ -260,7 +262,10 @@ impl ServerArgs {
             rpc_listen: self.rpc_listen,
             data_dir,
             max_upload: self.max_upload_mib << 20,
-            cache_dir: cache_dir(),
+            host: HostConfig {
+                cache_dir: Some(cache_dir()),
+                ..HostConfig::default()
+            },
             local_workers,
             default_backend: StateBackendKind::Memory,
             heartbeats: weir_coordinator::slot_manager::HeartbeatConfig {
@@ -296,7 +301,7 @@ async fn run(
     path: &Path,
     parallelism: Option<u32>,
     params: &[String],
-    (memory_limit_mib, call_timeout_ms): (u64, u64),
+    config: HostConfig,
     state_backend: StateBackendKind,
 ) -> anyhow::Result<()> {
     let params = params
@@ -304,12 +309,6 @@ async fn run(
         .map(|p| weir_model::manifest::parse_param(p))
         .collect::<Result<Vec<_>, _>>()?;
     let bundle = bundle::open(path, true)?;
-    let config = HostConfig {
-        memory_limit_bytes: memory_limit_mib << 20,
-        call_timeout_ms,
-        cache_dir: Some(cache_dir()),
-        ..HostConfig::default()
-    };
     let runtime = WasmRuntime::new(config)?;
     let component = runtime
         .load(&bundle.component)
@@ -495,26 +494,29 @@ async fn list(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a worker listens: its task executor, its data and its metrics.
+struct WorkerAddresses<'a> {
+    rpc: &'a str,
+    data: &'a str,
+    metrics: &'a str,
+}
+
 async fn worker(
     coordinator: &str,
-    rpc_listen: &str,
-    data_listen: &str,
-    metrics_listen: &str,
+    listen: WorkerAddresses<'_>,
     slots: u32,
+    host: HostConfig,
     storage: local::WorkerStorage,
     tokens: Arc<weir_coordinator::auth::Tokens>,
 ) -> anyhow::Result<()> {
     let data_dir = &storage.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let runtime = WasmRuntime::new(HostConfig {
-        cache_dir: Some(cache_dir()),
-        ..HostConfig::default()
-    })?;
+    let runtime = WasmRuntime::new(host)?;
     let started = local::start_worker(
         coordinator,
-        rpc_listen,
-        data_listen,
+        listen.rpc,
+        listen.data,
         slots,
         runtime,
         storage,
@@ -522,7 +524,7 @@ async fn worker(
     )
     .await?;
     let metrics =
-        local::serve_worker_metrics(metrics_listen, started.executor.clone(), slots).await?;
+        local::serve_worker_metrics(listen.metrics, started.executor.clone(), slots).await?;
     println!(
         "weir worker {}: {slots} slots, tasks at {}, data at {}, metrics at http://{metrics}/metrics, coordinator {coordinator}",
         started.id, started.rpc_address, started.data_address
@@ -550,8 +552,7 @@ fn main() {
             bundle,
             parallelism,
             params,
-            memory_limit_mib,
-            call_timeout_ms,
+            limits,
             state_backend,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
@@ -560,7 +561,7 @@ fn main() {
                     &bundle,
                     parallelism,
                     &params,
-                    (memory_limit_mib, call_timeout_ms),
+                    limits.host_config(cache_dir()),
                     state_backend,
                 ))
             }),
@@ -571,6 +572,7 @@ fn main() {
             slots,
             data_dir,
             state_backend,
+            limits,
         } => server
             .options(
                 data_dir.unwrap_or_else(local::default_data_dir),
@@ -578,6 +580,7 @@ fn main() {
             )
             .and_then(|mut options| {
                 options.default_backend = state_backend;
+                options.host = limits.host_config(cache_dir());
                 tokio::runtime::Runtime::new()
                     .context("cannot start the runtime")
                     .and_then(|rt| rt.block_on(local::serve(options)))
@@ -598,6 +601,7 @@ fn main() {
             data_dir,
             state_backend,
             access,
+            limits,
         } => {
             let allow_dirs = access.dirs(|| vec![data_dir.join("io")]);
             tokio::runtime::Runtime::new()
@@ -612,10 +616,13 @@ fn main() {
                     let allowed = weir_model::access::AllowedDirs::new(&allow_dirs)?;
                     rt.block_on(worker(
                         &coordinator,
-                        &rpc_listen,
-                        &data_listen,
-                        &metrics_listen,
+                        WorkerAddresses {
+                            rpc: &rpc_listen,
+                            data: &data_listen,
+                            metrics: &metrics_listen,
+                        },
                         slots,
+                        limits.host_config(cache_dir()),
                         local::WorkerStorage {
                             data_dir,
                             default_backend: state_backend,

@@ -9,6 +9,11 @@ const NO_KEY: u32 = u32::MAX;
 /// A record's timestamp when it has none.
 const NO_TIMESTAMP: i64 = i64::MIN;
 
+/// Records, or bytes of them, an output collects before it is handed over
+/// in the middle of a call.
+const HAND_OVER_RECORDS: usize = 16_384;
+const HAND_OVER_BYTES: usize = 4 << 20;
+
 /// One record of an incoming batch, borrowed from its buffer.
 #[derive(Clone, Copy)]
 pub(crate) struct InRecord<'a> {
@@ -120,6 +125,13 @@ impl OutBatch {
         let mut batch = OutBatch::default();
         batch.push_with(key, timestamp, |buf| buf.extend_from_slice(value));
         batch.into_wit()
+    }
+
+    /// Whether it holds enough to hand over before the call ends: a flat map
+    /// that fans out widely keeps its memory bounded, and the host counts
+    /// what it emits against the call's quotas as it goes.
+    pub(crate) fn is_large(&self) -> bool {
+        self.timestamps.len() >= HAND_OVER_RECORDS || self.data.len() >= HAND_OVER_BYTES
     }
 
     /// How many records it holds.

@@ -51,11 +51,33 @@ impl Default for Pending {
     }
 }
 
+/// Hand records emitted so far to the host (main output, or side output
+/// `side`): the host stages them with the rest of the call's effects, so a
+/// failing call still emits nothing.
+#[cfg(target_family = "wasm")]
+fn hand_over_early(side: Option<&str>, batch: OutBatch) {
+    use crate::__private::bindings::weir::operator::host as imports;
+    match side {
+        None => imports::emit(&batch.into_wit()),
+        Some(name) => imports::emit_side(name, &batch.into_wit()),
+    }
+}
+
+/// Outside WebAssembly (the testing harness) everything is handed over at
+/// the end of the call, so this is never called.
+#[cfg(not(target_family = "wasm"))]
+fn hand_over_early(_: Option<&str>, _: OutBatch) {
+    unreachable!("kept until the end of the call outside WebAssembly")
+}
+
 impl Pending {
     pub(crate) fn push<T: Serialize + ?Sized>(&mut self, value: &T, key: Option<&[u8]>) {
         let (timestamp, codec) = (self.timestamp, self.output);
         self.outputs
             .push_with(key, timestamp, |buf| wire::encode_into(codec, buf, value));
+        if cfg!(target_family = "wasm") && self.outputs.is_large() {
+            hand_over_early(None, std::mem::take(&mut self.outputs));
+        }
     }
 
     /// The batch of side output `name`, and its codec (looked up once per
@@ -77,6 +99,9 @@ impl Pending {
         let timestamp = self.timestamp;
         let (batch, codec) = self.side_batch(name);
         batch.push_with(None, timestamp, |buf| wire::encode_into(codec, buf, value));
+        if cfg!(target_family = "wasm") && batch.is_large() {
+            hand_over_early(Some(name), std::mem::take(batch));
+        }
     }
 }
 

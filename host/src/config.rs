@@ -33,6 +33,17 @@ pub struct HostConfig {
     /// second; what is over is dropped and counted, and the count logged.
     /// Default 64 KiB.
     pub log_bytes_per_second: u64,
+    /// Bytes of keyed state (keys and values) one operator instance may
+    /// hold. Default 1 GiB. With RocksDB the count is RocksDB's estimate
+    /// of its live data and memtables, so it may run ahead or behind by a
+    /// memtable.
+    pub max_state_bytes: u64,
+    /// Keyed state entries one operator instance may hold: a value, a list
+    /// or a map of one key counts one. Default 10,000,000.
+    pub max_state_entries: u64,
+    /// Timers one operator instance may have registered. Default
+    /// 1,000,000.
+    pub max_timers: u64,
     /// Component instances the pooling allocator reserves room for (one per
     /// live operator instance plus one per component being checked).
     pub max_instances: u32,
@@ -50,6 +61,9 @@ impl Default for HostConfig {
             max_emit_records: 1_000_000,
             max_emit_bytes: 256 << 20,
             log_bytes_per_second: 64 << 10,
+            max_state_bytes: 1 << 30,
+            max_state_entries: 10_000_000,
+            max_timers: 1_000_000,
             max_instances: 256,
             cache_dir: None,
         }
@@ -93,6 +107,17 @@ impl HostConfig {
                 limits.log_bytes_per_second,
                 self.log_bytes_per_second,
             )?,
+            max_state_bytes: lower(
+                "max-state-bytes",
+                limits.max_state_bytes,
+                self.max_state_bytes,
+            )?,
+            max_state_entries: lower(
+                "max-state-entries",
+                limits.max_state_entries,
+                self.max_state_entries,
+            )?,
+            max_timers: lower("max-timers", limits.max_timers, self.max_timers)?,
             ..self.clone()
         })
     }

@@ -110,14 +110,16 @@ pub(crate) struct QuotaExceeded {
     pub(crate) limit: u64,
     /// What the guest reached.
     pub(crate) value: u64,
+    /// Over what: `in one call`, `in the instance's state`.
+    pub(crate) scope: &'static str,
 }
 
 impl fmt::Display for QuotaExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} reached {} in one call; the limit is {}",
-            self.quota, self.value, self.limit
+            "{} reached {} {}; the limit is {}",
+            self.quota, self.value, self.scope, self.limit
         )
     }
 }

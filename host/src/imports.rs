@@ -26,6 +26,8 @@ pub(crate) struct Staged {
     pub(crate) timer_ops: Vec<TimerOp>,
     /// Records and bytes emitted in this call, for the quotas.
     pub(crate) emitted: (u64, u64),
+    /// Bytes of keys and values in the state changes staged in this call.
+    pub(crate) state_bytes: u64,
 }
 
 impl Staged {
@@ -35,6 +37,7 @@ impl Staged {
         self.state_ops.clear();
         self.timer_ops.clear();
         self.emitted = (0, 0);
+        self.state_bytes = 0;
     }
 }
 
@@ -43,25 +46,100 @@ impl Staged {
 pub(crate) struct Quotas {
     pub(crate) emit_records: u64,
     pub(crate) emit_bytes: u64,
+    pub(crate) state_bytes: u64,
+    pub(crate) state_entries: u64,
+    pub(crate) timers: u64,
+}
+
+/// `quota` is over: the error that fails the call.
+fn over(
+    quota: &'static str,
+    limit: u64,
+    value: u64,
+    scope: &'static str,
+) -> Option<wasmtime::Error> {
+    (value > limit).then(|| {
+        wasmtime::Error::new(crate::error::QuotaExceeded {
+            quota,
+            limit,
+            value,
+            scope,
+        })
+    })
+}
+
+impl Quotas {
+    /// Whether a backend holding `size` is within the quotas (checked after
+    /// every call's changes are applied).
+    pub(crate) fn check_held(&self, size: weir_state::StateSize) -> wasmtime::Result<()> {
+        let scope = "in the instance's keyed state";
+        match over("max-state-bytes", self.state_bytes, size.bytes, scope)
+            .or_else(|| over("max-state-entries", self.state_entries, size.entries, scope))
+            .or_else(|| over("max-timers", self.timers, size.timers, "timers registered"))
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Bytes of keys and values a state change carries.
+fn op_bytes(op: &StateOp) -> u64 {
+    let n = |b: &[u8]| b.len() as u64;
+    let list = |l: &[Vec<u8>]| l.iter().map(|v| n(v)).sum::<u64>();
+    match op {
+        StateOp::PutValue(p) => n(&p.target.key) + n(&p.value),
+        StateOp::ReplaceList(l) | StateOp::AppendList(l) => n(&l.target.key) + list(&l.values),
+        StateOp::PutEntry(p) => n(&p.target.key) + n(&p.map_key) + n(&p.value),
+        StateOp::RemoveEntry(r) => n(&r.target.key) + n(&r.map_key),
+        StateOp::Clear(k) => n(&k.key),
+    }
 }
 
 impl TaskState {
+    /// Count state changes staged in this call: one call may not stage more
+    /// than the instance may hold.
+    fn count_staged_state(&mut self, bytes: u64) -> wasmtime::Result<()> {
+        self.staged.state_bytes += bytes;
+        let value = self.staged.state_bytes;
+        match over(
+            "max-state-bytes",
+            self.quotas.state_bytes,
+            value,
+            "of state changes in one call",
+        ) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Count timer changes staged in this call, likewise.
+    fn count_staged_timers(&mut self) -> wasmtime::Result<()> {
+        let value = self.staged.timer_ops.len() as u64;
+        match over(
+            "max-timers",
+            self.quotas.timers,
+            value,
+            "timer changes in one call",
+        ) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Count a batch the guest emits against the call's quotas.
     fn count_emitted(&mut self, batch: &Batch) -> wasmtime::Result<()> {
         let (records, bytes) = &mut self.staged.emitted;
         *records += (batch.spans.len() / 4) as u64;
         *bytes += batch.data.len() as u64;
-        let over = |quota, limit: u64, value: u64| {
-            (value > limit).then(|| {
-                wasmtime::Error::new(crate::error::QuotaExceeded {
-                    quota,
-                    limit,
-                    value,
-                })
-            })
-        };
-        match over("max-emit-records", self.quotas.emit_records, *records)
-            .or_else(|| over("max-emit-bytes", self.quotas.emit_bytes, *bytes))
+        let scope = "in one call";
+        match over(
+            "max-emit-records",
+            self.quotas.emit_records,
+            *records,
+            scope,
+        )
+        .or_else(|| over("max-emit-bytes", self.quotas.emit_bytes, *bytes, scope))
         {
             Some(e) => Err(e),
             None => Ok(()),
@@ -216,6 +294,8 @@ impl host::Host for TaskState {
                 values.len()
             ));
         }
+        let bytes = keys.iter().chain(&values).map(|b| b.len() as u64).sum();
+        self.count_staged_state(bytes)?;
         for (key, value) in keys.into_iter().zip(values) {
             self.staged
                 .state_ops
@@ -249,13 +329,14 @@ impl host::Host for TaskState {
     }
 
     fn update_state(&mut self, ops: Vec<StateOp>) -> wasmtime::Result<()> {
+        self.count_staged_state(ops.iter().map(op_bytes).sum())?;
         self.staged.state_ops.extend(ops);
         Ok(())
     }
 
     fn update_timers(&mut self, ops: Vec<TimerOp>) -> wasmtime::Result<()> {
         self.staged.timer_ops.extend(ops);
-        Ok(())
+        self.count_staged_timers()
     }
 
     fn current_watermark(&mut self) -> wasmtime::Result<Option<i64>> {

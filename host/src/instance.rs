@@ -395,6 +395,11 @@ impl OperatorInstance {
                         message: format!("state backend: {e:#}"),
                         guest_output: Vec::new(),
                     })?;
+                // What the instance holds now, against its quotas; over one,
+                // the task fails and its state comes from a checkpoint.
+                if let Err(e) = data.quotas.check_held(data.backend.size()) {
+                    return Err(classify(&mut self.store, e, doing, &self.config));
+                }
                 Ok(BatchOutput {
                     main: staged.main,
                     side: staged.side,

@@ -271,6 +271,9 @@ impl WasmRuntime {
             quotas: Quotas {
                 emit_records: config.max_emit_records,
                 emit_bytes: config.max_emit_bytes,
+                state_bytes: config.max_state_bytes,
+                state_entries: config.max_state_entries,
+                timers: config.max_timers,
             },
         };
         let mut store = Store::new(&self.engine, state);

@@ -12,6 +12,9 @@
 //! max-emit-records = 100000     # records one call may emit
 //! max-emit-bytes = 16777216     # bytes one call may emit
 //! log-bytes-per-second = 4096   # log lines per instance and second
+//! max-state-bytes = 67108864     # keyed state (keys and values) per instance
+//! max-state-entries = 1000000    # keyed state entries per instance
+//! max-timers = 100000            # timers registered per instance
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -35,6 +38,15 @@ pub struct GuestLimits {
     /// Log bytes per instance and second.
     #[serde(default)]
     pub log_bytes_per_second: Option<u64>,
+    /// Bytes of keyed state (keys and values) per instance.
+    #[serde(default)]
+    pub max_state_bytes: Option<u64>,
+    /// Keyed state entries (a value, a list, a map, per key) per instance.
+    #[serde(default)]
+    pub max_state_entries: Option<u64>,
+    /// Timers registered per instance.
+    #[serde(default)]
+    pub max_timers: Option<u64>,
 }
 
 impl GuestLimits {
@@ -49,13 +61,16 @@ impl GuestLimits {
     }
 
     /// Each limit with its manifest name.
-    pub fn named(&self) -> [(&'static str, Option<u64>); 5] {
+    pub fn named(&self) -> [(&'static str, Option<u64>); 8] {
         [
             ("call-timeout-ms", self.call_timeout_ms),
             ("memory-limit-mib", self.memory_limit_mib),
             ("max-emit-records", self.max_emit_records),
             ("max-emit-bytes", self.max_emit_bytes),
             ("log-bytes-per-second", self.log_bytes_per_second),
+            ("max-state-bytes", self.max_state_bytes),
+            ("max-state-entries", self.max_state_entries),
+            ("max-timers", self.max_timers),
         ]
     }
 }

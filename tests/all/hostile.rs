@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use weir_host::{BatchContext, ErrorKind};
 
-use crate::{instance, runtime, text, values};
+use crate::{instance, keyed, runtime, text, values};
 
 fn ctx() -> BatchContext {
     BatchContext::default()
@@ -175,6 +175,86 @@ fn a_job_may_lower_its_limits_but_not_raise_them() {
             .contains("[limits] memory-limit-mib = 1024 is above this worker's 64"),
         "{err}"
     );
+}
+
+/// An instance of `function` under the job limits `limits`.
+fn limited(function: &str, limits: weir_model::limits::GuestLimits) -> weir_host::OperatorInstance {
+    let rt = runtime();
+    weir_host::OperatorInstance::new(
+        rt.clone(),
+        crate::fixtures(&rt),
+        weir_host::OperatorSpec {
+            function,
+            limits,
+            ..Default::default()
+        },
+        weir_host::TaskIdent {
+            job: "greedy".into(),
+            operator: format!("op-{function}"),
+            subtask: 0,
+        },
+        Box::new(weir_state::MemoryStateBackend::new()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn state_and_timers_that_grow_without_bound_fail_at_their_quotas() {
+    // 8 MiB of list state per record: the third passes 20 MiB.
+    let mut op = limited(
+        "state-grower",
+        weir_model::limits::GuestLimits {
+            max_state_bytes: Some(20 << 20),
+            ..Default::default()
+        },
+    );
+    for i in 0..2 {
+        op.process(vec![keyed(&format!("k{i}"))], ctx()).unwrap();
+    }
+    assert!(op.backend().size().bytes > 16 << 20);
+    let err = op.process(vec![keyed("k2")], ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Quota, "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains("op-state-grower"), "{shown}");
+    assert!(
+        shown.contains("max-state-bytes reached 25165") && shown.contains("keyed state"),
+        "{shown}"
+    );
+    assert!(shown.contains("the limit is 20971520"), "{shown}");
+
+    // 100,000 timers per record: the third passes 250,000.
+    let mut op = limited(
+        "timer-flood",
+        weir_model::limits::GuestLimits {
+            max_timers: Some(250_000),
+            ..Default::default()
+        },
+    );
+    for i in 0..2 {
+        op.process(vec![keyed(&format!("k{i}"))], ctx()).unwrap();
+    }
+    let err = op.process(vec![keyed("k2")], ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Quota, "{err}");
+    assert!(
+        err.to_string()
+            .contains("max-timers reached 300000 timers registered"),
+        "{err}"
+    );
+    // One call may not stage more than the instance may hold either.
+    let mut op = limited(
+        "timer-flood",
+        weir_model::limits::GuestLimits {
+            max_timers: Some(50_000),
+            ..Default::default()
+        },
+    );
+    let err = op.process(vec![keyed("k")], ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Quota, "{err}");
+    assert!(
+        err.to_string().contains("timer changes in one call"),
+        "{err}"
+    );
+    assert_eq!(op.backend().size().timers, 0, "nothing of the call is kept");
 }
 
 #[test]
