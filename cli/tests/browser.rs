@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{root, start, urls, weir};
+use common::{root, weir};
 
 #[test]
 fn the_dashboard_works_in_a_real_browser() {
@@ -25,16 +25,7 @@ fn the_dashboard_works_in_a_real_browser() {
         "the browser test needs Chromium and tests/browser's npm packages: run scripts/setup.sh"
     );
     let dir = tempfile::tempdir().unwrap();
-    let (_local, line) = start(&[
-        "local",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        dir.path().join("data").to_str().unwrap(),
-        "--allow-dir",
-        dir.path().to_str().unwrap(),
-    ]);
-    let url = urls(&line)[0].clone();
+    let (_local, url) = common::local(&dir.path().join("data"));
 
     // A running job to watch: bids counted per key in event-time windows,
     // with checkpoints.

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{start, urls, weir};
+use common::{job_info, job_until, start, urls, weir};
 
 use weir_coordinator::slot_manager::ClusterInfo;
 
@@ -818,37 +818,6 @@ async fn a_trapping_guest_restarts_the_job_from_its_latest_checkpoint() {
     exactly_once(&output, 12_000 * 8, |v| {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
-}
-
-/// The job at `rest` with id `id`.
-async fn job_info(rest: &str, id: &str) -> weir_coordinator::jobs::JobInfo {
-    reqwest::get(format!("{rest}/v1/jobs/{id}"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-/// Poll job `id` until `ok` holds (a minute at most).
-async fn job_until(
-    rest: &str,
-    id: &str,
-    what: &str,
-    ok: impl Fn(&weir_coordinator::jobs::JobInfo) -> bool,
-) -> weir_coordinator::jobs::JobInfo {
-    let started = Instant::now();
-    loop {
-        let j = job_info(rest, id).await;
-        if ok(&j) {
-            return j;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{what}: {j:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 /// A bundle of the word count example: `lines` generated lines at `rate`

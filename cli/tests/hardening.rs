@@ -105,7 +105,7 @@ async fn the_coordinator_and_every_worker_refuse_files_they_do_not_grant() {
 fn a_worker_pointed_at_the_rest_api_says_so_and_stops() {
     let dir = tempfile::tempdir().unwrap();
     let (_coordinator, rest, _) = common::coordinator(&dir.path().join("coordinator"), &[]);
-    let mut worker = Command::new(env!("CARGO_BIN_EXE_weir"))
+    let worker = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args([
             "worker",
             "--coordinator",
@@ -118,15 +118,11 @@ fn a_worker_pointed_at_the_rest_api_says_so_and_stops() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while worker.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(30) {
-            worker.kill().unwrap();
-            panic!("the worker kept trying the REST address for 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = worker.wait_with_output().unwrap();
+    let out = common::finish_within(
+        worker,
+        Duration::from_secs(30),
+        "a worker pointed at the REST address",
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("REST address"), "{err}");

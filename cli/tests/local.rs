@@ -23,29 +23,13 @@ struct Local {
 
 fn start_local(data: &Path) -> Local {
     // Jobs' files are beside the data directory, in the test's own.
-    let allowed = data.parent().unwrap().to_str().unwrap();
-    let data = data.to_str().unwrap();
-    let (process, line) = common::start(&[
-        "local",
-        "--listen",
-        "127.0.0.1:0",
-        "--rpc-listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        data,
-        "--allow-dir",
-        allowed,
-    ]);
-    let url = common::urls(&line)
-        .into_iter()
-        .next()
-        .expect("weir local announces its address");
+    let (process, url) = common::local(data);
     Local { process, url }
 }
 
 /// Run `weir` with `args`, killed after two minutes.
 fn weir(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .current_dir(root())
         .stdin(Stdio::null())
@@ -53,15 +37,7 @@ fn weir(args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(120) {
-            child.kill().unwrap();
-            panic!("weir {args:?} did not finish within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    common::finish_within(child, Duration::from_secs(120), &format!("weir {args:?}"))
 }
 
 fn text(o: &Output) -> (String, String) {

@@ -22,22 +22,26 @@ use crate::error::TaskIdent;
 pub(crate) struct LastWords(Arc<Mutex<VecDeque<String>>>);
 
 const KEPT_LINES: usize = 20;
-const MAX_LINE: usize = 2_000;
+const MAX_LINE: usize = 1_000;
 
 impl LastWords {
     pub(crate) fn push(&self, line: &str) {
+        self.push_bytes(line.as_bytes());
+    }
+
+    /// Keep a line, cut to [`MAX_LINE`] bytes before anything else is done
+    /// with it (a guest's lines may be megabytes long).
+    pub(crate) fn push_bytes(&self, line: &[u8]) {
+        let cut = line.len() > MAX_LINE;
+        let kept = &line[..line.len().min(MAX_LINE)];
+        let mut line = String::from_utf8_lossy(kept).trim_end().to_owned();
+        if cut {
+            // A character cut in two shows as the replacement character.
+            line.push('…');
+        }
         let mut lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if lines.len() == KEPT_LINES {
             lines.pop_front();
-        }
-        let mut line = line.trim_end().to_owned();
-        if line.len() > MAX_LINE {
-            let mut cut = MAX_LINE;
-            while !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            line.truncate(cut);
-            line.push('…');
         }
         lines.push_back(line);
     }
@@ -107,15 +111,15 @@ struct LogStream {
 
 impl LogStream {
     fn line(&self, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        let ident = &*self.ident;
         if self.stderr {
             // Kept to explain a failure even when the log is over budget.
-            self.last_words.push(&text);
+            self.last_words.push_bytes(line);
         }
         if !self.budget.take(line.len()) {
             return;
         }
+        let text = String::from_utf8_lossy(line);
+        let ident = &*self.ident;
         if self.stderr {
             tracing::warn!(job = %ident.job, operator = %ident.operator, subtask = ident.subtask, "guest stderr: {}", text.trim_end());
         } else {
@@ -135,11 +139,20 @@ const MAX_PENDING: usize = 64 * 1024;
 impl OutputStream for LogStream {
     fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
         let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
-        partial.extend_from_slice(&bytes);
-        while let Some(nl) = partial.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = partial.drain(..=nl).collect();
-            self.line(&line);
+        // Each byte is looked at once: only what this write brings is
+        // searched for line ends.
+        let mut rest = &bytes[..];
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            if partial.is_empty() {
+                self.line(&rest[..=nl]);
+            } else {
+                partial.extend_from_slice(&rest[..=nl]);
+                let line = std::mem::take(&mut *partial);
+                self.line(&line);
+            }
+            rest = &rest[nl + 1..];
         }
+        partial.extend_from_slice(rest);
         if partial.len() > MAX_PENDING {
             let line = std::mem::take(&mut *partial);
             self.line(&line);

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -55,6 +55,28 @@ pub fn start_in(netns: Option<&str>, args: &[&str]) -> (Proc, String) {
         .recv_timeout(Duration::from_secs(60))
         .expect("the process announces itself");
     (Proc(child), line)
+}
+
+/// Start `weir local` on free loopback ports with its data in `data`,
+/// granting jobs the directory beside it; returns it with its REST API's
+/// address.
+pub fn local(data: &std::path::Path) -> (Proc, String) {
+    let (process, line) = start(&[
+        "local",
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-dir",
+        data.parent().unwrap().to_str().unwrap(),
+    ]);
+    let url = urls(&line)
+        .into_iter()
+        .next()
+        .expect("weir local announces its address");
+    (process, url)
 }
 
 /// Start `weir coordinator` on free loopback ports with its data in
@@ -158,6 +180,51 @@ pub fn endless_named(
              [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '/dev/null'\n"
         ),
     )
+}
+
+/// Wait for `child` to end and return its output; after `limit` it is
+/// killed and the test fails, naming `what` it was.
+pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("{what} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The job at `rest` with id `id`.
+pub async fn job_info(rest: &str, id: &str) -> weir_coordinator::jobs::JobInfo {
+    reqwest::get(format!("{rest}/v1/jobs/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Poll job `id` until `ok` holds (two minutes at most).
+pub async fn job_until(
+    rest: &str,
+    id: &str,
+    what: &str,
+    ok: impl Fn(&weir_coordinator::jobs::JobInfo) -> bool,
+) -> weir_coordinator::jobs::JobInfo {
+    let started = std::time::Instant::now();
+    loop {
+        let j = job_info(rest, id).await;
+        if ok(&j) {
+            return j;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{what}: {j:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 /// Resident memory of a process, in KiB.
