@@ -37,3 +37,13 @@ fi
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
     npm ci --prefix tests/browser --no-audit --no-fund
 fi
+# The REST API's fuzz test: schemathesis and its dependencies, pinned in
+# tests/schemathesis/requirements.txt, in a virtual environment outside the
+# clone (installed again only when the pins change).
+venv="${WEIR_SCHEMATHESIS_VENV:-$HOME/.cache/weir/schemathesis}"
+if ! cmp -s tests/schemathesis/requirements.txt "$venv/requirements.txt"; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/schemathesis/requirements.txt
+    cp tests/schemathesis/requirements.txt "$venv/requirements.txt"
+fi

@@ -70,7 +70,33 @@ pub fn app(state: AppState) -> Router {
             crate::auth::authorize,
         ))
         .layer(axum::middleware::map_response(errors_as_json))
+        .layer(axum::middleware::from_fn(refuse_long_uris))
         .with_state(state)
+}
+
+/// The longest request URI (path and query) the API reads.
+pub const MAX_URI_BYTES: usize = 8 << 10;
+
+/// A URI longer than [`MAX_URI_BYTES`] is refused before anything else
+/// looks at it, in the documented shape (the HTTP server itself refuses
+/// ones beyond 64 KiB, with an empty `414`).
+async fn refuse_long_uris(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let len = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |p| p.as_str().len());
+    if len > MAX_URI_BYTES {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request's URI is {len} bytes; the limit is {MAX_URI_BYTES}"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Every error answer in the documented shape: an error that a layer or an

@@ -943,6 +943,14 @@ async fn every_error_is_json_even_those_no_endpoint_makes() {
             "not_found",
             "",
         ),
+        (
+            Request::get(format!("/v1/jobs/{}", "x".repeat(9000)))
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            "the limit is 8192",
+        ),
     ] {
         error(&api, request, status, code, needle).await;
     }
