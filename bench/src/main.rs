@@ -497,7 +497,7 @@ async fn shuffle(records: u64, value_bytes: usize) -> anyhow::Result<()> {
         subtask: 0,
         channel: 0,
     };
-    let remote_tx = connect(server.addr(), key, None).await?;
+    let remote_tx = connect(server.addr(), key, None, None).await?;
     let remote = pump(remote_tx, rx, records, value_bytes).await?;
 
     let mb = (records as f64) * (value_bytes as f64 + 1.0) / 1e6;

@@ -21,7 +21,9 @@ pub struct Client {
 
 impl Client {
     /// A client of the coordinator at `url` (e.g. `http://127.0.0.1:8081`),
-    /// sending the token in `WEIR_TOKEN`, if set.
+    /// sending the token in `WEIR_TOKEN`, if set; an `https://` coordinator's
+    /// certificate must be signed by one in `WEIR_CA_CERT` (PEM), if set,
+    /// else by one the system trusts.
     pub fn new(url: &str) -> anyhow::Result<Client> {
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(token) = std::env::var("WEIR_TOKEN").ok().filter(|t| !t.is_empty()) {
@@ -30,10 +32,22 @@ impl Client {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            .default_headers(headers)
-            .build()?;
+            .default_headers(headers);
+        if let Some(ca) = std::env::var_os("WEIR_CA_CERT").filter(|c| !c.is_empty()) {
+            let pem = std::fs::read(&ca).with_context(|| {
+                format!(
+                    "cannot read WEIR_CA_CERT {}",
+                    std::path::Path::new(&ca).display()
+                )
+            })?;
+            http = http.tls_backend_preconfigured(weir_model::tls::client_trusting(
+                &pem,
+                "certificate in WEIR_CA_CERT",
+            )?);
+        }
+        let http = http.build()?;
         Ok(Client {
             base: url.trim_end_matches('/').to_owned(),
             http,
@@ -45,7 +59,18 @@ impl Client {
         response: Result<reqwest::Response, reqwest::Error>,
     ) -> anyhow::Result<T> {
         let response = response.map_err(|e| {
-            if e.is_connect() || e.is_timeout() {
+            let mut cause = String::new();
+            let mut source: Option<&dyn std::error::Error> = Some(&e);
+            while let Some(s) = source {
+                cause = s.to_string();
+                source = s.source();
+            }
+            if cause.contains("certificate") {
+                anyhow::anyhow!(
+                    "the coordinator at {} has a TLS certificate this client does not trust ({cause}): set WEIR_CA_CERT to the cluster's certificate (PEM)",
+                    self.base
+                )
+            } else if e.is_connect() || e.is_timeout() {
                 anyhow::anyhow!("cannot reach the coordinator at {}: is `weir local` (or a coordinator) running there?", self.base)
             } else {
                 anyhow::anyhow!("talking to the coordinator at {}: {e}", self.base)

@@ -21,6 +21,7 @@ use weir_host::{HostConfig, WasmRuntime};
 use weir_model::access::AllowedDirs;
 use weir_model::auth::{PresentToken, RequireToken};
 use weir_model::fault_tolerance::StateBackendKind;
+use weir_model::tls::Tls;
 
 /// Where `weir local` keeps its data when not told.
 pub fn default_data_dir() -> PathBuf {
@@ -56,6 +57,34 @@ pub struct ServeOptions {
     pub tokens: Tokens,
     /// Serve open on addresses other machines reach.
     pub insecure: bool,
+    /// TLS on every listener and connection.
+    pub tls: Option<Tls>,
+}
+
+/// Who a server process lets in, and how it talks to the cluster's other
+/// processes: the cluster's tokens, and its TLS.
+#[derive(Clone)]
+pub struct Access {
+    /// The tokens it accepts and presents.
+    pub tokens: Arc<Tokens>,
+    /// TLS on its listeners and connections, if the cluster has it.
+    pub tls: Option<Tls>,
+}
+
+impl Access {
+    /// What its gRPC clients present.
+    pub fn present(&self) -> PresentToken {
+        PresentToken::of(&self.tokens).with_tls(self.tls.as_ref())
+    }
+
+    /// A gRPC server with the cluster's TLS, if any.
+    fn grpc_server(&self) -> anyhow::Result<tonic::transport::Server> {
+        let server = tonic::transport::Server::builder();
+        Ok(match &self.tls {
+            Some(tls) => server.tls_config(tls.grpc_server())?,
+            None => server,
+        })
+    }
 }
 
 /// The line that tells which directories jobs' files may be in.
@@ -100,11 +129,29 @@ pub async fn refuse_open_reach(
     Ok(())
 }
 
+/// Say so when an address other machines reach serves without TLS.
+pub async fn warn_clear_text(tls: Option<&Tls>, listens: &[&str]) {
+    if tls.is_some() {
+        return;
+    }
+    for &listen in listens {
+        let reachable = tokio::net::lookup_host(listen)
+            .await
+            .is_ok_and(|mut addrs| addrs.any(|a| !a.ip().is_loopback()));
+        if reachable {
+            eprintln!(
+                "{listen} is reachable from other machines and serves without TLS: tokens and data cross the network in clear text (give --tls-cert and --tls-key)"
+            );
+        }
+    }
+}
+
 /// Serve until interrupted.
 pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     // An open API only where no other machine reaches it: checked before
     // anything listens.
     refuse_open_reach(&o.tokens, o.insecure, &[&o.listen, &o.rpc_listen]).await?;
+    warn_clear_text(o.tls.as_ref(), &[&o.listen, &o.rpc_listen]).await;
     std::fs::create_dir_all(&o.data_dir)
         .with_context(|| format!("cannot create {}", o.data_dir.display()))?;
     let allowed = AllowedDirs::new(&o.allow_dirs)?;
@@ -120,9 +167,13 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     // Checkpoints go under the data directory; workers on other machines
     // need it mounted at the same path (or another storage, later).
     let checkpoints = weir_state::storage::file_url(&o.data_dir.join("checkpoints"))?;
-    let tokens = Arc::new(o.tokens);
-    let on_workers =
-        WorkerScheduler::new(slots.clone(), Some(checkpoints), PresentToken::of(&tokens));
+    let access = Access {
+        tokens: Arc::new(o.tokens),
+        tls: o.tls,
+    };
+    let tokens = access.tokens.clone();
+    let scheme = weir_model::tls::scheme(access.tls.as_ref());
+    let on_workers = WorkerScheduler::new(slots.clone(), Some(checkpoints), access.present());
     let scheduler: Box<dyn Scheduler> = Box::new(on_workers.clone());
     let jobs = Jobs::open(
         &o.data_dir,
@@ -146,10 +197,11 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     let (addr, rpc_addr) = (listener.local_addr()?, rpc_listener.local_addr()?);
     if tokens.is_open() {
         eprintln!(
-            "the REST API at http://{addr} is open: whoever reaches it may submit and cancel jobs (give --token-file or WEIR_TOKEN to require a token)"
+            "the REST API at {scheme}://{addr} is open: whoever reaches it may submit and cancel jobs (give --token-file or WEIR_TOKEN to require a token)"
         );
     }
-    let rpc = tonic::transport::Server::builder()
+    let rpc = access
+        .grpc_server()?
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .layer(InterceptorLayer::new(RequireToken(tokens.clone())))
         .add_service(slots.service())
@@ -161,7 +213,7 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         }
     });
     if let Some((count, slots)) = o.local_workers {
-        let rpc_url = format!("http://{rpc_addr}");
+        let rpc_url = format!("{scheme}://{rpc_addr}");
         for _ in 0..count {
             start_worker(
                 &rpc_url,
@@ -174,14 +226,14 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
                     default_backend: o.default_backend,
                     allowed: allowed.clone(),
                 },
-                tokens.clone(),
+                access.clone(),
             )
             .await?;
         }
     }
     // Scripts and tests read this line to find the services.
     println!(
-        "weir coordinator: REST API and dashboard on http://{addr}, workers connect to http://{rpc_addr} (data in {})",
+        "weir coordinator: REST API and dashboard on {scheme}://{addr}, workers connect to {scheme}://{rpc_addr} (data in {})",
         o.data_dir.display()
     );
     eprintln!("{}", granted(&allowed));
@@ -197,11 +249,10 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     // Jobs that ran when the coordinator stopped resume as workers
     // register again.
     jobs.resume_recovering().await;
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    weir_coordinator::tls::serve(listener, access.tls.as_ref(), router, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     Ok(())
 }
 
@@ -252,7 +303,7 @@ pub async fn start_worker(
     slots: u32,
     runtime: Arc<WasmRuntime>,
     storage: WorkerStorage,
-    tokens: Arc<Tokens>,
+    access: Access,
 ) -> anyhow::Result<StartedWorker> {
     if slots == 0 {
         anyhow::bail!("a worker needs at least one slot");
@@ -271,8 +322,14 @@ pub async fn start_worker(
     } else {
         format!("{host}-{}-{n}", std::process::id())
     };
-    let server =
-        Arc::new(weir_worker::network::DataServer::bind_with(data_listen, tokens.clone()).await?);
+    let server = Arc::new(
+        weir_worker::network::DataServer::bind_with(
+            data_listen,
+            access.tokens.clone(),
+            access.tls.clone(),
+        )
+        .await?,
+    );
     let executor = weir_worker::executor::Executor::new(
         id.clone(),
         runtime,
@@ -282,17 +339,22 @@ pub async fn start_worker(
             data_dir: storage.data_dir.join(&id),
             default_backend: storage.default_backend,
             allowed: storage.allowed,
-            present: PresentToken::of(&tokens),
+            present: access.present(),
         },
     );
     let rpc = tokio::net::TcpListener::bind(rpc_listen)
         .await
         .with_context(|| format!("cannot listen on {rpc_listen}"))?;
-    let rpc_address = format!("http://{}", rpc.local_addr()?);
+    let rpc_address = format!(
+        "{}://{}",
+        weir_model::tls::scheme(access.tls.as_ref()),
+        rpc.local_addr()?
+    );
     let service = executor.service();
+    let server_builder = access.grpc_server()?;
     tokio::spawn(async move {
-        if let Err(e) = tonic::transport::Server::builder()
-            .layer(InterceptorLayer::new(RequireToken(tokens)))
+        if let Err(e) = server_builder
+            .layer(InterceptorLayer::new(RequireToken(access.tokens)))
             .add_service(service)
             .serve_with_incoming(tokio_stream_of(rpc))
             .await
@@ -335,6 +397,7 @@ pub async fn serve_worker_metrics(
     listen: &str,
     executor: Arc<weir_worker::executor::Executor>,
     slots: u32,
+    tls: Option<&Tls>,
 ) -> anyhow::Result<std::net::SocketAddr> {
     use weir_coordinator::metrics::{Metrics, gauge, job_families, prometheus_text};
     let listener = tokio::net::TcpListener::bind(listen)
@@ -395,8 +458,11 @@ pub async fn serve_worker_metrics(
             }
         }),
     );
+    let tls = tls.cloned();
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        let served =
+            weir_coordinator::tls::serve(listener, tls.as_ref(), app, std::future::pending()).await;
+        if let Err(e) = served {
             tracing::error!("the metrics server stopped: {e}");
         }
     });

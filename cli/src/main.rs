@@ -202,6 +202,18 @@ struct AccessArgs {
     /// Serve without a token on addresses other machines can reach.
     #[arg(long)]
     insecure: bool,
+    /// This process's TLS certificate chain (PEM): with --tls-key, every
+    /// listener serves TLS only, and its addresses are `https://`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The certificates to trust when this process connects to the
+    /// cluster's others (PEM). Default: --tls-cert itself (one self-signed
+    /// certificate shared by the cluster).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_ca: Option<PathBuf>,
 }
 
 impl AccessArgs {
@@ -211,6 +223,18 @@ impl AccessArgs {
             default()
         } else {
             self.allow_dirs.clone()
+        }
+    }
+
+    /// The TLS of every listener and connection, if asked for.
+    fn tls(&self) -> anyhow::Result<Option<weir_model::tls::Tls>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(weir_model::tls::Tls::load(
+                cert,
+                key,
+                self.tls_ca.as_deref(),
+            )?)),
+            _ => Ok(None),
         }
     }
 
@@ -242,6 +266,7 @@ impl ServerArgs {
         local_workers: Option<(u32, u32)>,
     ) -> anyhow::Result<local::ServeOptions> {
         let tokens = self.access.tokens()?;
+        let tls = self.access.tls()?;
         let allow_dirs = self.access.dirs(|| {
             if local_workers.is_some() {
                 // The working directory, unless it is the root of the file
@@ -257,6 +282,7 @@ impl ServerArgs {
         Ok(local::ServeOptions {
             allow_dirs,
             tokens,
+            tls,
             insecure: self.access.insecure,
             listen: self.listen,
             rpc_listen: self.rpc_listen,
@@ -507,7 +533,7 @@ async fn worker(
     slots: u32,
     host: HostConfig,
     storage: local::WorkerStorage,
-    tokens: Arc<weir_coordinator::auth::Tokens>,
+    access: local::Access,
 ) -> anyhow::Result<()> {
     let data_dir = &storage.data_dir;
     std::fs::create_dir_all(data_dir)
@@ -520,13 +546,19 @@ async fn worker(
         slots,
         runtime,
         storage,
-        tokens,
+        access.clone(),
     )
     .await?;
-    let metrics =
-        local::serve_worker_metrics(listen.metrics, started.executor.clone(), slots).await?;
+    let metrics = local::serve_worker_metrics(
+        listen.metrics,
+        started.executor.clone(),
+        slots,
+        access.tls.as_ref(),
+    )
+    .await?;
+    let scheme = weir_model::tls::scheme(access.tls.as_ref());
     println!(
-        "weir worker {}: {slots} slots, tasks at {}, data at {}, metrics at http://{metrics}/metrics, coordinator {coordinator}",
+        "weir worker {}: {slots} slots, tasks at {}, data at {}, metrics at {scheme}://{metrics}/metrics, coordinator {coordinator}",
         started.id, started.rpc_address, started.data_address
     );
     eprintln!("{}", local::granted(&started.executor.allowed));
@@ -608,11 +640,16 @@ fn main() {
                 .context("cannot start the runtime")
                 .and_then(|rt| {
                     let tokens = access.tokens()?;
+                    let tls = access.tls()?;
                     rt.block_on(local::refuse_open_reach(
                         &tokens,
                         access.insecure,
                         &[&rpc_listen, &data_listen],
                     ))?;
+                    rt.block_on(local::warn_clear_text(
+                        tls.as_ref(),
+                        &[&rpc_listen, &data_listen],
+                    ));
                     let allowed = weir_model::access::AllowedDirs::new(&allow_dirs)?;
                     rt.block_on(worker(
                         &coordinator,
@@ -628,7 +665,10 @@ fn main() {
                             default_backend: state_backend,
                             allowed,
                         },
-                        Arc::new(tokens),
+                        local::Access {
+                            tokens: Arc::new(tokens),
+                            tls,
+                        },
                     ))
                 })
         }

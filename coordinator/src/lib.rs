@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod rest;
 pub mod scheduler;
 pub mod slot_manager;
+pub mod tls;
 
 use std::collections::BTreeMap;
 

@@ -165,18 +165,45 @@ impl Interceptor for RequireToken {
     }
 }
 
-/// A gRPC client's side: every call carries this process's token, if any.
+/// A gRPC client's side: every call carries this process's token, if any,
+/// and connections to `https://` addresses trust the cluster's TLS
+/// certificates.
 #[derive(Clone)]
-pub struct PresentToken(Option<MetadataValue<Ascii>>);
+pub struct PresentToken {
+    token: Option<MetadataValue<Ascii>>,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+}
 
 impl PresentToken {
     /// Present `tokens`' own token (nothing on an open cluster).
     pub fn of(tokens: &Tokens) -> PresentToken {
-        PresentToken(
-            tokens
+        PresentToken {
+            token: tokens
                 .own()
                 .and_then(|t| format!("Bearer {t}").parse::<MetadataValue<Ascii>>().ok()),
-        )
+            tls: None,
+        }
+    }
+
+    /// The same, connecting over TLS as `tls` says.
+    pub fn with_tls(self, tls: Option<&crate::tls::Tls>) -> PresentToken {
+        PresentToken {
+            tls: tls.map(crate::tls::Tls::grpc_client),
+            ..self
+        }
+    }
+
+    /// An endpoint for the process at `url` (`http://` or `https://`).
+    pub fn endpoint(&self, url: &str) -> anyhow::Result<tonic::transport::Endpoint> {
+        let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())
+            .map_err(|e| anyhow::anyhow!("bad address {url:?}: {e}"))?;
+        match &self.tls {
+            Some(tls) => Ok(endpoint.tls_config(tls.clone())?),
+            None if url.starts_with("https:") => anyhow::bail!(
+                "{url} is served over TLS: give this process the cluster's certificates (--tls-cert, --tls-key, --tls-ca)"
+            ),
+            None => Ok(endpoint),
+        }
     }
 }
 
@@ -185,7 +212,7 @@ impl Interceptor for PresentToken {
         &mut self,
         mut request: tonic::Request<()>,
     ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(v) = &self.0 {
+        if let Some(v) = &self.token {
             request.metadata_mut().insert("authorization", v.clone());
         }
         Ok(request)

@@ -42,6 +42,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod msgpack;
 pub mod record;
+pub mod tls;
 
 /// The gRPC services and messages between coordinator and workers
 /// (`proto/weir/v1/*.proto`).

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use tonic::transport::Endpoint;
 use weir_model::auth::{PeerChannel, PresentToken};
 use weir_model::proto::resource_manager_client::ResourceManagerClient;
 use weir_model::proto::{HeartbeatRequest, JobProgress, RegisterWorkerRequest};
@@ -31,8 +30,9 @@ async fn connect(
     url: &str,
     present: &PresentToken,
 ) -> anyhow::Result<ResourceManagerClient<PeerChannel>> {
-    let endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| anyhow::anyhow!("bad coordinator address {url:?}: {e}"))?
+    let endpoint = present
+        .endpoint(url)
+        .map_err(|e| anyhow::anyhow!("the coordinator's address: {e:#}"))?
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(10));
     Ok(ResourceManagerClient::with_interceptor(

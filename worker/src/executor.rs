@@ -122,9 +122,7 @@ impl Executor {
 
     /// A client of the coordinator's service for job reports.
     async fn reports(&self) -> anyhow::Result<JobReportsClient<PeerChannel>> {
-        let channel = tonic::transport::Endpoint::from_shared(self.coordinator.clone())?
-            .connect()
-            .await?;
+        let channel = self.present.endpoint(&self.coordinator)?.connect().await?;
         Ok(JobReportsClient::with_interceptor(
             channel,
             self.present.clone(),

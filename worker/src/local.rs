@@ -203,13 +203,20 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                             subtask: j,
                                             channel,
                                         };
-                                        crate::network::connect(addr, key, p.server.token())
-                                            .await
-                                            .map_err(|err| {
-                                            anyhow::anyhow!(
-                                                "cannot open a channel to {addr}: {err:#}"
-                                            )
-                                        })?
+                                        crate::network::connect(
+                                            addr,
+                                            key,
+                                            p.server.token(),
+                                            p.server.tls(),
+                                        )
+                                        .await
+                                        .map_err(
+                                            |err| {
+                                                anyhow::anyhow!(
+                                                    "cannot open a channel to {addr}: {err:#}"
+                                                )
+                                            },
+                                        )?
                                     }
                                     (None, None) => {
                                         unreachable!("without a placement every subtask is local")

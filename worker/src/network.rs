@@ -8,6 +8,10 @@
 //! grants a credit back for each data frame it could hand over. A slow task
 //! therefore stops granting credit, its senders stop sending, and memory
 //! stays bounded at every hop.
+//!
+//! On a cluster with TLS ([`weir_model::tls`]) every data connection is a
+//! TLS stream, the receiver's certificate checked against the cluster's
+//! for the receiver's IP address.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,12 +19,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use weir_model::StreamMessage;
 use weir_model::auth::Tokens;
 use weir_model::frame::{ChannelKey, Frame, decode, encode};
+use weir_model::tls::Tls;
 
 use crate::partition::Envelope;
 
@@ -32,6 +38,9 @@ pub const MAX_FRAME: usize = 64 << 20;
 
 /// How long a connection waits for its receiving subtask to be registered.
 const REGISTER_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a sender may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
@@ -46,32 +55,56 @@ pub struct DataServer {
     addr: SocketAddr,
     receivers: Registry,
     tokens: Arc<Tokens>,
+    tls: Option<Tls>,
 }
 
 impl DataServer {
     /// Listen on `addr` and serve connections until the process ends, on
     /// an open cluster.
     pub async fn bind(addr: &str) -> anyhow::Result<DataServer> {
-        Self::bind_with(addr, Arc::new(Tokens::open())).await
+        Self::bind_with(addr, Arc::new(Tokens::open()), None).await
     }
 
     /// Listen on `addr`, serving only senders that present one of the
-    /// cluster's admin `tokens` (anyone, when it has none).
-    pub async fn bind_with(addr: &str, tokens: Arc<Tokens>) -> anyhow::Result<DataServer> {
+    /// cluster's admin `tokens` (anyone, when it has none), over TLS when
+    /// `tls` is given.
+    pub async fn bind_with(
+        addr: &str,
+        tokens: Arc<Tokens>,
+        tls: Option<Tls>,
+    ) -> anyhow::Result<DataServer> {
         let listener = TcpListener::bind(addr).await?;
         let receivers: Registry = Arc::default();
         let server = DataServer {
             addr: listener.local_addr()?,
             receivers: receivers.clone(),
             tokens: tokens.clone(),
+            tls: tls.clone(),
         };
+        let acceptor = tls.as_ref().map(Tls::acceptor);
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, peer)) => {
                         let (receivers, tokens) = (receivers.clone(), tokens.clone());
+                        let acceptor = acceptor.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = serve(stream, receivers, &tokens).await {
+                            let served = async {
+                                stream.set_nodelay(true)?;
+                                match acceptor {
+                                    Some(acceptor) => {
+                                        let stream = tokio::time::timeout(
+                                            HANDSHAKE_TIMEOUT,
+                                            acceptor.accept(stream),
+                                        )
+                                        .await
+                                        .map_err(|_| anyhow::anyhow!("no TLS handshake"))??;
+                                        serve(stream, receivers, &tokens).await
+                                    }
+                                    None => serve(stream, receivers, &tokens).await,
+                                }
+                            };
+                            if let Err(e) = served.await {
                                 tracing::warn!("data connection from {peer}: {e:#}");
                             }
                         });
@@ -93,6 +126,11 @@ impl DataServer {
         self.tokens.own()
     }
 
+    /// The cluster's TLS, if it has it: senders use it too.
+    pub fn tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
+    }
+
     /// Route the channels of subtask `subtask` of `vertex` of `job` into `tx`.
     pub fn register(&self, job: &str, vertex: u32, subtask: u32, tx: mpsc::Sender<Envelope>) {
         self.receivers
@@ -110,8 +148,11 @@ impl DataServer {
     }
 }
 
-async fn serve(stream: TcpStream, receivers: Registry, tokens: &Tokens) -> anyhow::Result<()> {
-    stream.set_nodelay(true)?;
+async fn serve(
+    stream: impl AsyncRead + AsyncWrite + Unpin,
+    receivers: Registry,
+    tokens: &Tokens,
+) -> anyhow::Result<()> {
     let mut framed = Framed::new(stream, codec());
     let first = framed
         .next()
@@ -166,15 +207,36 @@ async fn serve(stream: TcpStream, receivers: Registry, tokens: &Tokens) -> anyho
     Ok(())
 }
 
-/// Open channel `key` to the worker at `addr`. Messages given to the returned
-/// sender go out in order, data frames only with credit.
+/// Open channel `key` to the worker at `addr`, presenting `token`, over
+/// TLS when `tls` is given. Messages given to the returned sender go out in
+/// order, data frames only with credit.
 pub async fn connect(
     addr: SocketAddr,
     key: ChannelKey,
     token: Option<&str>,
+    tls: Option<&Tls>,
 ) -> anyhow::Result<mpsc::Sender<Envelope>> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    match tls {
+        Some(tls) => {
+            let stream = tls
+                .connect_ip(addr.ip(), stream)
+                .await
+                .map_err(|e| anyhow::anyhow!("TLS to the worker at {addr}: {e}"))?;
+            open(stream, addr, key, token).await
+        }
+        None => open(stream, addr, key, token).await,
+    }
+}
+
+/// Open channel `key` on a connected `stream`.
+async fn open(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    addr: SocketAddr,
+    key: ChannelKey,
+    token: Option<&str>,
+) -> anyhow::Result<mpsc::Sender<Envelope>> {
     let mut framed = Framed::new(stream, codec());
     let hello = Frame::Hello(key.clone(), token.unwrap_or_default().to_owned());
     framed.send(encode(&hello)).await?;
@@ -251,7 +313,7 @@ mod tests {
         let server = DataServer::bind("127.0.0.1:0").await.unwrap();
         let (tx, mut rx) = mpsc::channel(2);
         server.register("j", 1, 0, tx);
-        let out = connect(server.addr(), key(3), None).await.unwrap();
+        let out = connect(server.addr(), key(3), None, None).await.unwrap();
         tokio::spawn(async move {
             for i in 0..300 {
                 out.send((3, batch(i))).await.unwrap();
@@ -275,7 +337,7 @@ mod tests {
         let server = DataServer::bind("127.0.0.1:0").await.unwrap();
         let (tx, mut rx) = mpsc::channel(2);
         server.register("j", 1, 0, tx);
-        let out = connect(server.addr(), key(0), None).await.unwrap();
+        let out = connect(server.addr(), key(0), None, None).await.unwrap();
         let sent = Arc::new(AtomicUsize::new(0));
         let counter = sent.clone();
         let sender = tokio::spawn(async move {
@@ -310,6 +372,7 @@ mod tests {
                 subtask: 0,
                 channel: 0,
             },
+            None,
             None,
         )
         .await
@@ -349,7 +412,7 @@ mod auth_tests {
         tokens
             .add("viewer-token-0123456789", weir_model::auth::Role::Read)
             .unwrap();
-        let server = DataServer::bind_with("127.0.0.1:0", Arc::new(tokens))
+        let server = DataServer::bind_with("127.0.0.1:0", Arc::new(tokens), None)
             .await
             .unwrap();
         assert_eq!(server.token(), Some("cluster-token-0123456789"));
@@ -362,7 +425,7 @@ mod auth_tests {
             Some("viewer-token-0123456789"),
             Some("wrong-token-0123456789"),
         ] {
-            let out = connect(server.addr(), key(), token).await.unwrap();
+            let out = connect(server.addr(), key(), token, None).await.unwrap();
             let mut failed = false;
             for _ in 0..100 {
                 if out
@@ -378,7 +441,9 @@ mod auth_tests {
             assert!(failed, "{token:?} was served");
             assert!(rx.try_recv().is_err());
         }
-        let out = connect(server.addr(), key(), server.token()).await.unwrap();
+        let out = connect(server.addr(), key(), server.token(), None)
+            .await
+            .unwrap();
         out.send((0, StreamMessage::Data(Vec::new())))
             .await
             .unwrap();

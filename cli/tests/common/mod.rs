@@ -150,7 +150,7 @@ pub fn bundle(
 /// The `http://` addresses in a line, in order.
 pub fn urls(line: &str) -> Vec<String> {
     line.split_whitespace()
-        .filter(|w| w.starts_with("http://"))
+        .filter(|w| w.starts_with("http://") || w.starts_with("https://"))
         .map(|w| w.trim_end_matches(',').to_owned())
         .collect()
 }

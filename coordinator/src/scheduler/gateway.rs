@@ -91,7 +91,8 @@ pub(super) async fn executor(
     rpc: &str,
     present: &PresentToken,
 ) -> anyhow::Result<TaskExecutorClient<PeerChannel>> {
-    let channel = tonic::transport::Endpoint::from_shared(rpc.to_owned())?
+    let channel = present
+        .endpoint(rpc)?
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(60))
         .connect()

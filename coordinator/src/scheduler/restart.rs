@@ -68,7 +68,8 @@ impl WorkerScheduler {
     pub(super) async fn probe(self: &Arc<Self>, workers: Vec<(String, String)>) {
         for (worker, rpc) in workers {
             let reachable = async {
-                tonic::transport::Endpoint::from_shared(rpc.clone())?
+                self.present
+                    .endpoint(&rpc)?
                     .connect_timeout(PROBE_TIMEOUT)
                     .connect()
                     .await?;

@@ -1,0 +1,224 @@
+//! TLS on every listener, with real processes on loopback: a coordinator
+//! and two worker processes share one self-signed certificate (made here,
+//! for 127.0.0.1 and localhost) and the cluster's token. The CLI submits a
+//! word count over HTTPS trusting that certificate; its two subtasks run on
+//! the two workers, so the workers' gRPC and data connections are TLS too;
+//! the counts are exact. A client that does not trust the certificate, and
+//! one that speaks plain HTTP, get nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{root, start, urls};
+
+const TOKEN: &str = "tls-test-admin-token-0123456789";
+
+/// A self-signed certificate for 127.0.0.1 and localhost, and its key, as
+/// PEM files in `dir`.
+fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+/// An HTTP client trusting only `cert`.
+fn client(cert: &Path) -> reqwest::Client {
+    let pem = std::fs::read(cert).unwrap();
+    let config = weir_model::tls::client_trusting(&pem, "certificate").unwrap();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(config)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed(dir.path());
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("admin {TOKEN}\n")).unwrap();
+    let tls = [
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--allow-dir",
+        dir.path().to_str().unwrap(),
+    ];
+    let data = dir.path().join("coordinator");
+    let mut args = vec![
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    args.extend(tls);
+    let (_coordinator, line) = start(&args);
+    let addresses = urls(&line);
+    let (rest, rpc) = (addresses[0].clone(), addresses[1].clone());
+    assert!(
+        rest.starts_with("https://") && rpc.starts_with("https://"),
+        "{line}"
+    );
+    let mut workers = Vec::new();
+    let mut metrics = Vec::new();
+    for name in ["w1", "w2"] {
+        let data = dir.path().join(name);
+        let mut args = vec![
+            "worker",
+            "--coordinator",
+            &rpc,
+            "--slots",
+            "1",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ];
+        args.extend(tls);
+        let (worker, line) = start(&args);
+        let m = urls(&line)
+            .into_iter()
+            .find(|u| u.ends_with("/metrics"))
+            .unwrap_or_else(|| panic!("a metrics address in {line}"));
+        assert!(m.starts_with("https://"), "{line}");
+        metrics.push(m);
+        workers.push(worker);
+    }
+
+    let https = client(&cert);
+    let started = Instant::now();
+    loop {
+        let c: serde_json::Value = https
+            .get(format!("{rest}/v1/cluster"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if c["workers"].as_array().is_some_and(|w| w.len() == 2) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{c}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A word count at parallelism 2: one subtask of each operator on each
+    // worker, words crossing between them.
+    let input = dir.path().join("in.txt");
+    let mut text = String::new();
+    let mut expected = BTreeMap::<String, u64>::new();
+    for i in 0..2000 {
+        let line = format!("w{} w{} shared", i % 37, i % 11);
+        for w in line.split(' ') {
+            *expected.entry(w.to_owned()).or_default() += 1;
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    let output = dir.path().join("counts.jsonl");
+    let submitted = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "submit",
+            "examples/wordcount",
+            "--coordinator",
+            &rest,
+            "--parallelism",
+            "2",
+            "--wait",
+            "--param",
+            &format!("input={}", input.display()),
+            "--param",
+            &format!("output={}", output.display()),
+        ])
+        .current_dir(root())
+        .env("WEIR_TOKEN", TOKEN)
+        .env("WEIR_CA_CERT", &cert)
+        .env(
+            "WEIR_CACHE_DIR",
+            std::env::temp_dir().join("weir-cli-tests-cache"),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let mut counts = BTreeMap::<String, u64>::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (word, n) = (v["word"].as_str().unwrap(), v["count"].as_u64().unwrap());
+        let c = counts.entry(word.to_owned()).or_default();
+        *c = (*c).max(n);
+    }
+    assert_eq!(counts, expected);
+
+    // The workers' metrics are served over TLS too.
+    for m in &metrics {
+        let r = https.get(m).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{m}");
+    }
+
+    // A client that does not trust the certificate, and plain HTTP, fail.
+    let untrusting = reqwest::Client::builder()
+        .tls_backend_preconfigured(
+            weir_model::tls::client_trusting(&self_signed_elsewhere(), "another").unwrap(),
+        )
+        .build()
+        .unwrap();
+    assert!(
+        untrusting
+            .get(format!("{rest}/v1/cluster"))
+            .send()
+            .await
+            .is_err()
+    );
+    let plain = rest.replacen("https://", "http://", 1);
+    assert!(
+        reqwest::get(format!("{plain}/v1/cluster")).await.is_err()
+            || !reqwest::get(format!("{plain}/v1/cluster"))
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+    );
+    // The CLI without the certificate says what is wrong.
+    let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["list", "--coordinator", &rest])
+        .env("WEIR_TOKEN", TOKEN)
+        .env_remove("WEIR_CA_CERT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("WEIR_CA_CERT") || err.contains("certificate"),
+        "{err}"
+    );
+}
+
+/// Another self-signed certificate's PEM: not the cluster's.
+fn self_signed_elsewhere() -> Vec<u8> {
+    rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .cert
+        .pem()
+        .into_bytes()
+}
