@@ -1,8 +1,8 @@
 //! The hostile-guest catalogue, on a real cluster: a coordinator and two
 //! worker processes on loopback run a well-behaved word count while jobs
-//! whose operators sleep, fill the log, emit ten million records per input,
-//! grow their state without bound and register ten million timers run
-//! beside it. Each hostile job fails with an error naming what it did (the
+//! whose operators sleep, spin, allocate without end, fill the log, emit
+//! ten million records per input, grow their state without bound and
+//! register ten million timers run beside it. Each hostile job fails with an error naming what it did (the
 //! log filler's excess is dropped instead), the workers stay up, and the
 //! word count's output is exact.
 
@@ -23,7 +23,7 @@ fn worker(dir: &std::path::Path, name: &str, rpc: &str, log: &std::path::Path) -
             "--coordinator",
             rpc,
             "--slots",
-            "3",
+            "4",
             "--data-dir",
             data.to_str().unwrap(),
             "--allow-dir",
@@ -111,6 +111,18 @@ const HOSTILE: &[Hostile] = &[
         operators: "[[operator]]\nname = 'sleep'\nfunction = 'sleeps'\n",
         input: (10, 10),
         says: &["`sleep`", "wall-clock deadline"],
+    },
+    Hostile {
+        name: "spinner",
+        operators: "[[operator]]\nname = 'spin'\nfunction = 'endless'\n",
+        input: (10, 10),
+        says: &["`spin`", "call deadline of 5000 ms"],
+    },
+    Hostile {
+        name: "memory-bomb",
+        operators: "[[operator]]\nname = 'hoard'\nfunction = 'membomb'\n",
+        input: (10, 10),
+        says: &["`hoard`", "linear memory; the limit is 268435456"],
     },
     Hostile {
         name: "emitter",
