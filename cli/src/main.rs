@@ -641,6 +641,16 @@ fn main() {
                 .and_then(|rt| {
                     let tokens = access.tokens()?;
                     let tls = access.tls()?;
+                    // A cluster speaks TLS everywhere or nowhere.
+                    match (tls.is_some(), coordinator.starts_with("https://")) {
+                        (true, false) => anyhow::bail!(
+                            "this worker serves TLS (--tls-cert): give --coordinator as https://, the coordinator's --rpc-listen with its own certificate"
+                        ),
+                        (false, true) => anyhow::bail!(
+                            "--coordinator {coordinator} speaks TLS: give this worker the cluster's certificate and key (--tls-cert, --tls-key, and --tls-ca if they are signed by an authority)"
+                        ),
+                        _ => {}
+                    }
                     rt.block_on(local::refuse_open_reach(
                         &tokens,
                         access.insecure,

@@ -198,6 +198,31 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
                 .status()
                 .is_success()
     );
+    // A worker given an https:// coordinator but no certificate, and one
+    // given a certificate but an http:// coordinator, stop saying why.
+    for (coordinator, extra, says) in [
+        (rpc.as_str(), &[][..], "speaks TLS"),
+        (
+            &*rpc.replacen("https://", "http://", 1),
+            &tls[..4],
+            "give --coordinator as https://",
+        ),
+    ] {
+        let data = dir.path().join("w3");
+        let mut args = vec![
+            "worker",
+            "--coordinator",
+            coordinator,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let o = common::weir(&args);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+
     // The CLI without the certificate says what is wrong.
     let o = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["list", "--coordinator", &rest])
