@@ -2,7 +2,8 @@
 //! worker processes on loopback run a well-behaved word count while jobs
 //! whose operators sleep, spin, allocate without end, fill the log, emit
 //! ten million records per input, grow their state without bound and
-//! register ten million timers run beside it. Each hostile job fails with an error naming what it did (the
+//! register ten million timers run beside it, and a component importing
+//! what the host does not provide is refused at upload. Each hostile job fails with an error naming what it did (the
 //! log filler's excess is dropped instead), the workers stay up, and the
 //! word count's output is exact.
 
@@ -196,6 +197,26 @@ async fn hostile_guests_fail_alone_while_a_good_job_beside_them_stays_exact() {
             &dir.path().join("log-filler.jsonl"),
         ),
     );
+
+    // A component importing what the host does not provide is refused at
+    // upload, naming the import, while the others run.
+    let importer = dir.path().join("importer");
+    std::fs::create_dir_all(&importer).unwrap();
+    let component =
+        wat::parse_file(common::root().join("tests/guests/fixtures/unknown-import.wat")).unwrap();
+    std::fs::write(importer.join("c.wasm"), component).unwrap();
+    std::fs::write(
+        importer.join("weir.toml"),
+        "[job]\nname = 'importer'\n[component]\npath = 'c.wasm'\n\
+         [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = 10\n\
+         [[operator]]\nname = 'reach'\nfunction = 'connect'\n\
+         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n",
+    )
+    .unwrap();
+    let refused = common::weir(&["submit", importer.to_str().unwrap(), "--coordinator", &rest]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("evil:net/sockets@1.0.0"), "{err}");
 
     for (h, id) in HOSTILE.iter().zip(&hostile) {
         let j = ended(&rest, id).await;

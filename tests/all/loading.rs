@@ -36,8 +36,8 @@ fn a_component_of_another_world() {
 #[test]
 fn a_component_that_imports_what_the_host_does_not_provide() {
     let rt = runtime();
-    let bytes = wat::parse_str(
-        r#"(component (import "evil:net/sockets@1.0.0" (instance (export "connect" (func)))))"#,
+    let bytes = wat::parse_file(
+        weir_tests::workspace_root().join("tests/guests/fixtures/unknown-import.wat"),
     )
     .unwrap();
     let err = rt.load(&bytes).err().unwrap();
