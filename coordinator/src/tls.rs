@@ -9,9 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-
-/// How long a client may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use weir_model::tls::HANDSHAKE_TIMEOUT;
 
 /// Handshakes in progress at once; more connections wait to be accepted.
 const HANDSHAKES: usize = 128;

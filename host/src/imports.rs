@@ -51,21 +51,22 @@ pub(crate) struct Quotas {
     pub(crate) timers: u64,
 }
 
-/// `quota` is over: the error that fails the call.
-fn over(
+/// `value` within `quota`'s `limit`, or the error that fails the call.
+fn within(
     quota: &'static str,
     limit: u64,
     value: u64,
     scope: &'static str,
-) -> Option<wasmtime::Error> {
-    (value > limit).then(|| {
-        wasmtime::Error::new(crate::error::QuotaExceeded {
+) -> wasmtime::Result<()> {
+    if value > limit {
+        return Err(wasmtime::Error::new(crate::error::QuotaExceeded {
             quota,
             limit,
             value,
             scope,
-        })
-    })
+        }));
+    }
+    Ok(())
 }
 
 impl Quotas {
@@ -73,13 +74,9 @@ impl Quotas {
     /// every call's changes are applied).
     pub(crate) fn check_held(&self, size: weir_state::StateSize) -> wasmtime::Result<()> {
         let scope = "in the instance's keyed state";
-        match over("max-state-bytes", self.state_bytes, size.bytes, scope)
-            .or_else(|| over("max-state-entries", self.state_entries, size.entries, scope))
-            .or_else(|| over("max-timers", self.timers, size.timers, "timers registered"))
-        {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        within("max-state-bytes", self.state_bytes, size.bytes, scope)?;
+        within("max-state-entries", self.state_entries, size.entries, scope)?;
+        within("max-timers", self.timers, size.timers, "timers registered")
     }
 }
 
@@ -101,30 +98,22 @@ impl TaskState {
     /// than the instance may hold.
     fn count_staged_state(&mut self, bytes: u64) -> wasmtime::Result<()> {
         self.staged.state_bytes += bytes;
-        let value = self.staged.state_bytes;
-        match over(
+        within(
             "max-state-bytes",
             self.quotas.state_bytes,
-            value,
+            self.staged.state_bytes,
             "of state changes in one call",
-        ) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        )
     }
 
     /// Count timer changes staged in this call, likewise.
     fn count_staged_timers(&mut self) -> wasmtime::Result<()> {
-        let value = self.staged.timer_ops.len() as u64;
-        match over(
+        within(
             "max-timers",
             self.quotas.timers,
-            value,
+            self.staged.timer_ops.len() as u64,
             "timer changes in one call",
-        ) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        )
     }
 
     /// Count a batch the guest emits against the call's quotas.
@@ -133,17 +122,13 @@ impl TaskState {
         *records += (batch.spans.len() / 4) as u64;
         *bytes += batch.data.len() as u64;
         let scope = "in one call";
-        match over(
+        within(
             "max-emit-records",
             self.quotas.emit_records,
             *records,
             scope,
-        )
-        .or_else(|| over("max-emit-bytes", self.quotas.emit_bytes, *bytes, scope))
-        {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        )?;
+        within("max-emit-bytes", self.quotas.emit_bytes, *bytes, scope)
     }
 }
 

@@ -16,6 +16,10 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// How long a client may take over its TLS handshake before a listener
+/// drops the connection.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A process's TLS settings: how it serves, and whom it trusts.
 #[derive(Clone)]
 pub struct Tls {

@@ -26,7 +26,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use weir_model::StreamMessage;
 use weir_model::auth::Tokens;
 use weir_model::frame::{ChannelKey, Frame, decode, encode};
-use weir_model::tls::Tls;
+use weir_model::tls::{HANDSHAKE_TIMEOUT, Tls};
 
 use crate::partition::Envelope;
 
@@ -38,9 +38,6 @@ pub const MAX_FRAME: usize = 64 << 20;
 
 /// How long a connection waits for its receiving subtask to be registered.
 const REGISTER_WAIT: Duration = Duration::from_secs(10);
-
-/// How long a sender may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
