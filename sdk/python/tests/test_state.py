@@ -1,0 +1,132 @@
+import pytest
+
+import weir
+from weir.testing import Harness
+
+
+@weir.keyed_process("s-sum")
+class Sum(weir.KeyedProcess):
+    def open(self, ctx):
+        self.total = ctx.value_state("total")
+
+    def process(self, n, ctx):
+        total = (self.total.value() or 0) + n
+        if total == 0:
+            self.total.clear()
+        else:
+            self.total.update(total)
+        ctx.emit([ctx.key, total])
+
+
+@weir.keyed_process("s-kinds")
+class Kinds(weir.KeyedProcess):
+    def open(self, ctx):
+        self.seen = ctx.list_state("seen")
+        self.counts = ctx.map_state("counts")
+
+    def process(self, record, ctx):
+        op = record["op"]
+        if op == "add":
+            self.seen.add(record["v"])
+            self.counts.put(record["v"], (self.counts.get(record["v"]) or 0) + 1)
+        elif op == "read":
+            ctx.emit({"seen": self.seen.get(), "counts": dict(self.counts.items()),
+                      "has_a": "a" in self.counts, "empty": self.counts.is_empty()})
+        elif op == "drop":
+            self.counts.remove(record["v"])
+            self.seen.update([v for v in self.seen.get() if v != record["v"]])
+        elif op == "clear":
+            self.seen.clear()
+            self.counts.clear()
+
+
+@weir.keyed_process("s-quiet")
+class CountUntilQuiet(weir.KeyedProcess):
+    """Emits each key's count once no record of it came for 10 seconds."""
+
+    def open(self, ctx):
+        self.count = ctx.value_state("count")
+        self.deadline = ctx.value_state("deadline")
+
+    def process(self, record, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+        old = self.deadline.value()
+        if old is not None:
+            ctx.delete_event_time_timer(old)
+        self.deadline.update(ctx.timestamp + 10_000)
+        ctx.register_event_time_timer(ctx.timestamp + 10_000)
+
+    def on_timer(self, time, domain, ctx):
+        assert domain is weir.TimeDomain.EVENT_TIME and ctx.timestamp == time
+        yield {"key": ctx.key, "count": self.count.value(), "at": time}
+        self.count.clear()
+        self.deadline.clear()
+
+
+@pytest.mark.parametrize("msgpack", [False, True])
+def test_value_state_per_key(msgpack):
+    h = Harness("s-sum", msgpack=msgpack)
+    assert h.process(5, key="a") == [["a", 5]]
+    assert h.process(2, key="b") == [["b", 2]]
+    assert h.process(2, key="a") == [["a", 7]]
+    assert h.process(-7, key="a") == [["a", 0]]
+    assert h.process(1, key="a") == [["a", 1]]
+
+
+@pytest.mark.parametrize("msgpack", [False, True])
+def test_list_and_map_state(msgpack):
+    h = Harness("s-kinds", msgpack=msgpack)
+    for v in ["b", "a", "b"]:
+        h.process({"op": "add", "v": v}, key="k")
+    read = {"op": "read"}
+    assert h.process(read, key="k") == [
+        {"seen": ["b", "a", "b"], "counts": {"a": 1, "b": 2}, "has_a": True, "empty": False}
+    ]
+    assert h.process(read, key="other") == [
+        {"seen": [], "counts": {}, "has_a": False, "empty": True}
+    ]
+    h.process({"op": "drop", "v": "a"}, key="k")
+    assert h.process(read, key="k")[0]["counts"] == {"b": 2}
+    assert h.process(read, key="k")[0]["seen"] == ["b", "b"]
+    h.process({"op": "clear"}, key="k")
+    assert h.process(read, key="k") == [{"seen": [], "counts": {}, "has_a": False, "empty": True}]
+
+
+def test_event_time_timers_fire_with_the_watermark_and_can_be_deleted():
+    h = Harness("s-quiet")
+    h.process({}, key="k", timestamp=0)
+    h.process({}, key="k", timestamp=5_000)
+    assert h.timers == [(weir.TimeDomain.EVENT_TIME, 15_000)]
+    assert h.advance_watermark(14_999) == []
+    assert h.advance_watermark(20_000) == [{"key": "k", "count": 2, "at": 15_000}]
+    assert h.last_timestamps == [15_000]
+    assert h.timers == []
+
+
+def test_state_needs_a_keyed_operator_and_a_key():
+    @weir.process("s-unkeyed")
+    class Unkeyed(weir.Process):
+        def open(self, ctx):
+            ctx.value_state("x")
+
+    with pytest.raises(weir.OperatorError, match="keyed state needs a keyed_process"):
+        Harness("s-unkeyed")
+
+
+def test_a_failed_batch_leaves_state_as_it_was():
+    @weir.keyed_process("s-fails-after-update")
+    class FailsAfterUpdate(weir.KeyedProcess):
+        def open(self, ctx):
+            self.n = ctx.value_state("n")
+
+        def process(self, record, ctx):
+            self.n.update((self.n.value() or 0) + 1)
+            if record == "boom":
+                raise RuntimeError("boom")
+            yield self.n.value()
+
+    h = Harness("s-fails-after-update")
+    assert h.process("ok", key="k") == [1]
+    with pytest.raises(weir.OperatorError, match="RuntimeError: boom"):
+        h.process("boom", key="k")
+    assert h.process("ok", key="k") == [2]

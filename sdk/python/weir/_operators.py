@@ -1,0 +1,287 @@
+"""Operators: the decorators that register them by name, the base classes
+of the stateful ones, and how each kind handles records."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from . import codec as _codec
+from ._context import Context, OpenContext, Pending, TimeDomain, Window
+
+
+class KeyedProcess:
+    """A stateful operator on a keyed stream, like Flink's
+    ``KeyedProcessFunction``: it sees one record at a time with its key,
+    keeps keyed state (declared in :meth:`open`) and registers timers.
+
+    :meth:`process` and :meth:`on_timer` emit with ``ctx.emit`` or by
+    returning (or yielding) their outputs.
+    """
+
+    def open(self, ctx: OpenContext) -> None:
+        """Set up one subtask: read parameters, declare state."""
+
+    def process(self, value: Any, ctx: Context) -> Optional[Iterable[Any]]:
+        """Handle one record; its key is the current key."""
+        raise NotImplementedError
+
+    def on_timer(self, time: int, domain: TimeDomain, ctx: Context) -> Optional[Iterable[Any]]:
+        """Handle a timer of the current key that fired. By default, nothing."""
+        return None
+
+
+class Process:
+    """A stateless operator that needs set-up (parameters) or side outputs;
+    emits any number of outputs per record."""
+
+    def open(self, ctx: OpenContext) -> None:
+        """Set up one subtask."""
+
+    def process(self, value: Any, ctx: Context) -> Optional[Iterable[Any]]:
+        """Handle one record."""
+        raise NotImplementedError
+
+
+class Aggregate:
+    """A window aggregate, like Flink's ``AggregateFunction``: the runtime
+    keeps one accumulator per key and window (per pane, for sliding
+    windows), folds records into it with :meth:`add`, merges accumulators
+    with :meth:`merge` (panes of a sliding window, sessions that meet) and
+    asks for :meth:`get_result` when the window fires. Accumulators are any
+    value the codec can say; they are stored in keyed state.
+    """
+
+    def open(self, ctx: OpenContext) -> None:
+        """Set up one subtask."""
+
+    def create_accumulator(self) -> Any:
+        """A new, empty accumulator."""
+        raise NotImplementedError
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        """``accumulator`` with ``value`` added (may change it in place and
+        return it)."""
+        raise NotImplementedError
+
+    def merge(self, a: Any, b: Any) -> Any:
+        """The accumulator of ``a``'s and ``b``'s records together."""
+        raise NotImplementedError
+
+    def get_result(self, accumulator: Any, window: Window) -> Any:
+        """The window's result, emitted with the timestamp ``window.end - 1``."""
+        raise NotImplementedError
+
+
+class ProcessWindow:
+    """A process-window function, like Flink's ``ProcessWindowFunction``: the
+    runtime keeps all of a window's records and hands them over when it
+    fires."""
+
+    def open(self, ctx: OpenContext) -> None:
+        """Set up one subtask."""
+
+    def process(self, window: Window, elements: List[Any]) -> Optional[Iterable[Any]]:
+        """The window's results (returned or yielded), emitted with the
+        timestamp ``window.end - 1``."""
+        raise NotImplementedError
+
+
+class Entry:
+    """A registered operator: its name, kind (the contract's) and how to
+    make one for a subtask."""
+
+    def __init__(self, name: str, kind: str, make: Callable[[OpenContext], "Handler"],
+                 target: Any, keyed: bool = False, window: bool = False) -> None:
+        self.name = name
+        #: The decorated function or class.
+        self.target = target
+        self.kind = kind
+        self.make = make
+        self.keyed = keyed
+        self.window = window
+
+
+#: The operators of this component, by name, in registration order.
+REGISTRY: Dict[str, Entry] = {}
+
+
+def _register(entry: Entry) -> None:
+    if entry.name in REGISTRY:
+        raise ValueError(f"two operators are named `{entry.name}`")
+    REGISTRY[entry.name] = entry
+
+
+def _emit_all(outputs: Optional[Iterable[Any]], pending: Pending) -> None:
+    if outputs is None:
+        return
+    if isinstance(outputs, (str, bytes, dict)):
+        raise TypeError(
+            f"an operator returned a {type(outputs).__name__}: return (or yield) "
+            "an iterable of outputs, or None"
+        )
+    push = pending.push
+    for out in outputs:
+        push(out)
+
+
+class Handler:
+    """How one kind of operator handles records, timers and windows."""
+
+    def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
+        raise TypeError("a window function is called by the window operator, not per record")
+
+    def timer(self, time: int, domain: TimeDomain, ctx: Context) -> None:
+        pass
+
+    def accumulate(self, records: List[bytes], accumulators: List[bytes], groups: List[int],
+                   targets: List[int], input: str, state: str) -> List[bytes]:
+        raise TypeError("this operator is not a window aggregate")
+
+    def fire(self, window: Window, contents: List[bytes], pending: Pending, ctx: Context) -> None:
+        raise TypeError("this operator is not a window function")
+
+
+class _Map(Handler):
+    def __init__(self, f: Callable[[Any], Any]) -> None:
+        self.f = f
+
+    def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
+        pending.push(self.f(_codec.decode(pending.codecs.input, value)))
+
+
+class _FlatMap(_Map):
+    def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
+        _emit_all(self.f(_codec.decode(pending.codecs.input, value)), pending)
+
+
+class _Filter(_Map):
+    def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
+        if self.f(_codec.decode(pending.codecs.input, value)):
+            c = pending.codecs
+            pending.push_encoded(_codec.transcode(c.input, c.output, value), None, pending.timestamp)
+
+
+class _Timestamps(_Map):
+    def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
+        t = self.f(_codec.decode(pending.codecs.input, value))
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise TypeError(f"a timestamp assigner returned {t!r}: an int of ms is needed")
+        if not -(2**63) < t < 2**63:
+            raise ValueError(f"the timestamp {t} is outside the 64-bit range")
+        c = pending.codecs
+        pending.push_encoded(_codec.transcode(c.input, c.output, value), None, t)
+
+
+class _Process(Handler):
+    def __init__(self, op: Any) -> None:
+        self.op = op
+
+    def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
+        _emit_all(self.op.process(_codec.decode(pending.codecs.input, value), ctx), pending)
+
+    def timer(self, time: int, domain: TimeDomain, ctx: Context) -> None:
+        _emit_all(self.op.on_timer(time, domain, ctx), ctx._pending)
+
+
+class _Aggregate(Handler):
+    def __init__(self, op: Aggregate) -> None:
+        self.op = op
+
+    def merged(self, stored: List[bytes], codec: str) -> Any:
+        if not stored:
+            return self.op.create_accumulator()
+        acc = _codec.decode(codec, stored[0])
+        for other in stored[1:]:
+            acc = self.op.merge(acc, _codec.decode(codec, other))
+        return acc
+
+    def accumulate(self, records: List[bytes], accumulators: List[bytes], groups: List[int],
+                   targets: List[int], input: str, state: str) -> List[bytes]:
+        accs = []
+        start = 0
+        for end in groups:
+            if end < start or end > len(accumulators):
+                raise ValueError("a group's accumulators are outside the call's")
+            accs.append(self.merged(accumulators[start:end], state))
+            start = end
+        add = self.op.add
+        decode = _codec.decode
+        for record, g in zip(records, targets):
+            if g >= len(accs):
+                raise ValueError("a record's group is outside the call's")
+            accs[g] = add(decode(input, record), accs[g])
+        return [_codec.encode(state, acc) for acc in accs]
+
+    def fire(self, window: Window, contents: List[bytes], pending: Pending, ctx: Context) -> None:
+        acc = self.merged(contents, pending.codecs.state)
+        pending.push(self.op.get_result(acc, window))
+
+
+class _ProcessWindow(Handler):
+    def __init__(self, op: ProcessWindow) -> None:
+        self.op = op
+
+    def fire(self, window: Window, contents: List[bytes], pending: Pending, ctx: Context) -> None:
+        codec = pending.codecs.input
+        elements = [_codec.decode(codec, c) for c in contents]
+        _emit_all(self.op.process(window, elements), pending)
+
+
+def _named(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"@weir.{kind} needs the operator's name, as the manifest's `function` says it")
+    return name
+
+
+def _function(kind: str, contract: str, handler: type) -> Callable[[str], Callable]:
+    def decorator(name: str) -> Callable:
+        _named(kind, name)
+
+        def register(f: Callable) -> Callable:
+            if not callable(f) or isinstance(f, type):
+                raise TypeError(f"@weir.{kind}({name!r}) decorates a function")
+            _register(Entry(name, contract, lambda ctx: handler(f), f))
+            return f
+
+        return register
+
+    decorator.__name__ = kind
+    return decorator
+
+
+def _class(kind: str, contract: str, base: type, handler: type, keyed: bool = False,
+           window: bool = False) -> Callable[[str], Callable]:
+    def decorator(name: str) -> Callable:
+        _named(kind, name)
+
+        def register(cls: type) -> type:
+            if not isinstance(cls, type) or not issubclass(cls, base):
+                raise TypeError(f"@weir.{kind}({name!r}) decorates a subclass of weir.{base.__name__}")
+
+            def make(ctx: OpenContext) -> Handler:
+                if window and ctx.window is None:
+                    raise ValueError(
+                        "this is a window function, but the job gives it no `window` in its manifest"
+                    )
+                op = cls()
+                op.open(ctx)
+                return handler(op)
+
+            _register(Entry(name, contract, make, cls, keyed=keyed, window=window))
+            return cls
+
+        return register
+
+    decorator.__name__ = kind
+    return decorator
+
+
+map = _function("map", "map", _Map)
+flat_map = _function("flat_map", "flat-map", _FlatMap)
+filter = _function("filter", "filter", _Filter)
+timestamps = _function("timestamps", "timestamp-assigner", _Timestamps)
+process = _class("process", "flat-map", Process, _Process)
+keyed_process = _class("keyed_process", "keyed-process", KeyedProcess, _Process, keyed=True)
+window_aggregate = _class("window_aggregate", "window", Aggregate, _Aggregate, window=True)
+window_process = _class("window_process", "window-process", ProcessWindow, _ProcessWindow,
+                        window=True)

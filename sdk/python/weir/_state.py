@@ -1,0 +1,343 @@
+"""Keyed state handles and the per-batch state cache.
+
+A handle (:class:`ValueState`, :class:`ListState`, :class:`MapState`)
+addresses one declared state; every access is scoped to the key of the record
+(or timer) being handled. Within a batch, entries live in a cache inside the
+guest: the value states of all the batch's keys are fetched in one host call
+when the batch starts, other reads happen on first use, and the batch's
+changes go to the host in one call each when it ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Generic, Iterator, List, Optional, Tuple, TypeVar
+
+from . import codec as _codec
+from ._batch import pack
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+_RAW, _DECODED = 0, 1
+
+
+class StateError(RuntimeError):
+    """Keyed state used where there is none (no current key)."""
+
+
+class _MapSlot:
+    __slots__ = ("cleared", "changes", "reads")
+
+    def __init__(self) -> None:
+        self.cleared = False
+        # Changes in this batch, by encoded user key: None removes.
+        self.changes: Dict[bytes, Optional[bytes]] = {}
+        # Host answers read in this batch.
+        self.reads: Dict[bytes, Optional[bytes]] = {}
+
+
+class StateCache:
+    """The state of one operator instance as one batch sees it."""
+
+    def __init__(self, host: Any, codec: str) -> None:
+        self.host = host
+        self.codec = codec
+        self.key: Optional[bytes] = None
+        self.value_ids: List[int] = []
+        # Per value state: key -> [_RAW, bytes | None] or [_DECODED, value, dirty]
+        self.values: List[Dict[bytes, list]] = []
+        self.list_ids: List[int] = []
+        # Per list state: key -> [appended values] or (known) [items, replaced]
+        self.lists: List[Dict[bytes, Tuple[bool, list, bool]]] = []
+        self.map_ids: List[int] = []
+        self.maps: List[Dict[bytes, _MapSlot]] = []
+
+    def declare(self, name: str, kind: str) -> int:
+        state = self.host.declare_state(name, kind)
+        if kind == "value":
+            self.value_ids.append(state)
+            self.values.append({})
+            return len(self.values) - 1
+        if kind == "list":
+            self.list_ids.append(state)
+            self.lists.append({})
+            return len(self.lists) - 1
+        self.map_ids.append(state)
+        self.maps.append({})
+        return len(self.maps) - 1
+
+    def current(self) -> bytes:
+        key = self.key
+        if key is None:
+            raise StateError(
+                "keyed state is only available in a keyed_process operator, "
+                "while it handles a record or timer"
+            )
+        return key
+
+    def prefetch(self, keys: List[bytes]) -> None:
+        """Fetch the value states of ``keys`` in one host call."""
+        if not self.value_ids:
+            return
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return
+        answers = self.host.get_values(self.value_ids, wanted)
+        per_key = len(self.value_ids)
+        for i, answer in enumerate(answers):
+            slots = self.values[i % per_key]
+            key = wanted[i // per_key]
+            if key not in slots:
+                slots[key] = [_RAW, answer]
+
+    def take(self) -> Tuple[list, list]:
+        """Drain the batch's changes: value puts as ``(state, keys, values)``
+        packed per state, and the other changes in order."""
+        puts = []
+        ops = []
+        encode = _codec.encode
+        codec = self.codec
+        for slots, state in zip(self.values, self.value_ids):
+            keys = []
+            values = []
+            for key, slot in slots.items():
+                if slot[0] == _DECODED and slot[2]:
+                    if slot[1] is None:
+                        ops.append(("clear", state, key))
+                    else:
+                        keys.append(key)
+                        values.append(encode(codec, slot[1]))
+            slots.clear()
+            if keys:
+                puts.append((state, pack(keys), pack(values)))
+        for slots, state in zip(self.lists, self.list_ids):
+            for key, (known, items, replaced) in slots.items():
+                if not known:
+                    if items:
+                        ops.append(("append-list", state, key, items))
+                elif replaced:
+                    ops.append(("replace-list", state, key, items) if items else ("clear", state, key))
+            slots.clear()
+        for slots, state in zip(self.maps, self.map_ids):
+            for key, slot in slots.items():
+                if slot.cleared:
+                    ops.append(("clear", state, key))
+                for map_key in sorted(slot.changes):
+                    value = slot.changes[map_key]
+                    if value is None:
+                        ops.append(("remove-entry", state, key, map_key))
+                    else:
+                        ops.append(("put-entry", state, key, map_key, value))
+            slots.clear()
+        return puts, ops
+
+    def discard(self) -> None:
+        """Drop the batch's cached entries and changes (the batch failed)."""
+        for group in (self.values, self.lists, self.maps):
+            for slots in group:
+                slots.clear()
+        self.key = None
+
+
+class ValueState(Generic[T]):
+    """One value per key, like Flink's ``ValueState``; declared in ``open``
+    with :meth:`weir.OpenContext.value_state`.
+
+    The value :meth:`value` returns is the cached object itself: after
+    changing a list or dict in place, call :meth:`update` with it, or the
+    change is not kept.
+    """
+
+    __slots__ = ("_cache", "_slot")
+
+    def __init__(self, cache: StateCache, slot: int) -> None:
+        self._cache = cache
+        self._slot = slot
+
+    def _entry(self) -> list:
+        cache = self._cache
+        key = cache.current()
+        slots = cache.values[self._slot]
+        entry = slots.get(key)
+        if entry is None:
+            raw = cache.host.get_values([cache.value_ids[self._slot]], [key])[0]
+            entry = slots[key] = [_RAW, raw]
+        if entry[0] == _RAW:
+            raw = entry[1]
+            value = None if raw is None else _codec.decode(cache.codec, raw)
+            entry[:] = [_DECODED, value, False]
+        return entry
+
+    def value(self) -> Optional[T]:
+        """The current key's value, or ``None`` when it has none."""
+        return self._entry()[1]
+
+    def update(self, value: Optional[T]) -> None:
+        """Set the current key's value (``None`` clears it)."""
+        cache = self._cache
+        key = cache.current()
+        if value is not None:
+            # Fail here, with the operator's line in the traceback, rather
+            # than when the batch ends.
+            _codec.encode(cache.codec, value)
+        cache.values[self._slot][key] = [_DECODED, value, True]
+
+    def clear(self) -> None:
+        """Remove the current key's value."""
+        self.update(None)
+
+
+class ListState(Generic[T]):
+    """A list of values per key, like Flink's ``ListState``; declared with
+    :meth:`weir.OpenContext.list_state`. Adding to a list does not read it."""
+
+    __slots__ = ("_cache", "_slot")
+
+    def __init__(self, cache: StateCache, slot: int) -> None:
+        self._cache = cache
+        self._slot = slot
+
+    def _known(self) -> Tuple[bool, list, bool]:
+        cache = self._cache
+        key = cache.current()
+        slots = cache.lists[self._slot]
+        slot = slots.get(key)
+        if slot is None or not slot[0]:
+            stored = cache.host.get_list(cache.list_ids[self._slot], key)
+            appended = slot[1] if slot is not None else []
+            slot = slots[key] = (True, list(stored) + appended, bool(appended))
+        return slot
+
+    def get(self) -> List[T]:
+        """The current key's values, oldest first (empty when it has none)."""
+        decode = _codec.decode
+        codec = self._cache.codec
+        return [decode(codec, v) for v in self._known()[1]]
+
+    def add(self, value: T) -> None:
+        """Add ``value`` at the end of the current key's list."""
+        self.add_all([value])
+
+    def add_all(self, values: List[T]) -> None:
+        """Add ``values`` at the end of the current key's list."""
+        cache = self._cache
+        key = cache.current()
+        encoded = [_codec.encode(cache.codec, v) for v in values]
+        slots = cache.lists[self._slot]
+        slot = slots.get(key)
+        if slot is None:
+            slots[key] = (False, encoded, False)
+        elif slot[0]:
+            slots[key] = (True, slot[1] + encoded, True)
+        else:
+            slot[1].extend(encoded)
+
+    def update(self, values: List[T]) -> None:
+        """Replace the current key's list with ``values``."""
+        cache = self._cache
+        key = cache.current()
+        encoded = [_codec.encode(cache.codec, v) for v in values]
+        cache.lists[self._slot][key] = (True, encoded, True)
+
+    def clear(self) -> None:
+        """Remove the current key's list."""
+        self.update([])
+
+
+class MapState(Generic[K, V]):
+    """A map from user keys to values per key, like Flink's ``MapState``;
+    declared with :meth:`weir.OpenContext.map_state`. Entries are ordered by
+    their encoded user keys."""
+
+    __slots__ = ("_cache", "_slot")
+
+    def __init__(self, cache: StateCache, slot: int) -> None:
+        self._cache = cache
+        self._slot = slot
+
+    def _slot_of(self) -> Tuple[bytes, _MapSlot]:
+        cache = self._cache
+        key = cache.current()
+        slots = cache.maps[self._slot]
+        slot = slots.get(key)
+        if slot is None:
+            slot = slots[key] = _MapSlot()
+        return key, slot
+
+    def _raw(self, map_key: K) -> Optional[bytes]:
+        cache = self._cache
+        key, slot = self._slot_of()
+        mk = _codec.encode(cache.codec, map_key)
+        if mk in slot.changes:
+            return slot.changes[mk]
+        if slot.cleared:
+            return None
+        if mk not in slot.reads:
+            slot.reads[mk] = cache.host.get_entry(cache.map_ids[self._slot], key, mk)
+        return slot.reads[mk]
+
+    def get(self, map_key: K, default: Optional[V] = None) -> Optional[V]:
+        """The value under ``map_key``, or ``default``."""
+        raw = self._raw(map_key)
+        return default if raw is None else _codec.decode(self._cache.codec, raw)
+
+    def contains(self, map_key: K) -> bool:
+        """Whether ``map_key`` has a value."""
+        return self._raw(map_key) is not None
+
+    def __contains__(self, map_key: K) -> bool:
+        return self.contains(map_key)
+
+    def put(self, map_key: K, value: V) -> None:
+        """Set the value under ``map_key``."""
+        codec = self._cache.codec
+        _, slot = self._slot_of()
+        slot.changes[_codec.encode(codec, map_key)] = _codec.encode(codec, value)
+
+    def put_all(self, entries: Dict[K, V]) -> None:
+        """Set every entry of ``entries``."""
+        for k, v in entries.items():
+            self.put(k, v)
+
+    def remove(self, map_key: K) -> None:
+        """Remove the entry under ``map_key`` (nothing if there is none)."""
+        _, slot = self._slot_of()
+        slot.changes[_codec.encode(self._cache.codec, map_key)] = None
+
+    def _entries(self) -> List[Tuple[bytes, bytes]]:
+        cache = self._cache
+        key, slot = self._slot_of()
+        merged: Dict[bytes, Optional[bytes]] = {}
+        if not slot.cleared:
+            merged.update(cache.host.get_entries(cache.map_ids[self._slot], key))
+        merged.update(slot.changes)
+        return sorted((k, v) for k, v in merged.items() if v is not None)
+
+    def items(self) -> Iterator[Tuple[K, V]]:
+        """Every (user key, value) of the current key's map."""
+        decode = _codec.decode
+        codec = self._cache.codec
+        for k, v in self._entries():
+            yield decode(codec, k), decode(codec, v)
+
+    def keys(self) -> Iterator[K]:
+        """Every user key of the current key's map."""
+        for k, _ in self.items():
+            yield k
+
+    def values(self) -> Iterator[V]:
+        """Every value of the current key's map."""
+        for _, v in self.items():
+            yield v
+
+    def is_empty(self) -> bool:
+        """Whether the current key's map has no entries."""
+        return not self._entries()
+
+    def clear(self) -> None:
+        """Remove every entry of the current key's map."""
+        _, slot = self._slot_of()
+        slot.cleared = True
+        slot.changes.clear()
+        slot.reads.clear()
