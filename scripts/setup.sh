@@ -2,7 +2,8 @@
 # Idempotent set-up for building and testing Weir on a fresh machine:
 # the wasm32-wasip2 target that operator components are built for, and
 # libclang (RocksDB's bindings are generated at build time). `setup.sh demo`
-# stops there: the demo needs no browser.
+# stops there: the demo needs no browser. `setup.sh python` adds the Python
+# operator toolchain; plain `setup.sh` everything the tests need.
 set -euo pipefail
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
@@ -20,6 +21,20 @@ if ! dpkg -s libclang-dev >/dev/null 2>&1; then
     apt_install libclang-dev
 fi
 if [ "${1:-}" = demo ]; then
+    exit 0
+fi
+# Python operators: componentize-py, which `weir build` runs, and pytest,
+# pinned in sdk/python/requirements-build.txt, in a virtual environment
+# outside the clone (installed again only when the pins change).
+# `setup.sh python` stops there.
+python_venv="${WEIR_TOOLCHAINS:-$HOME/.cache/weir/toolchains}/python"
+if ! cmp -s sdk/python/requirements-build.txt "$python_venv/requirements.txt"; then
+    rm -rf "$python_venv"
+    python3 -m venv "$python_venv"
+    "$python_venv/bin/pip" install -q --disable-pip-version-check -r sdk/python/requirements-build.txt
+    cp sdk/python/requirements-build.txt "$python_venv/requirements.txt"
+fi
+if [ "${1:-}" = python ]; then
     exit 0
 fi
 # The test suite checks formatting and lints.

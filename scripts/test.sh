@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Run Weir's whole test suite: formatting and lints (warnings are errors),
 # unit tests, doctests, the integration tests (tests/all) and the CLI tests,
-# after building the guest components.
+# after building the guest components; the Python SDK's tests with pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build outputs live outside the clone so that repeated runs reuse them.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
 scripts/setup.sh
 cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p windowed-counts -p fraud -p sessions -p test-guests -p bench-operators
+# The Python SDK's unit tests and doctests, and the Python example's tests,
+# under plain pytest (no WebAssembly).
+python="${WEIR_TOOLCHAINS:-$HOME/.cache/weir/toolchains}/python/bin/python"
+(cd sdk/python && "$python" -m pytest -q)
+(cd examples/python-wordcount && PYTHONPATH="$PWD/../../sdk/python" "$python" -m pytest -q -p no:cacheprovider)
 cargo fmt --all --check
 # Clippy only checks, and links nothing: pointing RocksDB's build at a
 # library directory spares it a second build of RocksDB's C++ (the tests'

@@ -313,6 +313,18 @@ struct CoordinatorArg {
     url: String,
 }
 
+/// Where `scripts/setup.sh` installs the toolchains of operator languages
+/// other than Rust: `WEIR_TOOLCHAINS`, by default `~/.cache/weir/toolchains`.
+fn toolchains_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WEIR_TOOLCHAINS") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    home.join(".cache").join("weir").join("toolchains")
+}
+
 fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WEIR_CACHE_DIR") {
         return PathBuf::from(d);

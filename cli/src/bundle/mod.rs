@@ -1,7 +1,9 @@
 //! Bundles: a directory (or a `.weir` archive) with a `weir.toml` manifest
 //! and a component, either built (`[component] path`) or as a Cargo crate
-//! that `weir build` compiles for `wasm32-wasip2`.
+//! that `weir build` compiles for `wasm32-wasip2`, or a Python project
+//! (`pyproject.toml`) that it builds with componentize-py.
 
+mod python;
 mod rust;
 
 use std::path::{Path, PathBuf};
@@ -67,8 +69,19 @@ pub fn open(path: &Path, build: bool) -> anyhow::Result<Bundle> {
                 );
             }
         }
+        None if dir.join("pyproject.toml").is_file() => {
+            if build {
+                python::build(&dir)?
+            } else {
+                bail!(
+                    "{} has no built component: run `weir build {}`",
+                    dir.display(),
+                    path.display()
+                );
+            }
+        }
         None => bail!(
-            "{} has neither a `[component] path` in its manifest nor a Cargo.toml to build one",
+            "{} has neither a `[component] path` in its manifest nor an operator project to build one from (Cargo.toml, pyproject.toml)",
             dir.display()
         ),
     };
