@@ -2,8 +2,9 @@
 # Idempotent set-up for building and testing Weir on a fresh machine:
 # the wasm32-wasip2 target that operator components are built for, and
 # libclang (RocksDB's bindings are generated at build time). `setup.sh demo`
-# stops there: the demo needs no browser. `setup.sh python` adds the Python
-# operator toolchain; plain `setup.sh` everything the tests need.
+# stops there: the demo needs no browser. `setup.sh python`, `setup.sh js`
+# and `setup.sh languages` (both) add the toolchains of operators in Python
+# and JavaScript; plain `setup.sh` everything the tests need.
 set -euo pipefail
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
@@ -23,20 +24,32 @@ fi
 if [ "${1:-}" = demo ]; then
     exit 0
 fi
+toolchains="${WEIR_TOOLCHAINS:-$HOME/.cache/weir/toolchains}"
 # Python operators: componentize-py, which `weir build` runs, and pytest,
 # pinned in sdk/python/requirements-build.txt, in a virtual environment
 # outside the clone (installed again only when the pins change).
-# `setup.sh python` stops there.
-python_venv="${WEIR_TOOLCHAINS:-$HOME/.cache/weir/toolchains}/python"
-if ! cmp -s sdk/python/requirements-build.txt "$python_venv/requirements.txt"; then
-    rm -rf "$python_venv"
-    python3 -m venv "$python_venv"
-    "$python_venv/bin/pip" install -q --disable-pip-version-check -r sdk/python/requirements-build.txt
-    cp sdk/python/requirements-build.txt "$python_venv/requirements.txt"
+if [ "${1:-}" != js ]; then
+    python_venv="$toolchains/python"
+    if ! cmp -s sdk/python/requirements-build.txt "$python_venv/requirements.txt"; then
+        rm -rf "$python_venv"
+        python3 -m venv "$python_venv"
+        "$python_venv/bin/pip" install -q --disable-pip-version-check -r sdk/python/requirements-build.txt
+        cp sdk/python/requirements-build.txt "$python_venv/requirements.txt"
+    fi
 fi
-if [ "${1:-}" = python ]; then
-    exit 0
+# JavaScript operators: esbuild, jco and componentize-js, which `weir build`
+# runs, pinned in sdk/js/toolchain/package-lock.json, outside the clone.
+if [ "${1:-}" != python ]; then
+    js_dir="$toolchains/js"
+    if ! cmp -s sdk/js/toolchain/package-lock.json "$js_dir/package-lock.json"; then
+        rm -rf "$js_dir"
+        mkdir -p "$js_dir"
+        cp sdk/js/toolchain/package.json sdk/js/toolchain/package-lock.json "$js_dir/"
+        npm ci --prefix "$js_dir" --no-audit --no-fund --loglevel=error
+    fi
 fi
+# `setup.sh python`, `setup.sh js` and `setup.sh languages` stop there.
+case "${1:-}" in python | js | languages) exit 0 ;; esac
 # The test suite checks formatting and lints.
 for component in rustfmt clippy; do
     if ! rustup component list --installed | grep -q "^$component"; then

@@ -279,11 +279,11 @@ async fn wordcount(words: u64, runs: u32, json_too: bool) -> anyhow::Result<()> 
         cache_dir: Some(dir.join("components")),
         ..HostConfig::default()
     })?;
-    let component = runtime.load_file(&component_path)?;
-    let exported = component.exported();
+    let components = weir_host::JobComponents::from_file(&runtime, &component_path)?;
+    let exported = components.exported();
     let wasm_factory: Arc<dyn OperatorFactory> = Arc::new(WasmOperatorFactory {
         runtime: runtime.clone(),
-        component,
+        components,
         params: Vec::new(),
         state: weir_worker::state::StateSetup::in_memory(),
         attempt: 0,
@@ -400,11 +400,12 @@ async fn windows(events: u64, runs: u32) -> anyhow::Result<()> {
         cache_dir: Some(dir.join("components")),
         ..HostConfig::default()
     })?;
-    let component = runtime.load_file(&weir_tests::guest("windowed-counts"))?;
-    let exported = component.exported();
+    let components =
+        weir_host::JobComponents::from_file(&runtime, &weir_tests::guest("windowed-counts"))?;
+    let exported = components.exported();
     let wasm: Arc<dyn OperatorFactory> = Arc::new(WasmOperatorFactory {
         runtime: runtime.clone(),
-        component,
+        components,
         params: Vec::new(),
         state: weir_worker::state::StateSetup::in_memory(),
         attempt: 0,

@@ -348,15 +348,13 @@ async fn run(
         .collect::<Result<Vec<_>, _>>()?;
     let bundle = bundle::open(path, true)?;
     let runtime = WasmRuntime::new(config)?;
-    let component = runtime
-        .load(&bundle.component)
-        .with_context(|| format!("component {}", bundle.component_path.display()))?;
+    let components = bundle.load(&runtime)?;
     let submission = Submission {
         params,
         parallelism,
         builtin_params: vec![("bundle_dir".into(), bundle.dir.display().to_string())],
     };
-    let graph = weir_coordinator::plan(&bundle.manifest, &submission, &component.exported())?;
+    let graph = weir_coordinator::plan(&bundle.manifest, &submission, &components.exported())?;
     let params = graph.params.clone().into_iter().collect();
     // RocksDB state of this run lives in a directory of its own, removed
     // when the run ends.
@@ -367,7 +365,7 @@ async fn run(
     let state = StateSetup::for_job(&graph, "run", state_backend, state_dir.path());
     let factory = Arc::new(WasmOperatorFactory {
         runtime,
-        component,
+        components,
         params,
         state,
         attempt: 0,
@@ -427,16 +425,14 @@ fn build(path: &Path) -> anyhow::Result<()> {
         cache_dir: Some(cache_dir()),
         ..HostConfig::default()
     })?;
-    let component = runtime
-        .load(&bundle.component)
-        .with_context(|| format!("component {}", bundle.component_path.display()))?;
-    // Check the manifest against the component, with the defaults of its
+    let components = bundle.load(&runtime)?;
+    // Check the manifest against the components, with the defaults of its
     // parameters when they all have one.
     let submission = Submission {
         builtin_params: vec![("bundle_dir".into(), bundle.dir.display().to_string())],
         ..Submission::default()
     };
-    match weir_coordinator::plan(&bundle.manifest, &submission, &component.exported()) {
+    match weir_coordinator::plan(&bundle.manifest, &submission, &components.exported()) {
         Ok(_) | Err(weir_model::ManifestError::MissingParam { .. }) => {}
         Err(e) => return Err(e.into()),
     }
@@ -445,16 +441,22 @@ fn build(path: &Path) -> anyhow::Result<()> {
         .join("dist")
         .join(format!("{}.weir", bundle.manifest.job.name));
     bundle::write_archive(&bundle, &out)?;
-    println!("component: {}", bundle.component_path.display());
-    println!(
-        "operators: {}",
-        component
-            .operators
+    for c in components.iter() {
+        let path = &bundle
+            .components
             .iter()
-            .map(|o| o.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+            .find(|b| b.name == c.name)
+            .expect("loaded from the bundle")
+            .path;
+        let operators: Vec<&str> = c.loaded.operators.iter().map(|o| o.name.as_str()).collect();
+        if bundle.components.len() == 1 {
+            println!("component: {}", path.display());
+            println!("operators: {}", operators.join(", "));
+        } else {
+            println!("component `{}`: {}", c.name, path.display());
+            println!("  operators: {}", operators.join(", "));
+        }
+    }
     println!("{}", out.display());
     Ok(())
 }
@@ -471,10 +473,7 @@ async fn submit(
         .map(|p| weir_model::manifest::parse_param(p))
         .collect::<Result<std::collections::BTreeMap<_, _>, _>>()?;
     let bundle = bundle::open(path, true)?;
-    let archive = weir_model::bundle::pack(&weir_model::bundle::BundleFiles {
-        manifest: bundle.manifest_text.clone(),
-        component: bundle.component.clone(),
-    })?;
+    let archive = bundle::archive(&bundle)?;
     let client = client::Client::new(url)?;
     let uploaded = client.upload(archive).await?;
     let request = weir_coordinator::jobs::JobRequest {

@@ -1,9 +1,12 @@
-//! Operators in Python, end to end: `weir build` and `weir run` build a
-//! Python project with componentize-py (installed by `scripts/setup.sh`),
-//! the Python word count gives exact counts at parallelism 1 and 4, and a
-//! Python operator that raises, loops or hoards memory fails its job with
-//! an error that says so (the exception's message and traceback, the
-//! deadline, the memory cap).
+//! Operators in Python and JavaScript, end to end: `weir build` and `weir
+//! run` build a Python project with componentize-py and a JavaScript one
+//! with esbuild and jco (the toolchains `scripts/setup.sh` installs); the
+//! Python word count gives exact counts at parallelism 1 and 4, the
+//! JavaScript fraud detector the Rust one's alerts, a job of Rust, Python
+//! and JavaScript operators the expected totals, and an operator in either
+//! language that throws, loops or hoards memory fails its job with an error
+//! that says so (the exception's message and stack, the deadline, the
+//! memory cap).
 
 mod common;
 
@@ -38,14 +41,21 @@ fn said(out: &Output) -> String {
     )
 }
 
-/// Building a Python component takes seconds: once per test binary.
-fn guests() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let out = weir(&["build", "tests/guests/python"], Duration::from_secs(300));
-        assert!(out.status.success(), "{}", said(&out));
-        common::root().join("tests/guests/python/.weir/component.wasm")
-    })
+/// The component of the test guests in `language` (`python`, `js`), built
+/// once per test binary (a build takes seconds).
+fn guests(language: &str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(language.to_owned())
+        .or_insert_with(|| {
+            let project = format!("tests/guests/{language}");
+            let out = weir(&["build", &project], Duration::from_secs(300));
+            assert!(out.status.success(), "{}", said(&out));
+            common::root().join(project).join(".weir/component.wasm")
+        })
+        .clone()
 }
 
 /// Words as the examples define them: maximal runs of letters and digits,
@@ -149,8 +159,9 @@ fn the_python_word_count_is_exact_at_parallelism_1_and_4() {
     }
 }
 
-/// A job of ten generated lines through the Python operator `function`.
-fn hostile_job(dir: &Path, function: &str) -> PathBuf {
+/// A job of ten generated lines through the operator `function` of the
+/// test guests in `language`.
+fn hostile_job(dir: &Path, language: &str, function: &str) -> PathBuf {
     let bundle = dir.join(function);
     std::fs::create_dir_all(&bundle).unwrap();
     std::fs::write(
@@ -160,7 +171,7 @@ fn hostile_job(dir: &Path, function: &str) -> PathBuf {
              [[source]]\nname = 'lines'\ntype = 'generator'\npattern = 'words'\ncount = 10\n\
              [[operator]]\nname = 'guest'\nfunction = '{function}'\n\
              [[sink]]\nname = 'out'\ntype = 'stdout'\n",
-            guests().display()
+            guests(language).display()
         ),
     )
     .unwrap();
@@ -170,7 +181,7 @@ fn hostile_job(dir: &Path, function: &str) -> PathBuf {
 #[test]
 fn a_python_exception_fails_the_job_with_its_message_and_traceback() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = hostile_job(dir.path(), "py-raises");
+    let bundle = hostile_job(dir.path(), "python", "py-raises");
     let out = weir(&["run", bundle.to_str().unwrap()], Duration::from_secs(120));
     let said = said(&out);
     assert!(!out.status.success(), "{said}");
@@ -187,13 +198,39 @@ fn a_python_exception_fails_the_job_with_its_message_and_traceback() {
 }
 
 #[test]
-fn an_endless_python_loop_is_stopped_by_the_deadline_and_a_memory_bomb_by_the_cap() {
+fn a_javascript_exception_fails_the_job_with_its_message_and_stack() {
     let dir = tempfile::tempdir().unwrap();
-    for (function, says) in [
-        ("py-endless", "call deadline of 3000 ms"),
-        ("py-membomb", "linear memory; the limit is 268435456"),
+    let bundle = hostile_job(dir.path(), "js", "js-throws");
+    let out = weir(&["run", bundle.to_str().unwrap()], Duration::from_secs(120));
+    let said = said(&out);
+    assert!(!out.status.success(), "{said}");
+    for expected in [
+        "operator `guest`, subtask 0 failed",
+        "RangeError: cannot parse record",
+        "as a number",
+        "    at parse (.weir/bundle.js:",
+        "    at throwing (.weir/bundle.js:",
     ] {
-        let bundle = hostile_job(dir.path(), function);
+        assert!(said.contains(expected), "missing {expected:?} in:\n{said}");
+    }
+    // The SDK's frames are left out.
+    assert!(!said.contains("weirSdk"), "{said}");
+}
+
+#[test]
+fn endless_loops_are_stopped_by_the_deadline_and_memory_bombs_by_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    for (language, function, says) in [
+        ("python", "py-endless", "call deadline of 3000 ms"),
+        (
+            "python",
+            "py-membomb",
+            "linear memory; the limit is 268435456",
+        ),
+        ("js", "js-endless", "call deadline of 3000 ms"),
+        ("js", "js-membomb", "linear memory; the limit is 268435456"),
+    ] {
+        let bundle = hostile_job(dir.path(), language, function);
         let out = weir(
             &[
                 "run",
@@ -254,4 +291,97 @@ fn a_python_project_that_does_not_build_says_why() {
     assert!(said.contains("SyntaxError"), "{said}");
     assert!(said.contains("ops.py"), "{said}");
     assert!(!said.contains("Stack backtrace"), "{said}");
+}
+
+/// The JSON lines of a file, in order.
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_javascript_fraud_detector_raises_the_rust_ones_alerts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut alerts = Vec::new();
+    for example in ["fraud", "js-fraud"] {
+        let output = dir.path().join(format!("{example}.jsonl"));
+        let out = weir(
+            &[
+                "run",
+                &format!("examples/{example}"),
+                "--param",
+                &format!("output={}", output.display()),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(out.status.success(), "{}", said(&out));
+        alerts.push(json_lines(&output));
+    }
+    let accounts: Vec<&str> = alerts[1]
+        .iter()
+        .map(|a| a["account"].as_str().unwrap())
+        .collect();
+    assert_eq!(accounts, ["acc-2", "acc-1", "acc-4"]);
+    for (rust, js) in alerts[0].iter().zip(&alerts[1]) {
+        for field in ["account", "small_at", "large_at"] {
+            assert_eq!(rust[field], js[field], "{field}");
+        }
+        for field in ["small", "large"] {
+            assert_eq!(rust[field].as_f64(), js[field].as_f64(), "{field}");
+        }
+    }
+    assert_eq!(alerts[0].len(), alerts[1].len());
+}
+
+#[test]
+fn a_job_of_rust_python_and_javascript_operators_runs_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("totals.jsonl");
+    let out = weir(
+        &[
+            "run",
+            "examples/mixed",
+            "--param",
+            &format!("output={}", output.display()),
+            "--parallelism",
+            "2",
+        ],
+        Duration::from_secs(600),
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    // Sources split the orders between subtasks, so a user's purchases
+    // may come in another order: each user's counts go 1, 2, 3, and the
+    // last is the total.
+    let mut last: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    for t in json_lines(&output) {
+        let user = t["user"].as_str().unwrap().to_owned();
+        let before = last
+            .get(&user)
+            .map_or(0, |p| p["purchases"].as_u64().unwrap());
+        assert_eq!(t["purchases"].as_u64(), Some(before + 1), "{t}");
+        last.insert(user, t);
+    }
+    let totals: Vec<String> = last
+        .values()
+        .map(|t| {
+            format!(
+                "{} {} {} {}",
+                t["user"].as_str().unwrap(),
+                t["purchases"],
+                t["spent"].as_str().unwrap(),
+                t["tier"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        totals,
+        [
+            "ann 3 $56.00 gold",
+            "bob 3 $35.50 silver",
+            "cho 1 $45.00 silver",
+        ]
+    );
 }

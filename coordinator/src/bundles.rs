@@ -1,7 +1,7 @@
 //! Uploaded bundles. An upload is accepted only whole: a safe archive, a
-//! manifest that parses, a component of the operator world whose exports
+//! manifest that parses, components of the operator world whose exports
 //! the manifest can use. It is stored content-addressed (its id is the
-//! archive's sha256) as two blobs, the archive and the component, plus a
+//! archive's sha256) as blobs, the archive and each component, plus a
 //! metadata record; a failure at any step leaves nothing stored.
 
 use std::collections::BTreeMap;
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
-use weir_host::WasmRuntime;
 use weir_host::types::OperatorKind;
+use weir_host::{JobComponents, WasmRuntime};
 use weir_model::bundle::{BundleError, BundleFiles, unpack};
 use weir_model::manifest::ParamSpec;
 use weir_model::{Manifest, ManifestError};
@@ -30,14 +30,28 @@ pub struct BundleInfo {
     pub name: String,
     /// Size of the archive in bytes.
     pub size: u64,
-    /// The sha256 of the component (its blob).
+    /// The sha256 of the component (its blob); of the first, by name, of
+    /// a bundle of several.
     pub component_sha256: String,
-    /// The operators the component exports.
+    /// Each component: its name and sha256 (one named `main` for a bundle
+    /// of one component).
+    #[serde(default)]
+    pub components: Vec<ComponentInfo>,
+    /// The operators the components export.
     pub operators: Vec<OperatorInfo>,
     /// The job's parameters.
     pub params: BTreeMap<String, ParamInfo>,
     /// When it was uploaded, ms since the epoch.
     pub uploaded_at_ms: i64,
+}
+
+/// One component of a bundle.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ComponentInfo {
+    /// Its name in the bundle.
+    pub name: String,
+    /// The sha256 of its bytes (its blob).
+    pub sha256: String,
 }
 
 /// An operator a bundle's component exports.
@@ -47,6 +61,9 @@ pub struct OperatorInfo {
     pub name: String,
     /// `map`, `flat-map`, `filter` or `keyed-process`.
     pub kind: String,
+    /// The component that exports it.
+    #[serde(default)]
+    pub component: String,
 }
 
 /// A declared parameter.
@@ -150,22 +167,18 @@ impl BundleStore {
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
         let runtime = self.runtime.clone();
-        let component_bytes = files.component;
-        let (component, component_bytes) = tokio::task::spawn_blocking(move || {
-            let loaded = runtime.load(&component_bytes);
-            (loaded, component_bytes)
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("checking the component: {e}")))?;
-        let component =
-            component.map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+        let files = files.components;
+        let components = tokio::task::spawn_blocking(move || JobComponents::load(&runtime, files))
+            .await
+            .map_err(|e| ApiError::internal(format!("checking the component: {e}")))?
+            .map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
         // The manifest must be runnable by this component (parameters
         // without defaults are given at submission).
         let check = Submission {
             builtin_params: vec![("bundle_dir".into(), ".".into())],
             ..Submission::default()
         };
-        match plan(&manifest, &check, &component.exported()) {
+        match plan(&manifest, &check, &components.exported()) {
             Ok(_) | Err(ManifestError::MissingParam { .. }) => {}
             Err(e) => return Err(ApiError::unprocessable("manifest_invalid", e.to_string())),
         }
@@ -173,13 +186,26 @@ impl BundleStore {
             id: id.clone(),
             name: manifest.job.name.clone(),
             size: archive.len() as u64,
-            component_sha256: component.sha256.clone(),
-            operators: component
-                .operators
+            component_sha256: components
                 .iter()
-                .map(|o| OperatorInfo {
-                    name: o.name.clone(),
-                    kind: kind_name(o.kind).into(),
+                .next()
+                .map(|c| c.loaded.sha256.clone())
+                .unwrap_or_default(),
+            components: components
+                .iter()
+                .map(|c| ComponentInfo {
+                    name: c.name.clone(),
+                    sha256: c.loaded.sha256.clone(),
+                })
+                .collect(),
+            operators: components
+                .iter()
+                .flat_map(|c| {
+                    c.loaded.operators.iter().map(|o| OperatorInfo {
+                        name: o.name.clone(),
+                        kind: kind_name(o.kind).into(),
+                        component: c.name.clone(),
+                    })
                 })
                 .collect(),
             params: manifest
@@ -197,7 +223,7 @@ impl BundleStore {
         };
 
         let mut index = self.index.write().await;
-        if let Err(e) = self.store(&info, archive, component_bytes).await {
+        if let Err(e) = self.store(&info, archive, &components).await {
             // Nothing half-stored: the blobs go unless another bundle uses them.
             self.forget_blobs(&info, &index).await;
             return Err(ApiError::internal(format!("storing the bundle: {e:#}")));
@@ -210,9 +236,11 @@ impl BundleStore {
         &self,
         info: &BundleInfo,
         archive: Vec<u8>,
-        component: Vec<u8>,
+        components: &JobComponents,
     ) -> anyhow::Result<()> {
-        self.blobs.put(component).await?;
+        for c in components.iter() {
+            self.blobs.put(c.bytes.to_vec()).await?;
+        }
         self.blobs.put(archive).await?;
         let path = self.meta_dir.join(format!("{}.json", info.id));
         let tmp = self.meta_dir.join(format!(".{}.tmp", info.id));
@@ -222,11 +250,13 @@ impl BundleStore {
     }
 
     async fn forget_blobs(&self, info: &BundleInfo, index: &BTreeMap<String, BundleInfo>) {
-        let shared = index
-            .values()
-            .any(|b| b.id != info.id && b.component_sha256 == info.component_sha256);
-        if !shared && let Err(e) = self.blobs.delete(&info.component_sha256).await {
-            tracing::warn!("cannot delete blob {}: {e:#}", info.component_sha256);
+        for sha256 in blob_ids(info) {
+            let shared = index
+                .values()
+                .any(|b| b.id != info.id && blob_ids(b).contains(&sha256));
+            if !shared && let Err(e) = self.blobs.delete(&sha256).await {
+                tracing::warn!("cannot delete blob {sha256}: {e:#}");
+            }
         }
         if let Err(e) = self.blobs.delete(&info.id).await {
             tracing::warn!("cannot delete blob {}: {e:#}", info.id);
@@ -275,6 +305,16 @@ impl BundleStore {
         self.forget_blobs(&info, &index).await;
         Ok(())
     }
+}
+
+/// The component blobs of a bundle (bundles stored before bundles had
+/// several components list only `component_sha256`).
+fn blob_ids(info: &BundleInfo) -> Vec<String> {
+    let mut ids: Vec<String> = info.components.iter().map(|c| c.sha256.clone()).collect();
+    if ids.is_empty() {
+        ids.push(info.component_sha256.clone());
+    }
+    ids
 }
 
 fn unknown(id: &str) -> ApiError {

@@ -66,7 +66,7 @@ pub fn plan(
         // Defaults may use the built-in parameters (`${bundle_dir}`).
         params.insert(name, substitute(&value, &builtins)?);
     }
-    let graph = JobGraph::build(manifest, params, submission.parallelism)?;
-    graph.check_operators(exported)?;
+    let mut graph = JobGraph::build(manifest, params, submission.parallelism)?;
+    graph.resolve_operators(exported)?;
     Ok(graph)
 }

@@ -19,6 +19,7 @@
 //! generated types are re-exported in [`types`].
 
 mod bindings;
+pub mod components;
 pub mod config;
 mod convert;
 pub mod error;
@@ -28,6 +29,7 @@ pub mod packed;
 pub mod runtime;
 mod wasi;
 
+pub use components::{JobComponent, JobComponentError, JobComponents};
 pub use config::HostConfig;
 pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
 pub use imports::now_ms;

@@ -30,8 +30,9 @@ pub struct LoadedComponent {
 
 impl LoadedComponent {
     /// What the planner needs to know of the operators: names, and which
-    /// ones need a keyed input.
-    pub fn exported(&self) -> Vec<weir_model::ExportedOperator> {
+    /// ones need a keyed input; the component is called `component` in its
+    /// job.
+    pub fn exported_as(&self, component: &str) -> Vec<weir_model::ExportedOperator> {
         self.operators
             .iter()
             .map(|o| {
@@ -44,6 +45,7 @@ impl LoadedComponent {
                     K::Window | K::WindowProcess => R::Window,
                 };
                 weir_model::ExportedOperator {
+                    component: component.to_owned(),
                     name: o.name.clone(),
                     keyed: matches!(role, R::KeyedProcess | R::Window),
                     role,

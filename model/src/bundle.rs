@@ -1,9 +1,12 @@
 //! The bundle archive: the single file a job is uploaded as.
 //!
-//! A gzip-compressed tar with exactly two regular files at its root:
-//! `weir.toml` (the manifest) and `component.wasm` (the component). Reading
-//! one never touches the file system: the two files are read into memory
-//! (others are read past), and an archive is refused if an entry's path is
+//! A gzip-compressed tar with `weir.toml` (the manifest) at its root and the
+//! job's components: `component.wasm` for a job of one component, or
+//! `components/NAME.wasm` for each component of a job written in several
+//! (one per language, say), named as the manifest's `[components]` table
+//! names them. Reading one never touches the file system: those files are
+//! read into memory (others are read past), and an archive is refused if an
+//! entry's path is
 //! absolute or climbs out (`..`), if it holds links or devices, more than
 //! [`MAX_ENTRIES`] entries, a manifest over [`MAX_MANIFEST`], or if it
 //! unpacks to more than a limit or to more than [`MAX_RATIO`] times its own
@@ -14,8 +17,28 @@ use std::path::Component;
 
 /// The manifest's name in a bundle.
 pub const MANIFEST_FILE: &str = "weir.toml";
-/// The component's name in a bundle archive.
+/// The component's name in a bundle archive of one component.
 pub const COMPONENT_FILE: &str = "component.wasm";
+/// The directory of the components of a bundle of several.
+pub const COMPONENTS_DIR: &str = "components";
+/// The name of a bundle's component when it has only one (its
+/// `component.wasm`).
+pub const DEFAULT_COMPONENT: &str = "main";
+
+/// Whether `name` may name a component: 1 to 64 lowercase ASCII letters,
+/// digits, `-` and `_`.
+///
+/// ```
+/// assert!(weir_model::bundle::valid_component_name("py-ops_2"));
+/// assert!(!weir_model::bundle::valid_component_name("../x"));
+/// assert!(!weir_model::bundle::valid_component_name(""));
+/// ```
+pub fn valid_component_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
 
 /// The most entries (files and directories) an archive may hold: a bundle
 /// has two files, and an archive of millions of empty entries costs
@@ -59,6 +82,16 @@ pub enum BundleError {
     /// A required file is missing.
     #[error("the archive has no `{0}`")]
     Missing(&'static str),
+    /// A component's file is not named as a component may be.
+    #[error(
+        "the archive entry `{0}` is not a component: components are `components/NAME.wasm`, NAME of lowercase letters, digits, `-` and `_`"
+    )]
+    BadComponentName(String),
+    /// Both `component.wasm` and `components/`.
+    #[error(
+        "the archive has both `component.wasm` and `components/`: a bundle has one or the other"
+    )]
+    MixedComponents,
     /// The manifest is not UTF-8.
     #[error("`weir.toml` is not UTF-8 text")]
     NotText,
@@ -69,27 +102,53 @@ pub enum BundleError {
 pub struct BundleFiles {
     /// The manifest's text.
     pub manifest: String,
-    /// The component's bytes.
-    pub component: Vec<u8>,
+    /// Each component's name and bytes, in name order: one named
+    /// [`DEFAULT_COMPONENT`] for a bundle of one component.
+    pub components: Vec<(String, Vec<u8>)>,
+}
+
+impl BundleFiles {
+    /// A bundle of one component.
+    pub fn single(manifest: String, component: Vec<u8>) -> BundleFiles {
+        BundleFiles {
+            manifest,
+            components: vec![(DEFAULT_COMPONENT.to_owned(), component)],
+        }
+    }
+
+    /// Whether the bundle is a single `component.wasm`.
+    fn is_single(&self) -> bool {
+        matches!(self.components.as_slice(), [(n, _)] if n == DEFAULT_COMPONENT)
+    }
 }
 
 /// Write a bundle archive.
 ///
 /// ```
 /// use weir_model::bundle::{pack, unpack, BundleFiles};
-/// let files = BundleFiles { manifest: "[job]\nname = 'j'\n".into(), component: b"\0asm".to_vec() };
+/// let files = BundleFiles::single("[job]\nname = 'j'\n".into(), b"\0asm".to_vec());
 /// let archive = pack(&files).unwrap();
 /// assert_eq!(unpack(&archive, 1 << 20).unwrap(), files);
+/// let several = BundleFiles {
+///     manifest: "[job]\nname = 'j'\n".into(),
+///     components: vec![("js".into(), b"\0asm1".to_vec()), ("py".into(), b"\0asm2".to_vec())],
+/// };
+/// assert_eq!(unpack(&pack(&several).unwrap(), 1 << 20).unwrap(), several);
 /// ```
 pub fn pack(files: &BundleFiles) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
         Vec::new(),
         flate2::Compression::default(),
     ));
-    for (name, bytes) in [
-        (MANIFEST_FILE, files.manifest.as_bytes()),
-        (COMPONENT_FILE, &files.component[..]),
-    ] {
+    let mut entries = vec![(MANIFEST_FILE.to_owned(), files.manifest.as_bytes())];
+    if files.is_single() {
+        entries.push((COMPONENT_FILE.to_owned(), &files.components[0].1[..]));
+    } else {
+        for (name, bytes) in &files.components {
+            entries.push((format!("{COMPONENTS_DIR}/{name}.wasm"), &bytes[..]));
+        }
+    }
+    for (name, bytes) in entries {
         let mut header = tar::Header::new_gnu();
         header.set_size(bytes.len() as u64);
         header.set_mode(0o644);
@@ -109,7 +168,9 @@ pub fn unpack(archive: &[u8], limit: u64) -> Result<BundleFiles, BundleError> {
     let entries = tar
         .entries()
         .map_err(|e| BundleError::NotAnArchive(e.to_string()))?;
-    let (mut manifest, mut component) = (None, None);
+    let mut manifest = None;
+    let mut single = None;
+    let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let mut total: u64 = 0;
     for (n, entry) in entries.enumerate() {
         if n >= MAX_ENTRIES {
@@ -138,9 +199,20 @@ pub fn unpack(archive: &[u8], limit: u64) -> Result<BundleFiles, BundleError> {
             .components()
             .filter(|c| !matches!(c, Component::CurDir))
             .collect();
+        let mut component_name = None;
         let which = match name.as_slice() {
             [Component::Normal(n)] if *n == MANIFEST_FILE => Some(MANIFEST_FILE),
             [Component::Normal(n)] if *n == COMPONENT_FILE => Some(COMPONENT_FILE),
+            [Component::Normal(dir), Component::Normal(file)] if *dir == COMPONENTS_DIR => {
+                let file = file.to_string_lossy();
+                match file.strip_suffix(".wasm") {
+                    Some(n) if valid_component_name(n) => {
+                        component_name = Some(n.to_owned());
+                        Some(COMPONENTS_DIR)
+                    }
+                    _ => return Err(BundleError::BadComponentName(shown)),
+                }
+            }
             // Other files (a README, sources) travel along, read past.
             _ => None,
         };
@@ -170,13 +242,28 @@ pub fn unpack(archive: &[u8], limit: u64) -> Result<BundleFiles, BundleError> {
             Some(MANIFEST_FILE) => {
                 manifest = Some(String::from_utf8(bytes).map_err(|_| BundleError::NotText)?)
             }
-            Some(_) => component = Some(bytes),
+            Some(COMPONENT_FILE) => single = Some(bytes),
+            Some(_) => {
+                let name = component_name.expect("a component's entry has its name");
+                components.retain(|(n, _)| *n != name);
+                components.push((name, bytes));
+            }
             None => {}
         }
     }
+    let manifest = manifest.ok_or(BundleError::Missing(MANIFEST_FILE))?;
+    let components = match (single, components.is_empty()) {
+        (Some(_), false) => return Err(BundleError::MixedComponents),
+        (Some(bytes), true) => vec![(DEFAULT_COMPONENT.to_owned(), bytes)],
+        (None, true) => return Err(BundleError::Missing(COMPONENT_FILE)),
+        (None, false) => {
+            components.sort_by(|a, b| a.0.cmp(&b.0));
+            components
+        }
+    };
     Ok(BundleFiles {
-        manifest: manifest.ok_or(BundleError::Missing(MANIFEST_FILE))?,
-        component: component.ok_or(BundleError::Missing(COMPONENT_FILE))?,
+        manifest,
+        components,
     })
 }
 
@@ -255,6 +342,11 @@ mod tests {
             unpack(&long, 1 << 30),
             Err(BundleError::FileTooLarge(MANIFEST_FILE, MAX_MANIFEST))
         );
+        let odd = raw_tar(b"components/Py.wasm", tar::EntryType::Regular, b"x");
+        assert!(matches!(
+            unpack(&odd, 100),
+            Err(BundleError::BadComponentName(_))
+        ));
         let only_manifest = raw_tar(b"weir.toml", tar::EntryType::Regular, b"[job]");
         assert_eq!(
             unpack(&only_manifest, 100),

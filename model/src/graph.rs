@@ -139,6 +139,10 @@ pub enum VertexKind {
     Operator {
         /// The export's name.
         function: String,
+        /// The component that exports it (its name in the bundle; empty
+        /// until planning resolves it, and for built-in operators).
+        #[serde(default)]
+        component: String,
         /// How its input is keyed, for keyed operators.
         key_by: Option<KeyBy>,
         /// Its windows, for a window operator.
@@ -600,6 +604,7 @@ impl JobGraph {
                         &name,
                         VertexKind::Operator {
                             function: function.clone(),
+                            component: String::new(),
                             key_by: None,
                             window: None,
                             builtin: None,
@@ -732,6 +737,7 @@ impl JobGraph {
                 &o.name,
                 VertexKind::Operator {
                     function,
+                    component: o.component.clone().unwrap_or_default(),
                     key_by: key_by.clone(),
                     window,
                     builtin,
@@ -876,6 +882,8 @@ impl JobGraph {
 /// An operator a component exports, as the planner needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportedOperator {
+    /// The component that exports it (its name in the bundle).
+    pub component: String,
     /// Its name.
     pub name: String,
     /// Whether it needs a keyed input (a keyed process, a window function).
@@ -898,16 +906,25 @@ pub enum OperatorRole {
 }
 
 impl JobGraph {
-    /// Check every operator vertex against what the component exports: the
-    /// function exists, and keyed operators have a `key-by`.
-    pub fn check_operators(&self, exported: &[ExportedOperator]) -> Result<(), ManifestError> {
-        for v in &self.vertices {
+    /// Check every operator vertex against what the components export and
+    /// settle which component runs it: the function exists (in the
+    /// component the operator names, or in exactly one), and keyed
+    /// operators have a `key-by`.
+    pub fn resolve_operators(
+        &mut self,
+        exported: &[ExportedOperator],
+    ) -> Result<(), ManifestError> {
+        let several = exported
+            .iter()
+            .any(|o| o.component != exported[0].component);
+        for v in &mut self.vertices {
             let VertexKind::Operator {
                 function,
+                component,
                 key_by,
                 window,
                 builtin,
-            } = &v.kind
+            } = &mut v.kind
             else {
                 continue;
             };
@@ -915,18 +932,53 @@ impl JobGraph {
                 // The runtime's own: checked when planned.
                 continue;
             }
-            let Some(op) = exported.iter().find(|o| &o.name == function) else {
-                let names: Vec<&str> = exported.iter().map(|o| o.name.as_str()).collect();
-                return Err(invalid(format!(
-                    "operator `{}` uses function `{function}`, which the component does not export (it exports: {})",
-                    v.name,
-                    if names.is_empty() {
-                        "nothing".to_owned()
+            let candidates: Vec<&ExportedOperator> = exported
+                .iter()
+                .filter(|o| {
+                    &o.name == function && (component.is_empty() || o.component == *component)
+                })
+                .collect();
+            let op = match candidates.as_slice() {
+                [op] => *op,
+                [] => {
+                    let names: Vec<String> = exported
+                        .iter()
+                        .filter(|o| component.is_empty() || o.component == *component)
+                        .map(|o| {
+                            if several {
+                                format!("{}:{}", o.component, o.name)
+                            } else {
+                                o.name.clone()
+                            }
+                        })
+                        .collect();
+                    let which = if !component.is_empty() {
+                        format!("component `{component}` does not export (it exports:")
+                    } else if several {
+                        "no component exports (they export:".to_owned()
                     } else {
+                        "the component does not export (it exports:".to_owned()
+                    };
+                    return Err(invalid(format!(
+                        "operator `{}` uses function `{function}`, which {which} {})",
+                        v.name,
+                        if names.is_empty() {
+                            "nothing".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    )));
+                }
+                more => {
+                    let names: Vec<&str> = more.iter().map(|o| o.component.as_str()).collect();
+                    return Err(invalid(format!(
+                        "operator `{}`: function `{function}` is exported by several components ({}): say which with `component = \"...\"`",
+                        v.name,
                         names.join(", ")
-                    }
-                )));
+                    )));
+                }
             };
+            component.clone_from(&op.component);
             let assigner = v.event_time.is_some();
             match (op.role, window.is_some(), assigner) {
                 (OperatorRole::Window, false, _) => {
@@ -1060,27 +1112,79 @@ mod time_tests {
     }
 
     #[test]
+    fn operators_find_their_component() {
+        let m = |component: &str| {
+            Manifest::parse(&format!(
+                "[job]\nname='j'\n[components.py]\npath='p.wasm'\n[components.rs]\npath='r.wasm'\n\
+                 [[source]]\nname='s'\ntype='text-file'\npath='x'\n\
+                 [[operator]]\nname='a'\nfunction='split'\n\
+                 [[operator]]\nname='b'\nfunction='count'\nkey-by='value'\n{component}\n\
+                 [[sink]]\nname='o'\ntype='stdout'\n"
+            ))
+            .unwrap()
+        };
+        let export = |component: &str, name: &str, role| ExportedOperator {
+            component: component.into(),
+            name: name.into(),
+            keyed: role == OperatorRole::KeyedProcess,
+            role,
+        };
+        let exported = [
+            export("rs", "split", OperatorRole::Transform),
+            export("py", "count", OperatorRole::KeyedProcess),
+            export("rs", "count", OperatorRole::KeyedProcess),
+        ];
+        let resolved = |component: &str| {
+            let mut g = JobGraph::build(&m(component), BTreeMap::new(), None).unwrap();
+            g.resolve_operators(&exported)?;
+            let names: Vec<String> = g
+                .vertices
+                .iter()
+                .filter_map(|v| match &v.kind {
+                    VertexKind::Operator { component, .. } => Some(component.clone()),
+                    _ => None,
+                })
+                .collect();
+            Ok::<_, ManifestError>(names)
+        };
+        assert_eq!(resolved("component='py'").unwrap(), ["rs", "py"]);
+        let e = resolved("").unwrap_err().to_string();
+        assert!(e.contains("exported by several components (py, rs)"), "{e}");
+        let e = Manifest::parse(
+            "[job]\nname='j'\n[components.py]\npath='p.wasm'\n[[operator]]\nname='a'\nfunction='f'\ncomponent='js'\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("names component `js`"), "{e}");
+        let e = Manifest::parse("[job]\nname='j'\n[component]\n[components.py]\npath='p'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
     fn window_functions_and_windows_go_together() {
         let exported = |role| {
             vec![ExportedOperator {
+                component: "main".into(),
                 name: "f".into(),
                 keyed: true,
                 role,
             }]
         };
-        let windowed = build("", "window={type='tumbling', size-ms=10}").unwrap();
-        let plain = build("", "").unwrap();
+        let mut windowed = build("", "window={type='tumbling', size-ms=10}").unwrap();
+        let mut plain = build("", "").unwrap();
         assert!(
             windowed
-                .check_operators(&exported(OperatorRole::Window))
+                .resolve_operators(&exported(OperatorRole::Window))
                 .is_ok()
         );
         let e = plain
-            .check_operators(&exported(OperatorRole::Window))
+            .resolve_operators(&exported(OperatorRole::Window))
             .unwrap_err();
         assert!(e.to_string().contains("needs a `window`"), "{e}");
         let e = windowed
-            .check_operators(&exported(OperatorRole::KeyedProcess))
+            .resolve_operators(&exported(OperatorRole::KeyedProcess))
             .unwrap_err();
         assert!(e.to_string().contains("not a window function"), "{e}");
     }
@@ -1104,7 +1208,7 @@ mod builtin_tests {
 
     #[test]
     fn builtins_plan_and_need_no_export() {
-        let g = build("builtin='sum'\nkey-by='/user'\nfield='/amount'").unwrap();
+        let mut g = build("builtin='sum'\nkey-by='/user'\nfield='/amount'").unwrap();
         let VertexKind::Operator {
             function, builtin, ..
         } = &g.vertices[1].kind
@@ -1114,7 +1218,7 @@ mod builtin_tests {
         assert_eq!(function, "sum");
         assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
         // Nothing exported: a built-in is not checked against the component.
-        g.check_operators(&[]).unwrap();
+        g.resolve_operators(&[]).unwrap();
         let g = build("builtin='select'\ncolumns=['a = /a * 2']\nwhere='/a > 1'").unwrap();
         assert_eq!(g.edges[0].partitioning, Partitioning::Forward);
     }

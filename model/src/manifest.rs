@@ -79,6 +79,10 @@ pub struct Manifest {
     /// Where the component is, when the bundle ships a built one.
     #[serde(default)]
     pub component: Option<ComponentSection>,
+    /// The components of a job written in several, by name
+    /// (`[components.py] path = "py-ops"`): instead of `[component]`.
+    #[serde(default)]
+    pub components: BTreeMap<String, ComponentSection>,
     /// Declared parameters.
     #[serde(default)]
     pub params: BTreeMap<String, ParamSpec>,
@@ -124,12 +128,14 @@ pub struct JobSection {
     pub codec: Option<crate::codec::Codec>,
 }
 
-/// The `[component]` table.
+/// The `[component]` table, or one of `[components]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ComponentSection {
-    /// A built component, relative to the bundle; without it the bundle's
-    /// Cargo crate is built.
+    /// Relative to the bundle: a built component (a `.wasm` file), or an
+    /// operator project to build (a directory with a `Cargo.toml`,
+    /// `pyproject.toml` or `package.json`). Without it, the bundle's own
+    /// directory is the project (`[component]` only).
     #[serde(default)]
     pub path: Option<String>,
 }
@@ -323,6 +329,10 @@ pub struct OperatorSpec {
     /// The operator the component exports under this name (or `builtin`).
     #[serde(default)]
     pub function: Option<String>,
+    /// The component that exports `function`, in a job of several
+    /// components (by default the one that exports it).
+    #[serde(default)]
+    pub component: Option<String>,
     /// A built-in operator instead of an exported one
     /// ([`crate::builtin`]): `count`, `sum`, `min`, `max`, `avg`, `select`.
     #[serde(default)]
@@ -441,7 +451,42 @@ impl Manifest {
     /// assert!(weir_model::Manifest::parse("[job]\nnam = 1").is_err());
     /// ```
     pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string()))
+        let m: Manifest = toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string()))?;
+        if m.component.is_some() && !m.components.is_empty() {
+            return Err(ManifestError::Invalid(
+                "a manifest has either `[component]` (one component) or `[components.NAME]` tables, not both".into(),
+            ));
+        }
+        for (name, c) in &m.components {
+            if !crate::bundle::valid_component_name(name) {
+                return Err(ManifestError::Invalid(format!(
+                    "component name {name:?}: use 1 to 64 lowercase letters, digits, `-` and `_`"
+                )));
+            }
+            if c.path.is_none() {
+                return Err(ManifestError::Invalid(format!(
+                    "[components.{name}] needs a `path` (a .wasm file or an operator project)"
+                )));
+            }
+        }
+        for o in &m.operators {
+            if let Some(c) = &o.component {
+                if o.builtin.is_some() {
+                    return Err(ManifestError::Invalid(format!(
+                        "operator `{}`: a built-in operator has no `component`",
+                        o.name
+                    )));
+                }
+                if !m.components.is_empty() && !m.components.contains_key(c) {
+                    return Err(ManifestError::Invalid(format!(
+                        "operator `{}` names component `{c}`, which `[components]` does not have (it has: {})",
+                        o.name,
+                        m.components.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(m)
     }
 
     /// The parameter values for a run: the declared defaults overridden by

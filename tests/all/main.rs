@@ -40,7 +40,8 @@ pub fn local_job(
     params: &[(&str, &str)],
     parallelism: u32,
 ) -> anyhow::Result<weir_worker::LocalJob> {
-    let exported = component.exported();
+    let components = weir_host::JobComponents::local(component);
+    let exported = components.exported();
     let manifest = weir_model::Manifest::parse(manifest)?;
     let submission = weir_coordinator::Submission {
         params: params
@@ -56,7 +57,7 @@ pub fn local_job(
         graph,
         Arc::new(weir_worker::WasmOperatorFactory {
             runtime: rt,
-            component,
+            components,
             params,
             state: weir_worker::state::StateSetup::in_memory(),
             attempt: 0,

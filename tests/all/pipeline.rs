@@ -328,7 +328,8 @@ async fn a_job_split_over_two_places_exchanges_data_over_tcp() {
     let output = dir.path().join("out.jsonl");
 
     let rt = runtime();
-    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let component =
+        weir_host::JobComponents::from_file(&rt, &weir_tests::guest("wordcount")).unwrap();
     let manifest = Manifest::parse(
         &std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
             .unwrap(),
@@ -360,7 +361,7 @@ async fn a_job_split_over_two_places_exchanges_data_over_tcp() {
         let params = graph.params.clone().into_iter().collect();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: rt.clone(),
-            component: component.clone(),
+            components: component.clone(),
             params,
             state: weir_worker::state::StateSetup::in_memory(),
             attempt: 0,
@@ -449,7 +450,8 @@ path = "${output}"
     )
     .unwrap();
     let rt = runtime();
-    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let component =
+        weir_host::JobComponents::from_file(&rt, &weir_tests::guest("wordcount")).unwrap();
     let submission = Submission {
         params: vec![("output".into(), output.display().to_string())],
         parallelism: Some(2),
@@ -474,7 +476,7 @@ path = "${output}"
         let params = graph.params.clone().into_iter().collect();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: rt.clone(),
-            component: component.clone(),
+            components: component.clone(),
             params,
             state: weir_worker::state::StateSetup::in_memory(),
             attempt: 0,
@@ -570,7 +572,8 @@ async fn the_word_count_on_rocksdb_counts_exactly_and_leaves_no_files() {
             .unwrap()
             + "\n[state]\nbackend = \"rocksdb\"\n";
     let rt = runtime();
-    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let component =
+        weir_host::JobComponents::from_file(&rt, &weir_tests::guest("wordcount")).unwrap();
     let submission = Submission {
         params: vec![
             ("input".into(), input.display().to_string()),
@@ -600,7 +603,7 @@ async fn the_word_count_on_rocksdb_counts_exactly_and_leaves_no_files() {
     let params = graph.params.clone().into_iter().collect();
     let factory = Arc::new(WasmOperatorFactory {
         runtime: rt.clone(),
-        component,
+        components: component,
         params,
         state: state.clone(),
         attempt: 0,

@@ -61,7 +61,8 @@ fn counts(path: &std::path::Path) -> BTreeMap<String, Vec<u64>> {
 
 fn graph(output: &std::path::Path, backend: StateBackendKind) -> JobGraph {
     let rt = runtime();
-    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let component =
+        weir_host::JobComponents::from_file(&rt, &weir_tests::guest("wordcount")).unwrap();
     let manifest = format!(
         "{MANIFEST}\n[state]\nbackend = \"{}\"\n",
         match backend {
@@ -84,13 +85,14 @@ fn graph(output: &std::path::Path, backend: StateBackendKind) -> JobGraph {
 
 fn job(graph: &JobGraph, state: StateSetup) -> LocalJob {
     let rt = runtime();
-    let component = rt.load_file(&weir_tests::guest("wordcount")).unwrap();
+    let component =
+        weir_host::JobComponents::from_file(&rt, &weir_tests::guest("wordcount")).unwrap();
     let params = graph.params.clone().into_iter().collect();
     LocalJob::new(
         graph.clone(),
         Arc::new(WasmOperatorFactory {
             runtime: rt,
-            component,
+            components: component,
             params,
             state,
             attempt: 0,

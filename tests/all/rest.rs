@@ -16,7 +16,7 @@ use weir_coordinator::jobs::{JobInfo, JobState, Jobs, TaskState, subtasks_of};
 use weir_coordinator::rest::{AppState, app};
 use weir_coordinator::scheduler::{Done, Events, Execution, Scheduler};
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
-use weir_host::{LoadedComponent, WasmRuntime};
+use weir_host::WasmRuntime;
 use weir_model::JobGraph;
 use weir_model::bundle::{BundleFiles, pack};
 use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
@@ -35,15 +35,14 @@ impl Scheduler for EmbeddedScheduler {
         &self,
         _id: &str,
         graph: JobGraph,
-        component: Arc<LoadedComponent>,
-        _component_bytes: Vec<u8>,
+        components: weir_host::JobComponents,
         done: Done,
         _events: Events,
     ) -> Result<Execution, weir_coordinator::error::ApiError> {
         let params = graph.params.clone().into_iter().collect();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.runtime.clone(),
-            component,
+            components,
             params,
             state: weir_worker::state::StateSetup::in_memory(),
             attempt: 0,
@@ -143,11 +142,7 @@ pub fn wordcount_archive() -> Vec<u8> {
         std::fs::read_to_string(weir_tests::workspace_root().join("examples/wordcount/weir.toml"))
             .unwrap();
     let component = std::fs::read(weir_tests::guest("wordcount")).unwrap();
-    pack(&BundleFiles {
-        manifest,
-        component,
-    })
-    .unwrap()
+    pack(&BundleFiles::single(manifest, component)).unwrap()
 }
 
 fn files_under(dir: &Path) -> usize {
@@ -279,10 +274,10 @@ async fn bad_uploads_get_4xx_and_store_nothing() {
         "outside the bundle",
     )
     .await;
-    let wrong_world = pack(&BundleFiles {
-        manifest: manifest.clone(),
-        component: b"\0asm\x0d\0\x01\0".to_vec(),
-    })
+    let wrong_world = pack(&BundleFiles::single(
+        manifest.clone(),
+        b"\0asm\x0d\0\x01\0".to_vec(),
+    ))
     .unwrap();
     error(
         &api,
@@ -292,10 +287,10 @@ async fn bad_uploads_get_4xx_and_store_nothing() {
         "Weir operator world",
     )
     .await;
-    let core = pack(&BundleFiles {
-        manifest: manifest.clone(),
-        component: b"\0asm\x01\0\0\0".to_vec(),
-    })
+    let core = pack(&BundleFiles::single(
+        manifest.clone(),
+        b"\0asm\x01\0\0\0".to_vec(),
+    ))
     .unwrap();
     error(
         &api,
@@ -306,11 +301,7 @@ async fn bad_uploads_get_4xx_and_store_nothing() {
     )
     .await;
     let missing_op = manifest.replace("function = \"count\"", "function = \"tally\"");
-    let archive = pack(&BundleFiles {
-        manifest: missing_op,
-        component: component.clone(),
-    })
-    .unwrap();
+    let archive = pack(&BundleFiles::single(missing_op, component.clone())).unwrap();
     error(
         &api,
         multipart("bundle", &archive),
@@ -319,10 +310,10 @@ async fn bad_uploads_get_4xx_and_store_nothing() {
         "`tally`",
     )
     .await;
-    let archive = pack(&BundleFiles {
-        manifest: "[job]\nname = 3\n".into(),
-        component: component.clone(),
-    })
+    let archive = pack(&BundleFiles::single(
+        "[job]\nname = 3\n".into(),
+        component.clone(),
+    ))
     .unwrap();
     error(
         &api,
@@ -383,11 +374,7 @@ async fn bad_uploads_get_4xx_and_store_nothing() {
 
     // An upload over the limit.
     let small = router(dir.path(), 4096);
-    let big = pack(&BundleFiles {
-        manifest,
-        component,
-    })
-    .unwrap();
+    let big = pack(&BundleFiles::single(manifest, component)).unwrap();
     assert!(big.len() > 4096);
     error(
         &small,
@@ -648,11 +635,7 @@ fn wordcount_archive_with(edit: impl Fn(&str) -> String) -> Vec<u8> {
     let component = std::fs::read(weir_tests::guest("wordcount")).unwrap();
     let edited = edit(&manifest);
     assert_ne!(edited, manifest, "the edit applies");
-    pack(&BundleFiles {
-        manifest: edited,
-        component,
-    })
-    .unwrap()
+    pack(&BundleFiles::single(edited, component)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -752,10 +735,10 @@ async fn a_failed_job_keeps_its_exception_with_the_operator_and_the_guest_messag
         [[source]]\nname = 'lines'\ntype = 'text-file'\npath = '${input}'\n\
         [[operator]]\nname = 'check'\nfunction = 'trap'\n\
         [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '/dev/null'\n";
-    let archive = pack(&BundleFiles {
-        manifest: manifest.into(),
-        component: std::fs::read(weir_tests::guest("test-guests")).unwrap(),
-    })
+    let archive = pack(&BundleFiles::single(
+        manifest.into(),
+        std::fs::read(weir_tests::guest("test-guests")).unwrap(),
+    ))
     .unwrap();
     let (status, body) = call(&api, multipart("bundle", &archive)).await;
     assert_eq!(

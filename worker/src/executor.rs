@@ -300,10 +300,16 @@ impl TaskExecutor for ExecutorService {
             Status::permission_denied(format!("worker `{}`: {e}", self.0.worker_id))
         })?;
         let runtime = self.0.runtime.clone();
-        let component = tokio::task::spawn_blocking(move || runtime.load(&r.component))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(|e| Status::invalid_argument(format!("the component: {e}")))?;
+        let files = r
+            .components
+            .iter()
+            .map(|c| (c.name.clone(), c.wasm.clone()))
+            .collect();
+        let components =
+            tokio::task::spawn_blocking(move || weir_host::JobComponents::load(&runtime, files))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(|e| Status::invalid_argument(format!("the component: {e}")))?;
         let mut at = HashMap::new();
         for p in &r.places {
             let addr = p.data_address.parse().map_err(|e| {
@@ -337,7 +343,7 @@ impl TaskExecutor for ExecutorService {
         state.restore = restore.clone();
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.0.runtime.clone(),
-            component,
+            components,
             params,
             state: state.clone(),
             attempt: r.attempt,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use weir_host::{
-    BatchContext, BatchOutput, LoadedComponent, OperatorError, OperatorInstance, OperatorSpec,
+    BatchContext, BatchOutput, JobComponents, OperatorError, OperatorInstance, OperatorSpec,
     TaskIdent, WasmRuntime,
 };
 use weir_model::codec::StreamCodecs;
@@ -119,13 +119,13 @@ impl StreamOperator for WasmOperator {
     }
 }
 
-/// Creates Wasm operators from one loaded component, handing every operator
-/// the job's parameters and a state backend of the job's kind.
+/// Creates Wasm operators from the job's loaded components, handing every
+/// operator the job's parameters and a state backend of the job's kind.
 pub struct WasmOperatorFactory {
     /// The process's Wasm runtime.
     pub runtime: Arc<WasmRuntime>,
-    /// The job's component.
-    pub component: Arc<LoadedComponent>,
+    /// The job's components.
+    pub components: JobComponents,
     /// The job's parameters.
     pub params: Vec<(String, String)>,
     /// Where its operators keep keyed state.
@@ -144,6 +144,7 @@ impl OperatorFactory for WasmOperatorFactory {
         let job = graph.name.as_str();
         let VertexKind::Operator {
             function,
+            component,
             window,
             key_by,
             builtin,
@@ -191,6 +192,21 @@ impl OperatorFactory for WasmOperatorFactory {
             (Some(b), _) => return crate::builtin::create(b, key_by.as_ref(), ident, backend),
             (None, _) => {}
         }
+        let Some(component) = self.components.get(component) else {
+            return Err(OperatorError {
+                ident,
+                kind: weir_host::ErrorKind::Host,
+                message: format!(
+                    "the job has no component `{component}` (it has: {})",
+                    self.components
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                guest_output: Vec::new(),
+            });
+        };
         let codecs = StreamCodecs::of_job(graph).operator(graph, vertex.id);
         let Some(w) = window else {
             let spec = OperatorSpec {
@@ -202,7 +218,7 @@ impl OperatorFactory for WasmOperatorFactory {
             };
             let instance = OperatorInstance::new(
                 self.runtime.clone(),
-                self.component.clone(),
+                component.clone(),
                 spec,
                 ident,
                 backend,
@@ -211,7 +227,7 @@ impl OperatorFactory for WasmOperatorFactory {
         };
         // A window function: the window operator keeps the windows in the
         // task's backend; the guest's instance needs none of its own.
-        let contents = match self.component.operator(function).map(|o| o.kind) {
+        let contents = match component.operator(function).map(|o| o.kind) {
             Some(OperatorKind::WindowProcess) => Contents::Records,
             _ => Contents::Accumulator,
         };
@@ -224,7 +240,7 @@ impl OperatorFactory for WasmOperatorFactory {
         };
         let instance = OperatorInstance::new(
             self.runtime.clone(),
-            self.component.clone(),
+            component.clone(),
             spec,
             ident.clone(),
             Box::new(weir_state::MemoryStateBackend::new()),

@@ -1,16 +1,35 @@
 //! Bundles: a directory (or a `.weir` archive) with a `weir.toml` manifest
-//! and a component, either built (`[component] path`) or as a Cargo crate
-//! that `weir build` compiles for `wasm32-wasip2`, or a Python project
-//! (`pyproject.toml`) that it builds with componentize-py.
+//! and its components. A component is built already (a `.wasm` file) or an
+//! operator project that `weir build` builds: a Cargo crate (compiled for
+//! `wasm32-wasip2`), a Python project (`pyproject.toml`, built with
+//! componentize-py) or a JavaScript project (`package.json`, bundled with
+//! esbuild and built with jco's QuickJS backend). A bundle of one component names it in `[component]`,
+//! or is itself the project; a job written in several languages names each
+//! in `[components.NAME]`.
 
+mod js;
+mod project;
 mod python;
 mod rust;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use weir_host::{JobComponents, WasmRuntime};
 use weir_model::Manifest;
-use weir_model::bundle::{BundleFiles, COMPONENT_FILE, MANIFEST_FILE, pack, unpack};
+use weir_model::bundle::{
+    BundleFiles, COMPONENT_FILE, COMPONENTS_DIR, DEFAULT_COMPONENT, MANIFEST_FILE, pack, unpack,
+};
+
+/// One component of a bundle.
+pub struct Component {
+    /// Its name in the bundle ([`DEFAULT_COMPONENT`] for a bundle of one).
+    pub name: String,
+    /// Where it came from (for messages).
+    pub path: PathBuf,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
 
 /// A bundle ready to run.
 pub struct Bundle {
@@ -20,10 +39,29 @@ pub struct Bundle {
     pub manifest_text: String,
     /// The parsed manifest.
     pub manifest: Manifest,
-    /// Where the component came from (for messages).
-    pub component_path: PathBuf,
-    /// The component's bytes.
-    pub component: Vec<u8>,
+    /// Its components, in name order.
+    pub components: Vec<Component>,
+}
+
+impl Bundle {
+    /// Load every component into `runtime`; an error names the file.
+    pub fn load(&self, runtime: &WasmRuntime) -> anyhow::Result<JobComponents> {
+        for c in &self.components {
+            runtime
+                .load(&c.bytes)
+                .with_context(|| format!("component {}", c.path.display()))?;
+        }
+        // Loaded components are cached: this only collects them.
+        Ok(JobComponents::load(runtime, self.files())?)
+    }
+
+    /// The components as (name, bytes), for an archive or a job.
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
+        self.components
+            .iter()
+            .map(|c| (c.name.clone(), c.bytes.clone()))
+            .collect()
+    }
 }
 
 fn read_manifest(dir: &Path) -> anyhow::Result<(String, Manifest)> {
@@ -39,8 +77,43 @@ fn read_manifest(dir: &Path) -> anyhow::Result<(String, Manifest)> {
     Ok((text, manifest))
 }
 
-/// Open a bundle directory or archive; build its crate when it has one and
-/// no built component.
+/// The component at `path`: the file itself, or the component built from
+/// the operator project in the directory (when `build`).
+fn component_at(path: &Path, build: bool, shown: &Path) -> anyhow::Result<PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        bail!("the component {} does not exist", path.display());
+    }
+    let language = if path.join("Cargo.toml").is_file() {
+        "rust"
+    } else if path.join("pyproject.toml").is_file() {
+        "python"
+    } else if path.join("package.json").is_file() {
+        "js"
+    } else {
+        bail!(
+            "{} is not an operator project: it has no Cargo.toml, pyproject.toml or package.json",
+            path.display()
+        );
+    };
+    if !build {
+        bail!(
+            "{} has no built component: run `weir build {}`",
+            path.display(),
+            shown.display()
+        );
+    }
+    match language {
+        "rust" => rust::build_crate(path),
+        "python" => python::build(path),
+        _ => js::build(path),
+    }
+}
+
+/// Open a bundle directory or archive; build its operator projects when
+/// `build`.
 pub fn open(path: &Path, build: bool) -> anyhow::Result<Bundle> {
     if path.is_file() {
         return open_archive(path);
@@ -50,49 +123,44 @@ pub fn open(path: &Path, build: bool) -> anyhow::Result<Bundle> {
     }
     let dir = path.canonicalize()?;
     let (manifest_text, manifest) = read_manifest(&dir)?;
-    let component_path = match manifest.component.as_ref().and_then(|c| c.path.as_ref()) {
-        Some(p) => {
-            let c = dir.join(p);
-            if !c.is_file() {
-                bail!("the manifest's component {} does not exist", c.display());
+    let mut wanted: Vec<(String, PathBuf)> = manifest
+        .components
+        .iter()
+        .map(|(name, c)| (name.clone(), dir.join(c.path.as_deref().unwrap_or("."))))
+        .collect();
+    if wanted.is_empty() {
+        let at = match manifest.component.as_ref().and_then(|c| c.path.as_ref()) {
+            Some(p) => dir.join(p),
+            None if ["Cargo.toml", "pyproject.toml", "package.json"]
+                .iter()
+                .any(|f| dir.join(f).is_file()) =>
+            {
+                dir.clone()
             }
-            c
-        }
-        None if dir.join("Cargo.toml").is_file() => {
-            if build {
-                rust::build_crate(&dir)?
-            } else {
-                bail!(
-                    "{} has no built component: run `weir build {}`",
-                    dir.display(),
-                    path.display()
-                );
-            }
-        }
-        None if dir.join("pyproject.toml").is_file() => {
-            if build {
-                python::build(&dir)?
-            } else {
-                bail!(
-                    "{} has no built component: run `weir build {}`",
-                    dir.display(),
-                    path.display()
-                );
-            }
-        }
-        None => bail!(
-            "{} has neither a `[component] path` in its manifest nor an operator project to build one from (Cargo.toml, pyproject.toml)",
-            dir.display()
-        ),
-    };
-    let component = std::fs::read(&component_path)
-        .with_context(|| format!("cannot read {}", component_path.display()))?;
+            None => bail!(
+                "{} has neither a `[component] path` in its manifest nor an operator project to build one from (Cargo.toml, pyproject.toml, package.json)",
+                dir.display()
+            ),
+        };
+        wanted.push((DEFAULT_COMPONENT.to_owned(), at));
+    }
+    let mut components = Vec::new();
+    for (name, at) in wanted {
+        let built = component_at(&at, build, path)
+            .with_context(|| format!("component `{name}` of {}", dir.display()))?;
+        let bytes =
+            std::fs::read(&built).with_context(|| format!("cannot read {}", built.display()))?;
+        components.push(Component {
+            name,
+            path: built,
+            bytes,
+        });
+    }
     Ok(Bundle {
         dir,
         manifest_text,
         manifest,
-        component_path,
-        component,
+        components,
     })
 }
 
@@ -101,11 +169,15 @@ pub fn write_archive(bundle: &Bundle, out: &Path) -> anyhow::Result<()> {
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let files = BundleFiles {
+    std::fs::write(out, archive(bundle)?).with_context(|| format!("cannot write {}", out.display()))
+}
+
+/// The single-file archive of a bundle, in memory.
+pub fn archive(bundle: &Bundle) -> anyhow::Result<Vec<u8>> {
+    Ok(pack(&BundleFiles {
         manifest: bundle.manifest_text.clone(),
-        component: bundle.component.clone(),
-    };
-    std::fs::write(out, pack(&files)?).with_context(|| format!("cannot write {}", out.display()))
+        components: bundle.files(),
+    })?)
 }
 
 /// The largest archive `weir run` unpacks.
@@ -118,11 +190,23 @@ fn open_archive(path: &Path) -> anyhow::Result<Bundle> {
     let manifest =
         Manifest::parse(&files.manifest).with_context(|| format!("in {}", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
+    let single = files.components.len() == 1;
     Ok(Bundle {
         dir,
         manifest_text: files.manifest,
         manifest,
-        component_path: path.join(COMPONENT_FILE),
-        component: files.component,
+        components: files
+            .components
+            .into_iter()
+            .map(|(name, bytes)| Component {
+                path: if single {
+                    path.join(COMPONENT_FILE)
+                } else {
+                    path.join(COMPONENTS_DIR).join(format!("{name}.wasm"))
+                },
+                name,
+                bytes,
+            })
+            .collect(),
     })
 }

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
+
+use super::project::{self, Build, Start};
 
 /// The version of componentize-py the SDK is built and tested with.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -65,9 +66,6 @@ const SDK: &[(&str, &str)] = &[
     ),
 ];
 
-/// The contract.
-const WIT: &str = include_str!("../../../wit/operator.wit");
-
 /// The module componentize-py starts from: it imports the operator module
 /// (which registers the operators) and the export of `list-operators`.
 const APP: &str = "import {module}  # registers the operators\nfrom weir._component import Operators  # noqa: F401\n";
@@ -86,19 +84,6 @@ const RESERVED: &[&str] = &[
     "componentize_py_runtime",
     "componentize_py_async_support",
     "poll_loop",
-];
-
-/// Directories of a project that hold no operator code.
-const SKIPPED: &[&str] = &[
-    ".weir",
-    ".git",
-    ".venv",
-    "venv",
-    "dist",
-    "target",
-    "node_modules",
-    "__pycache__",
-    ".pytest_cache",
 ];
 
 /// The `[tool.weir]` table of a `pyproject.toml`, and the project's name.
@@ -185,52 +170,6 @@ fn module_exists(roots: &[PathBuf], module: &str) -> bool {
     })
 }
 
-/// Every Python file under `root` (not in skipped directories), sorted.
-fn python_files(root: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(root)
-        .with_context(|| format!("cannot list {}", root.display()))?
-        .collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let path = e.path();
-        let name = e.file_name();
-        if e.file_type()?.is_dir() {
-            if !SKIPPED.iter().any(|s| name == *s) {
-                python_files(&path, out)?;
-            }
-        } else if path.extension().is_some_and(|x| x == "py") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// A digest of everything the component is built from.
-fn inputs_digest(roots: &[PathBuf], project: &Project, tool: &str) -> anyhow::Result<String> {
-    let mut h = Sha256::new();
-    for part in [COMPONENTIZE_PY, tool, WIT, &project.module] {
-        h.update(part.len().to_le_bytes());
-        h.update(part.as_bytes());
-    }
-    for (name, text) in SDK {
-        h.update(name.as_bytes());
-        h.update(text.as_bytes());
-    }
-    for root in roots {
-        let mut files = Vec::new();
-        python_files(root, &mut files)?;
-        h.update(root.as_os_str().as_encoded_bytes());
-        for f in files {
-            let bytes =
-                std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
-            h.update(f.as_os_str().as_encoded_bytes());
-            h.update(bytes.len().to_le_bytes());
-            h.update(&bytes);
-        }
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
 /// The componentize-py to build with: `WEIR_COMPONENTIZE_PY`, else the one
 /// `scripts/setup.sh` installs, else the one on the `PATH`.
 fn componentize_py() -> anyhow::Result<PathBuf> {
@@ -252,19 +191,6 @@ fn componentize_py() -> anyhow::Result<PathBuf> {
     )
 }
 
-/// What componentize-py said, without its Rust backtrace.
-fn python_error(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    let mut lines = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("Stack backtrace:") {
-            break;
-        }
-        lines.push(line);
-    }
-    lines.join("\n").trim().to_owned()
-}
-
 /// Build the component of the Python project in `dir`; its path.
 pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
     let project = read_project(dir)?;
@@ -279,34 +205,22 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     let tool = componentize_py()?;
-    let out_dir = dir.join(".weir");
-    let out = out_dir.join("component.wasm");
-    let stamp = out_dir.join("inputs.sha256");
-    let digest = inputs_digest(&roots, &project, &tool.display().to_string())?;
-    if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == digest) {
-        return Ok(out);
-    }
-    // Builds of one project may run at once (tests do): each stages its own
-    // files and replaces the component in one rename.
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let staging = tempfile::Builder::new()
-        .prefix("build-")
-        .tempdir_in(&out_dir)
-        .with_context(|| format!("cannot stage a build in {}", out_dir.display()))?;
-    let stage = staging.path();
-    std::fs::create_dir_all(stage.join("weir"))?;
-    std::fs::create_dir_all(stage.join("wit"))?;
-    for (name, text) in SDK {
-        std::fs::write(stage.join("weir").join(name), text)?;
-    }
-    std::fs::write(stage.join("wit/operator.wit"), WIT)?;
+    let settings = [
+        COMPONENTIZE_PY,
+        &tool.display().to_string(),
+        &project.module,
+    ];
+    let digest = project::digest(&settings, SDK, &roots, &["py"])?;
+    let build = match Build::start(dir, digest, "weir", SDK)? {
+        Start::Built(out) => return Ok(out),
+        Start::Needed(build) => build,
+    };
+    let stage = build.stage();
     std::fs::write(
         stage.join("weir_component_app.py"),
         APP.replace("{module}", &project.module),
     )?;
     std::fs::write(stage.join("operators.py"), RESOURCE)?;
-    let partial = stage.join("component.wasm");
     eprintln!("building the Python component of {} ...", dir.display());
     let mut cmd = Command::new(&tool);
     cmd.arg("-d")
@@ -322,22 +236,12 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
     for root in &roots {
         cmd.arg("-p").arg(root);
     }
-    let output = cmd
-        .arg("-o")
-        .arg(&partial)
-        .output()
-        .with_context(|| format!("cannot run {}", tool.display()))?;
-    if !output.status.success() {
-        bail!(
-            "building the Python component of {} failed:\n{}",
-            dir.display(),
-            python_error(&output.stderr)
-        );
-    }
-    std::fs::rename(&partial, &out)?;
-    std::fs::write(&stamp, &digest)?;
-    drop(staging);
-    Ok(out)
+    cmd.arg("-o").arg(build.partial());
+    project::run(
+        cmd,
+        &format!("building the Python component of {}", dir.display()),
+    )?;
+    build.finish()
 }
 
 #[cfg(test)]
@@ -385,14 +289,5 @@ mod tests {
             let e = format!("{:#}", project(toml).unwrap_err());
             assert!(e.contains(expected), "{toml}: {e}");
         }
-    }
-
-    #[test]
-    fn componentize_py_errors_lose_the_backtrace() {
-        let err = b"Traceback (most recent call last):\n  File \"app.py\", line 1\nSyntaxError: bad\n\nStack backtrace:\n   0: x\n";
-        assert_eq!(
-            python_error(err),
-            "Traceback (most recent call last):\n  File \"app.py\", line 1\nSyntaxError: bad"
-        );
     }
 }

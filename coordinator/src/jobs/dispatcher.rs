@@ -135,36 +135,35 @@ impl Jobs {
         crate::blob::sha256_hex(seed.as_bytes())[..16].to_owned()
     }
 
-    /// Plan the job `request` asks for: its graph, its component and the
-    /// component's bytes.
+    /// Plan the job `request` asks for: its graph and its components.
     async fn plan(
         &self,
         request: &JobRequest,
-    ) -> Result<(JobGraph, Arc<weir_host::LoadedComponent>, Vec<u8>), ApiError> {
+    ) -> Result<(JobGraph, weir_host::JobComponents), ApiError> {
         let files = self.bundles.files(&request.bundle).await?;
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
         let runtime = self.runtime.clone();
-        let bytes = files.component;
-        let (component, bytes) = tokio::task::spawn_blocking(move || (runtime.load(&bytes), bytes))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let component =
-            component.map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+        let files = files.components;
+        let components =
+            tokio::task::spawn_blocking(move || weir_host::JobComponents::load(&runtime, files))
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?
+                .map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
         let submission = Submission {
             params: request.params.clone().into_iter().collect(),
             parallelism: request.parallelism,
             builtin_params: vec![("bundle_dir".into(), ".".into())],
         };
-        let graph = plan(&manifest, &submission, &component.exported())
+        let graph = plan(&manifest, &submission, &components.exported())
             .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
         super::access::check(&self.allowed, &graph)?;
-        Ok((graph, component, bytes))
+        Ok((graph, components))
     }
 
     /// Plan and start a job.
     pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
-        let (graph, component, bytes) = self.plan(&request).await?;
+        let (graph, components) = self.plan(&request).await?;
         let made = super::access::prepare_sinks(&self.allowed, &graph)?;
         let id = self.new_id();
         let info = JobInfo {
@@ -206,7 +205,7 @@ impl Jobs {
         let (started, done, events) = self.follow(&id);
         let execution = self
             .scheduler
-            .start(&id, graph, component, bytes, done, events)
+            .start(&id, graph, components, done, events)
             .await;
 
         let mut entries = self.entries.write().await;
@@ -315,7 +314,7 @@ impl Jobs {
             })
             .await;
         let stopped = format!("the coordinator stopped while attempt {} ran", info.attempt);
-        let (graph, component, bytes) = match planned {
+        let (graph, components) = match planned {
             Ok(p) => p,
             Err(e) => {
                 let why = format!("{stopped}; it cannot resume: {}", e.message);
@@ -346,7 +345,7 @@ impl Jobs {
         };
         let execution = self
             .scheduler
-            .resume(id, graph, component, bytes, done, events, resume)
+            .resume(id, graph, components, done, events, resume)
             .await;
         let mut entries = self.entries.write().await;
         let Some(Lifecycle::Recovering(mut job)) = entries.remove(id) else {

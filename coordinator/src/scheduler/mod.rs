@@ -83,15 +83,14 @@ pub struct Resume {
 /// Runs jobs. It reports the end of a job through `done`.
 #[tonic::async_trait]
 pub trait Scheduler: Send + Sync {
-    /// Start job `id` (`graph`, with `component` and its bytes); call `done`
+    /// Start job `id` (`graph`, with its `components`); call `done`
     /// with the outcome, and `events` when it restarts. Fails (and never
     /// calls `done`) if it cannot start.
     async fn start(
         &self,
         id: &str,
         graph: JobGraph,
-        component: Arc<weir_host::LoadedComponent>,
-        component_bytes: Vec<u8>,
+        components: weir_host::JobComponents,
         done: Done,
         events: Events,
     ) -> Result<Execution, ApiError>;
@@ -105,13 +104,12 @@ pub trait Scheduler: Send + Sync {
         &self,
         id: &str,
         graph: JobGraph,
-        component: Arc<weir_host::LoadedComponent>,
-        component_bytes: Vec<u8>,
+        components: weir_host::JobComponents,
         done: Done,
         events: Events,
         resume: Resume,
     ) -> Result<Execution, ApiError> {
-        let _ = (id, graph, component, component_bytes, done, events, resume);
+        let _ = (id, graph, components, done, events, resume);
         Err(ApiError::unprocessable(
             "cannot_resume",
             "this scheduler cannot resume a job",

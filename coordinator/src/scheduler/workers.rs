@@ -19,7 +19,7 @@ use tonic::Status;
 use weir_model::checkpoint::CheckpointMetadata;
 use weir_model::metrics::JobCounters;
 use weir_model::proto::job_reports_server::JobReportsServer;
-use weir_model::proto::{DeployJobRequest, SubtaskMetrics, SubtaskPlace};
+use weir_model::proto::{DeployJobRequest, JobComponent, SubtaskMetrics, SubtaskPlace};
 use weir_model::{ExecutionGraph, JobGraph};
 
 use super::gateway::{WorkerGateway, cancel_now, cancel_on, executor};
@@ -65,7 +65,7 @@ pub(super) struct Pending {
 pub(super) struct Plan {
     pub(super) graph: JobGraph,
     pub(super) graph_json: String,
-    pub(super) component: Vec<u8>,
+    pub(super) components: Vec<JobComponent>,
     /// The checkpoint storage's URL, when the job takes checkpoints.
     pub(super) storage: Option<String>,
     pub(super) stats: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
@@ -213,13 +213,12 @@ impl Scheduler for Arc<WorkerScheduler> {
         &self,
         id: &str,
         graph: JobGraph,
-        _component: Arc<weir_host::LoadedComponent>,
-        component_bytes: Vec<u8>,
+        components: weir_host::JobComponents,
         done: Done,
         events: Events,
     ) -> Result<Execution, ApiError> {
         let running = self
-            .prepare(id, graph, component_bytes, done, events, 0, 1)
+            .prepare(id, graph, components, done, events, 0, 1)
             .await?;
         if let Err(e) = self.deploy(id, 0, None, Vec::new(), false).await {
             // Nothing half-started: the job was never accepted.
@@ -236,8 +235,7 @@ impl Scheduler for Arc<WorkerScheduler> {
         &self,
         id: &str,
         graph: JobGraph,
-        _component: Arc<weir_host::LoadedComponent>,
-        component_bytes: Vec<u8>,
+        components: weir_host::JobComponents,
         done: Done,
         events: Events,
         resume: Resume,
@@ -256,7 +254,7 @@ impl Scheduler for Arc<WorkerScheduler> {
             .prepare(
                 id,
                 graph,
-                component_bytes,
+                components,
                 done,
                 events,
                 resume.attempt,
@@ -287,7 +285,7 @@ impl WorkerScheduler {
         &self,
         id: &str,
         graph: JobGraph,
-        component_bytes: Vec<u8>,
+        components: weir_host::JobComponents,
         done: Done,
         events: Events,
         attempt: u32,
@@ -316,7 +314,13 @@ impl WorkerScheduler {
         let plan = Arc::new(Plan {
             graph,
             graph_json,
-            component: component_bytes,
+            components: components
+                .iter()
+                .map(|c| JobComponent {
+                    name: c.name.clone(),
+                    wasm: c.bytes.to_vec(),
+                })
+                .collect(),
             storage,
             stats,
             first_checkpoint_id,
@@ -447,7 +451,7 @@ impl WorkerScheduler {
             let request = DeployJobRequest {
                 job_id: id.to_owned(),
                 graph_json: plan.graph_json.clone(),
-                component: plan.component.clone(),
+                components: plan.components.clone(),
                 places: places.clone(),
                 attempt,
                 checkpoint_storage: plan.storage.clone().unwrap_or_default(),

@@ -1,0 +1,26 @@
+// JavaScript operators for Weir's tests: a well-behaved one and the hostile
+// catalogue (an exception, an endless loop, a memory bomb).
+
+import * as weir from 'weir';
+
+weir.map('js-upper', (line) => line.toUpperCase());
+
+function parse(line) {
+  const n = Number(line);
+  if (Number.isNaN(n)) throw new RangeError(`cannot parse record ${JSON.stringify(line)} as a number`);
+  return n;
+}
+
+weir.map('js-throws', function throwing(line) {
+  return parse(line);
+});
+
+weir.map('js-endless', () => {
+  let n = 0;
+  for (;;) n++;
+});
+
+weir.map('js-membomb', () => {
+  const hoard = [];
+  for (;;) hoard.push(new Uint8Array(1 << 20).fill(7));
+});
