@@ -25,6 +25,7 @@
 mod checkpoints;
 mod cluster;
 mod fault_tolerance;
+mod instantiate;
 mod native;
 mod native_window;
 
@@ -129,6 +130,19 @@ enum Bench {
         /// Runs of each variant; the best is reported.
         #[arg(long, default_value_t = 3)]
         runs: u32,
+    },
+    /// The time and resident memory an instance of a component's operator
+    /// takes to start, and the component's load times (one JSON line).
+    Instantiate {
+        /// The component.
+        #[arg(long)]
+        component: PathBuf,
+        /// The operator to start (a stateless one: no window).
+        #[arg(long)]
+        operator: String,
+        /// Instances to start.
+        #[arg(long, default_value_t = 50)]
+        instances: usize,
     },
     /// Word count: Wasm operators vs native operators vs a hand-written loop.
     Wordcount {
@@ -570,6 +584,11 @@ fn main() -> anyhow::Result<()> {
             runs,
             json_too,
         } => rt.block_on(wordcount(words, runs, json_too)),
+        Bench::Instantiate {
+            component,
+            operator,
+            instances,
+        } => instantiate::run(&component, &operator, instances),
         Bench::Shuffle {
             records,
             value_bytes,

@@ -4,6 +4,7 @@ mod bundle;
 mod client;
 mod limits;
 mod local;
+mod new;
 mod progress;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
@@ -53,6 +54,15 @@ enum Command {
         /// `rocksdb`.
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
         state_backend: StateBackendKind,
+    },
+    /// Create an operator project to start from: a word count with a
+    /// manifest, a test and a sample input that `weir run` runs as it is.
+    New {
+        /// The project's directory (its last part names it).
+        path: PathBuf,
+        /// The language of its operators.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: new::Lang,
     },
     /// Build a bundle's component and its single-file archive (dist/<job>.weir).
     Build {
@@ -608,6 +618,7 @@ fn main() {
                     state_backend,
                 ))
             }),
+        Command::New { path, lang } => new::create(&path, lang),
         Command::Build { bundle } => build(&bundle),
         Command::Local {
             server,

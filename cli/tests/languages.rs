@@ -385,3 +385,63 @@ fn a_job_of_rust_python_and_javascript_operators_runs_as_one() {
         ]
     );
 }
+
+#[test]
+fn weir_new_makes_a_project_that_runs_as_it_is_in_every_language() {
+    let dir = tempfile::tempdir().unwrap();
+    for lang in ["python", "js", "rust"] {
+        let project = dir.path().join(format!("hello-{lang}"));
+        let project = project.to_str().unwrap();
+        let out = weir(&["new", project, "--lang", lang], Duration::from_secs(30));
+        assert!(out.status.success(), "{}", said(&out));
+        assert!(
+            said(&out).contains(&format!("weir run {project}")),
+            "{}",
+            said(&out)
+        );
+        let output = dir.path().join(format!("{lang}.jsonl"));
+        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["run", project, "--param"])
+            .arg(format!("output={}", output.display()))
+            // The project's Cargo.lock pins what the workspace has: no
+            // registry needed.
+            .env("CARGO_NET_OFFLINE", "true")
+            .env(
+                "WEIR_CACHE_DIR",
+                std::env::temp_dir().join("weir-cli-tests-cache"),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = common::finish_within(child, Duration::from_secs(600), "weir run");
+        assert!(out.status.success(), "{lang}: {}", said(&out));
+        let mut last = BTreeMap::new();
+        for r in json_lines(&output) {
+            last.insert(
+                r["word"].as_str().unwrap().to_owned(),
+                r["count"].as_u64().unwrap(),
+            );
+        }
+        assert_eq!(last.get("the"), Some(&4), "{lang}: {last:?}");
+        assert_eq!(last.get("fox"), Some(&2), "{lang}: {last:?}");
+        assert_eq!(last.len(), 10, "{lang}: {last:?}");
+    }
+    // A project that is there already, or a name no language takes.
+    let out = weir(
+        &[
+            "new",
+            dir.path().join("hello-js").to_str().unwrap(),
+            "--lang",
+            "js",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success() && said(&out).contains("is there already"));
+    let out = weir(
+        &["new", dir.path().join("Bad Name").to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success() && said(&out).contains("cannot name a project"));
+}

@@ -1,0 +1,52 @@
+"""The language benchmark's operators in Python, as a user writes them: the
+same names and results as bench/operators (Rust) and ../js."""
+
+import re
+
+import weir
+
+WORD = re.compile(r"[^\W_]+")
+
+
+@weir.flat_map("q1")
+def q1(e):
+    """SELECT id, k, 0.908 * price, price * 2 ... WHERE MOD(id, 2) = 0"""
+    if e["id"] % 2 == 0:
+        yield {"id": e["id"], "k": e["k"], "dollars": 0.908 * e["price"], "doubled": e["price"] * 2}
+
+
+@weir.map("q0")
+def q0(e):
+    """A stateless map: every event, decoded and encoded again."""
+    return e
+
+
+@weir.flat_map("split-words")
+def split_words(line):
+    return [w.lower() for w in WORD.findall(line)]
+
+
+@weir.keyed_process("count")
+class Count(weir.KeyedProcess):
+    def open(self, ctx):
+        self.count = ctx.value_state("count")
+
+    def process(self, word, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield {"word": word, "count": n}
+
+
+@weir.window_aggregate("windowed-count")
+class WindowedCount(weir.Aggregate):
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, acc):
+        return acc + 1
+
+    def merge(self, a, b):
+        return a + b
+
+    def get_result(self, acc, window):
+        return {"k": window.key, "window_start": window.start, "window_end": window.end, "n": acc}
