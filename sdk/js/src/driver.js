@@ -66,14 +66,16 @@ export class Instance {
     const handOver = (side, batch) => (side == null ? this.host.emit(batch) : this.host.emitSide(side, batch));
     const pending = new Pending(this.codecs, watermark, processingTime, handOver);
     const ctx = new Context(pending, this.cache);
+    let changes;
     try {
       for (const item of items) each(item, pending, ctx);
+      this.cache.setKey(null);
+      changes = this.cache.take();
     } catch (e) {
       this.cache.discard();
       throw new OperatorError(describe(this.name, e));
     }
-    this.cache.setKey(null);
-    const { puts, ops } = this.cache.take();
+    const { puts, ops } = changes;
     const host = this.host;
     if (pending.outputs.length) host.emit(pending.outputs);
     for (const [name, batch] of pending.side) if (batch.length) host.emitSide(name, batch);

@@ -163,9 +163,8 @@ export class ValueState {
   /** Set the current key's value (null clears it). */
   update(value) {
     const c = this.cache;
-    const id = c.current();
-    if (value != null) encode(c.codec, value);
-    c.values[this.slot].set(id, { kind: DECODED, value: value ?? null, dirty: true, key: c.key });
+    // Encoded once, when the batch ends.
+    c.values[this.slot].set(c.current(), { kind: DECODED, value: value ?? null, dirty: true, key: c.key });
   }
 
   /** Remove the current key's value. */

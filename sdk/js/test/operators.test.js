@@ -209,3 +209,19 @@ test('sliding windows and sessions', () => {
   ]);
   assert.throws(() => new Harness('t-count'), /no `window`/);
 });
+
+test('a value state that cannot be encoded fails the call', () => {
+  weir.keyedProcess('t-unencodable', class {
+    open(ctx) {
+      this.v = ctx.valueState('v');
+    }
+    process(r, ctx) {
+      this.v.update(r === 'bad' ? () => 1 : r);
+      ctx.emit(r);
+    }
+  });
+  const h = new Harness('t-unencodable', { msgpack: true });
+  assert.deepEqual(h.process('ok', { key: 'k' }), ['ok']);
+  assert.throws(() => h.process('bad', { key: 'k' }), /operator `t-unencodable`: CodecError: cannot encode/);
+  assert.deepEqual(h.process('again', { key: 'k' }), ['again']);
+});

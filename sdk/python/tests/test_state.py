@@ -130,3 +130,20 @@ def test_a_failed_batch_leaves_state_as_it_was():
     with pytest.raises(weir.OperatorError, match="RuntimeError: boom"):
         h.process("boom", key="k")
     assert h.process("ok", key="k") == [2]
+
+
+def test_a_value_state_that_cannot_be_encoded_fails_the_call():
+    @weir.keyed_process("s-unencodable")
+    class Unencodable(weir.KeyedProcess):
+        def open(self, ctx):
+            self.v = ctx.value_state("v")
+
+        def process(self, record, ctx):
+            self.v.update(object() if record == "bad" else record)
+            yield record
+
+    h = Harness("s-unencodable", msgpack=True)
+    assert h.process("ok", key="k") == ["ok"]
+    with pytest.raises(weir.OperatorError, match="operator `s-unencodable`: CodecError: cannot encode"):
+        h.process("bad", key="k")
+    assert h.process("again", key="k") == ["again"]

@@ -78,11 +78,11 @@ class Instance:
         try:
             for item in items:
                 each(item, pending, ctx)
+            self.cache.key = None
+            puts, ops = self.cache.take()
         except Exception as e:
             self.cache.discard()
             raise OperatorError(describe(self.name, e)) from None
-        self.cache.key = None
-        puts, ops = self.cache.take()
         host = self.host
         if len(pending.outputs):
             host.emit(pending.outputs)

@@ -176,12 +176,8 @@ class ValueState(Generic[T]):
     def update(self, value: Optional[T]) -> None:
         """Set the current key's value (``None`` clears it)."""
         cache = self._cache
-        key = cache.current()
-        if value is not None:
-            # Fail here, with the operator's line in the traceback, rather
-            # than when the batch ends.
-            _codec.encode(cache.codec, value)
-        cache.values[self._slot][key] = [_DECODED, value, True]
+        # Encoded once, when the batch ends.
+        cache.values[self._slot][cache.current()] = [_DECODED, value, True]
 
     def clear(self) -> None:
         """Remove the current key's value."""
