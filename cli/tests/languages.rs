@@ -12,20 +12,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Run `weir args…` in the workspace's root, for at most `limit`.
 fn weir(args: &[&str], limit: Duration) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+    let child = common::command()
         .args(args)
         .current_dir(common::root())
-        .env(
-            "WEIR_CACHE_DIR",
-            std::env::temp_dir().join("weir-cli-tests-cache"),
-        )
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -178,48 +173,77 @@ fn hostile_job(dir: &Path, language: &str, function: &str) -> PathBuf {
     bundle
 }
 
-#[test]
-fn a_python_exception_fails_the_job_with_its_message_and_traceback() {
+/// Run the job of the hostile guest `function` in `language` with
+/// `args`; it fails, saying each of `expected`. What it said.
+fn fails_saying(language: &str, function: &str, args: &[&str], expected: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = hostile_job(dir.path(), "python", "py-raises");
-    let out = weir(&["run", bundle.to_str().unwrap()], Duration::from_secs(120));
+    let bundle = hostile_job(dir.path(), language, function);
+    let mut run = vec!["run", bundle.to_str().unwrap()];
+    run.extend_from_slice(args);
+    let out = weir(&run, Duration::from_secs(120));
     let said = said(&out);
     assert!(!out.status.success(), "{said}");
-    for expected in [
-        "operator `guest`, subtask 0 failed",
-        "ValueError: cannot parse record",
-        "as a number",
-        "Traceback (most recent call last):",
-        "File \"guests.py\", line",
-        "in raises",
-    ] {
-        assert!(said.contains(expected), "missing {expected:?} in:\n{said}");
+    for e in expected {
+        assert!(said.contains(e), "{function}: missing {e:?} in:\n{said}");
+    }
+    said
+}
+
+#[test]
+fn forty_python_and_forty_javascript_subtasks_run_in_one_process() {
+    // Instances of the big engines come from the host's pool, each
+    // pre-initialized: forty of each start in one process.
+    let dir = tempfile::tempdir().unwrap();
+    for (language, function) in [("python", "py-upper"), ("js", "js-upper")] {
+        let bundle = hostile_job(dir.path(), language, function);
+        let out = weir(
+            &["run", bundle.to_str().unwrap(), "--parallelism", "40"],
+            Duration::from_secs(300),
+        );
+        assert!(out.status.success(), "{language}: {}", said(&out));
+        let upper = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(upper.lines().count(), 10, "{upper}");
+        assert!(upper.lines().all(|l| l == l.to_uppercase()), "{upper}");
     }
 }
 
 #[test]
+fn a_python_exception_fails_the_job_with_its_message_and_traceback() {
+    fails_saying(
+        "python",
+        "py-raises",
+        &[],
+        &[
+            "operator `guest`, subtask 0 failed",
+            "ValueError: cannot parse record",
+            "as a number",
+            "Traceback (most recent call last):",
+            "File \"guests.py\", line",
+            "in raises",
+        ],
+    );
+}
+
+#[test]
 fn a_javascript_exception_fails_the_job_with_its_message_and_stack() {
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = hostile_job(dir.path(), "js", "js-throws");
-    let out = weir(&["run", bundle.to_str().unwrap()], Duration::from_secs(120));
-    let said = said(&out);
-    assert!(!out.status.success(), "{said}");
-    for expected in [
-        "operator `guest`, subtask 0 failed",
-        "RangeError: cannot parse record",
-        "as a number",
-        "    at parse (.weir/bundle.js:",
-        "    at throwing (.weir/bundle.js:",
-    ] {
-        assert!(said.contains(expected), "missing {expected:?} in:\n{said}");
-    }
+    let said = fails_saying(
+        "js",
+        "js-throws",
+        &[],
+        &[
+            "operator `guest`, subtask 0 failed",
+            "RangeError: cannot parse record",
+            "as a number",
+            "    at parse (.weir/bundle.js:",
+            "    at throwing (.weir/bundle.js:",
+        ],
+    );
     // The SDK's frames are left out.
     assert!(!said.contains("weirSdk"), "{said}");
 }
 
 #[test]
 fn endless_loops_are_stopped_by_the_deadline_and_memory_bombs_by_the_cap() {
-    let dir = tempfile::tempdir().unwrap();
     for (language, function, says) in [
         ("python", "py-endless", "call deadline of 3000 ms"),
         (
@@ -230,25 +254,8 @@ fn endless_loops_are_stopped_by_the_deadline_and_memory_bombs_by_the_cap() {
         ("js", "js-endless", "call deadline of 3000 ms"),
         ("js", "js-membomb", "linear memory; the limit is 268435456"),
     ] {
-        let bundle = hostile_job(dir.path(), language, function);
-        let out = weir(
-            &[
-                "run",
-                bundle.to_str().unwrap(),
-                "--call-timeout-ms",
-                "3000",
-                "--memory-limit-mib",
-                "256",
-            ],
-            Duration::from_secs(120),
-        );
-        let said = said(&out);
-        assert!(!out.status.success(), "{said}");
-        assert!(
-            said.contains(says),
-            "{function}: missing {says:?} in:\n{said}"
-        );
-        assert!(said.contains("operator `guest`"), "{said}");
+        let limits = ["--call-timeout-ms", "3000", "--memory-limit-mib", "256"];
+        fails_saying(language, function, &limits, &[says, "operator `guest`"]);
     }
 }
 
@@ -400,17 +407,12 @@ fn weir_new_makes_a_project_that_runs_as_it_is_in_every_language() {
             said(&out)
         );
         let output = dir.path().join(format!("{lang}.jsonl"));
-        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        let child = common::command()
             .args(["run", project, "--param"])
             .arg(format!("output={}", output.display()))
             // The project's Cargo.lock pins what the workspace has: no
             // registry needed.
             .env("CARGO_NET_OFFLINE", "true")
-            .env(
-                "WEIR_CACHE_DIR",
-                std::env::temp_dir().join("weir-cli-tests-cache"),
-            )
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -98,12 +98,15 @@ impl WasmRuntime {
         }
         let n = config.max_instances.max(1);
         let mut pool = PoolingAllocationConfig::default();
-        // A component holds several core instances and tables; a Rust guest
-        // has one memory, runtimes for other languages a few.
+        // A component holds several core instances and tables: a Rust
+        // guest 3 core instances and one memory, a Python one
+        // (componentize-py) 14 core instances and several memories. Every
+        // instance may be of the largest kind (slots are address space and
+        // bookkeeping, not memory in use).
         pool.total_component_instances(n)
-            .total_core_instances(n * 8)
-            .total_memories(n * 2)
-            .total_tables(n * 8)
+            .total_core_instances(n * 16)
+            .total_memories(n * 4)
+            .total_tables(n * 16)
             .max_memory_size(config.memory_limit_bytes as usize);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine =

@@ -106,6 +106,17 @@ pub fn root() -> std::path::PathBuf {
         .to_path_buf()
 }
 
+/// The `weir` binary as the tests run it: their component cache, no stdin.
+pub fn command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    c.env(
+        "WEIR_CACHE_DIR",
+        std::env::temp_dir().join("weir-cli-tests-cache"),
+    )
+    .stdin(Stdio::null());
+    c
+}
+
 /// Run `weir args…` to its end in the workspace's root.
 pub fn weir(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_weir"))
