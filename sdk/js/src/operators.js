@@ -12,10 +12,12 @@ function checkName(kind, name) {
   }
 }
 
-function register(kind, contract, name, target, make, flags = {}) {
+const isWindow = (contract) => contract === 'window' || contract === 'window-process';
+
+function register(kind, contract, name, target, make) {
   checkName(kind, name);
   if (REGISTRY.has(name)) throw new Error(`two operators are named \`${name}\``);
-  REGISTRY.set(name, { name, kind: contract, target, make, keyed: !!flags.keyed, window: !!flags.window });
+  REGISTRY.set(name, { name, kind: contract, target, make, keyed: contract === 'keyed-process', window: isWindow(contract) });
   return target;
 }
 
@@ -35,20 +37,20 @@ function fn(kind, contract, handler) {
   };
 }
 
-function cls(kind, contract, required, handler, flags = {}) {
+function cls(kind, contract, required, handler) {
   return (name, Cls) => {
     checkName(kind, name);
     if (typeof Cls !== 'function' || typeof Cls.prototype?.[required] !== 'function') {
       throw new TypeError(`weir.${kind}(${JSON.stringify(name)}, Class) needs a class with a \`${required}\` method`);
     }
     return register(kind, contract, name, Cls, (ctx) => {
-      if (flags.window && ctx.window == null) {
+      if (isWindow(contract) && ctx.window == null) {
         throw new Error('this is a window function, but the job gives it no `window` in its manifest');
       }
       const op = new Cls();
       if (typeof op.open === 'function') op.open(ctx);
       return handler(op);
-    }, flags);
+    });
   };
 }
 
@@ -142,10 +144,10 @@ export const timestamps = fn('timestamps', 'timestamp-assigner', timestampsHandl
 export const process = cls('process', 'flat-map', 'process', processHandler);
 /** A keyed process function: a class with `process(value, ctx)`, optionally
  * `open(ctx)` (declare state there) and `onTimer(time, domain, ctx)`. */
-export const keyedProcess = cls('keyedProcess', 'keyed-process', 'process', processHandler, { keyed: true });
+export const keyedProcess = cls('keyedProcess', 'keyed-process', 'process', processHandler);
 /** A window aggregate: a class with `createAccumulator()`, `add(value, acc)`,
  * `merge(a, b)` and `getResult(acc, window)`. */
-export const windowAggregate = cls('windowAggregate', 'window', 'getResult', aggregateHandler, { window: true });
+export const windowAggregate = cls('windowAggregate', 'window', 'getResult', aggregateHandler);
 /** A process-window function: a class with `process(window, elements)`
  * returning (or yielding) the window's results. */
-export const windowProcess = cls('windowProcess', 'window-process', 'process', processWindowHandler, { window: true });
+export const windowProcess = cls('windowProcess', 'window-process', 'process', processWindowHandler);

@@ -102,9 +102,11 @@ def test_a_failed_call_emits_nothing():
     @weir.flat_map("t-half")
     def half(n):
         yield n
-        raise ValueError("after one output")
+        if n == 1:
+            raise ValueError("after one output")
 
     h = Harness("t-half")
     with pytest.raises(weir.OperatorError, match="after one output"):
         h.process(1)
-    assert h.process.__self__ is h  # the harness goes on
+    # The failed call's output was discarded, not handed on with the next.
+    assert h.process(2) == [2]

@@ -4,7 +4,7 @@ or window, :class:`OpenContext` when it is created."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import codec as _codec
@@ -77,12 +77,8 @@ class Codecs:
 
     input: str = _codec.JSON
     output: str = _codec.JSON
-    side_outputs: Dict[str, str] = None  # type: ignore[assignment]
+    side_outputs: Dict[str, str] = field(default_factory=dict)
     state: str = _codec.JSON
-
-    def __post_init__(self) -> None:
-        if self.side_outputs is None:
-            self.side_outputs = {}
 
 
 class Pending:

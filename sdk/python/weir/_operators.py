@@ -91,14 +91,22 @@ class Entry:
     make one for a subtask."""
 
     def __init__(self, name: str, kind: str, make: Callable[[OpenContext], "Handler"],
-                 target: Any, keyed: bool = False, window: bool = False) -> None:
+                 target: Any) -> None:
         self.name = name
         #: The decorated function or class.
         self.target = target
         self.kind = kind
         self.make = make
-        self.keyed = keyed
-        self.window = window
+
+    @property
+    def keyed(self) -> bool:
+        """Whether it keeps keyed state (a keyed process)."""
+        return self.kind == "keyed-process"
+
+    @property
+    def window(self) -> bool:
+        """Whether it is a window function."""
+        return self.kind in ("window", "window-process")
 
 
 #: The operators of this component, by name, in registration order.
@@ -249,8 +257,7 @@ def _function(kind: str, contract: str, handler: type) -> Callable[[str], Callab
     return decorator
 
 
-def _class(kind: str, contract: str, base: type, handler: type, keyed: bool = False,
-           window: bool = False) -> Callable[[str], Callable]:
+def _class(kind: str, contract: str, base: type, handler: type) -> Callable[[str], Callable]:
     def decorator(name: str) -> Callable:
         _named(kind, name)
 
@@ -259,7 +266,7 @@ def _class(kind: str, contract: str, base: type, handler: type, keyed: bool = Fa
                 raise TypeError(f"@weir.{kind}({name!r}) decorates a subclass of weir.{base.__name__}")
 
             def make(ctx: OpenContext) -> Handler:
-                if window and ctx.window is None:
+                if contract in ("window", "window-process") and ctx.window is None:
                     raise ValueError(
                         "this is a window function, but the job gives it no `window` in its manifest"
                     )
@@ -267,7 +274,7 @@ def _class(kind: str, contract: str, base: type, handler: type, keyed: bool = Fa
                 op.open(ctx)
                 return handler(op)
 
-            _register(Entry(name, contract, make, cls, keyed=keyed, window=window))
+            _register(Entry(name, contract, make, cls))
             return cls
 
         return register
@@ -281,7 +288,6 @@ flat_map = _function("flat_map", "flat-map", _FlatMap)
 filter = _function("filter", "filter", _Filter)
 timestamps = _function("timestamps", "timestamp-assigner", _Timestamps)
 process = _class("process", "flat-map", Process, _Process)
-keyed_process = _class("keyed_process", "keyed-process", KeyedProcess, _Process, keyed=True)
-window_aggregate = _class("window_aggregate", "window", Aggregate, _Aggregate, window=True)
-window_process = _class("window_process", "window-process", ProcessWindow, _ProcessWindow,
-                        window=True)
+keyed_process = _class("keyed_process", "keyed-process", KeyedProcess, _Process)
+window_aggregate = _class("window_aggregate", "window", Aggregate, _Aggregate)
+window_process = _class("window_process", "window-process", ProcessWindow, _ProcessWindow)

@@ -20,7 +20,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import codec as _codec
-from ._batch import OutBatch
+from ._batch import OutBatch, unpack
 from ._context import Codecs, TimeDomain, WindowSpec
 from ._driver import Instance, OperatorError
 from ._operators import REGISTRY
@@ -102,8 +102,6 @@ class _MemoryHost:
 
     def commit(self) -> Tuple[list, Dict[str, list]]:
         """Apply the staged effects; the main and side outputs' records."""
-        from ._batch import unpack
-
         main: list = []
         side: Dict[str, list] = {}
         for what, arg in self.staged:
