@@ -16,7 +16,7 @@ python="${WEIR_TOOLCHAINS:-$HOME/.cache/weir/toolchains}/python/bin/python"
 for example in examples/python-wordcount examples/mixed/python; do
     (cd "$example" && PYTHONPATH="$root/sdk/python" "$python" -m pytest -q -p no:cacheprovider)
 done
-node --test sdk/js/test/
+node --test sdk/js/test/*.test.js
 for example in examples/js-fraud examples/mixed/js; do
     # The SDK as the examples' `weir` package: a link, made offline.
     [ -e "$example/node_modules/weir" ] || npm ci --prefix "$example" --no-audit --no-fund --loglevel=error

@@ -190,7 +190,14 @@ pub fn describe(job: &JobInfo, metrics: Option<&JobMetrics>) -> String {
             if job.restarts == 1 { "" } else { "s" }
         ));
         for e in &job.exceptions {
-            out.push_str(&format!("  attempt {}: {}\n", e.attempt, e.message));
+            if e.count > 1 {
+                out.push_str(&format!(
+                    "  attempts {}-{} ({} times): {}\n",
+                    e.attempt, e.last_attempt, e.count, e.message
+                ));
+            } else {
+                out.push_str(&format!("  attempt {}: {}\n", e.attempt, e.message));
+            }
         }
     }
     for v in &job.vertices {

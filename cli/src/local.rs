@@ -33,6 +33,9 @@ pub fn default_data_dir() -> PathBuf {
 
 /// How the coordinator serves.
 pub struct ServeOptions {
+    /// Host names the REST API answers to, besides IP addresses and
+    /// localhost.
+    pub public_names: Vec<String>,
     /// REST address.
     pub listen: String,
     /// gRPC address for workers.
@@ -154,6 +157,8 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     warn_clear_text(o.tls.as_ref(), &[&o.listen, &o.rpc_listen]).await;
     std::fs::create_dir_all(&o.data_dir)
         .with_context(|| format!("cannot create {}", o.data_dir.display()))?;
+    // Held until the coordinator stops: one coordinator per data directory.
+    let _lock = weir_coordinator::data_dir::DataDirLock::take(&o.data_dir)?;
     let allowed = AllowedDirs::new(&o.allow_dirs)?;
     let runtime = WasmRuntime::new(o.host)?;
     let blobs = BlobStore::local(&o.data_dir.join("blobs"))?;
@@ -245,6 +250,13 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
         slots,
         max_upload: o.max_upload,
         tokens: tokens.clone(),
+        // An open API checks the host each request names (a page on a
+        // rebound domain cannot drive it); one with tokens needs none.
+        hosts: Arc::new(if tokens.is_open() {
+            weir_coordinator::auth::AllowedHosts::new(o.public_names)
+        } else {
+            weir_coordinator::auth::AllowedHosts::any()
+        }),
     });
     // Jobs that ran when the coordinator stopped resume as workers
     // register again.

@@ -189,6 +189,13 @@ struct ServerArgs {
     /// After how long without a heartbeat a worker is removed, in ms.
     #[arg(long, default_value_t = 10_000)]
     heartbeat_timeout_ms: u64,
+    /// On an open API (no tokens), a host name the REST API and dashboard
+    /// are reached by (a DNS name of this machine, or of a proxy in front
+    /// of it); repeat for several. Requests naming any other host than
+    /// these, an IP address or localhost are refused, so a web page whose
+    /// domain was pointed at this machine (DNS rebinding) cannot drive it.
+    #[arg(long = "public-name", value_name = "NAME")]
+    public_names: Vec<String>,
     #[command(flatten)]
     access: AccessArgs,
 }
@@ -290,6 +297,7 @@ impl ServerArgs {
             }
         });
         Ok(local::ServeOptions {
+            public_names: self.public_names,
             allow_dirs,
             tokens,
             tls,
@@ -364,7 +372,9 @@ async fn run(
         parallelism,
         builtin_params: vec![("bundle_dir".into(), bundle.dir.display().to_string())],
     };
-    let graph = weir_coordinator::plan(&bundle.manifest, &submission, &components.exported())?;
+    let mut graph = weir_coordinator::plan(&bundle.manifest, &submission, &components.exported())?;
+    // Every subtask cuts its file's split from the size it has now.
+    graph.fix_file_sizes();
     let params = graph.params.clone().into_iter().collect();
     // RocksDB state of this run lives in a directory of its own, removed
     // when the run ends.

@@ -6,7 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{job_info, job_until, start, urls, weir};
+use common::{
+    checkpoints_until, committed, exactly_once, job_info, job_until, start, submit, urls, weir,
+};
 
 use weir_coordinator::slot_manager::ClusterInfo;
 
@@ -123,30 +125,6 @@ async fn start_three_workers(
     let w3 = start_worker(dir, "w3", &rpc);
     wait_until(&rest, "three workers register", |c| c.workers.len() == 3).await;
     (coordinator, vec![w1, w2, w3], rest, rpc)
-}
-
-/// The lines an exactly-once file sink committed: those of the part files
-/// in view in the directory `output` (hidden in-progress files aside), and
-/// how many part files there were.
-fn committed(output: &std::path::Path) -> (Vec<serde_json::Value>, usize) {
-    let mut lines = Vec::new();
-    let mut parts = 0;
-    for entry in std::fs::read_dir(output).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        assert!(
-            name.starts_with("part-") && name.ends_with(".jsonl"),
-            "{name}"
-        );
-        parts += 1;
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
-            lines.push(serde_json::from_str(line).unwrap());
-        }
-    }
-    (lines, parts)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -598,6 +576,11 @@ async fn checkpoints_complete_incrementally_and_only_retained_files_stay() {
     for s in &completed {
         // 4 tasks of parallelism 2... chained: lines+split, count+counts.
         assert_eq!((s.acknowledged, s.total), (4, 4), "{s:?}");
+    }
+    // The newest is the final checkpoint, taken when every subtask had
+    // finished: it holds no keyed state (nothing can reach it any more).
+    assert_eq!(completed[0].state_bytes, 0, "{:?}", completed[0]);
+    for s in &completed[1..] {
         assert!(s.state_bytes > 0, "{s:?}");
         let count = s.vertices.iter().find(|v| v.name == "count").unwrap();
         assert!(count.state_bytes > 0, "{s:?}");
@@ -748,36 +731,6 @@ async fn a_killed_worker_restarts_the_job_from_its_latest_checkpoint() {
     });
 }
 
-/// The committed output of an exactly-once file sink (the part files in
-/// view in the directory `output`): for every word, each count from 1 to
-/// its total exactly once, and the totals add up to `total`. `read` takes a
-/// line's word and count.
-fn exactly_once(
-    output: &std::path::Path,
-    total: u64,
-    read: impl Fn(&serde_json::Value) -> (String, u64),
-) {
-    let mut counts = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    let (lines, parts) = committed(output);
-    for line in &lines {
-        let (word, count) = read(line);
-        counts.entry(word).or_default().push(count);
-    }
-    assert!(parts > 1, "parts committed with the checkpoints");
-    let mut sum = 0;
-    for (word, mut seen) in counts {
-        seen.sort_unstable();
-        let n = seen.len() as u64;
-        assert_eq!(
-            seen,
-            (1..=n).collect::<Vec<_>>(),
-            "`{word}`: each count once"
-        );
-        sum += n;
-    }
-    assert_eq!(sum, total, "nothing lost, nothing twice");
-}
-
 /// A guest that traps at a chosen record on the first attempt only: the
 /// job restarts from its latest checkpoint (the failure, with the guest's
 /// message, in its history), and its counts come out exact.
@@ -860,31 +813,6 @@ fn kill_worker(workers: &mut Vec<common::Proc>, victim: &str) {
     killed.0.wait().unwrap();
 }
 
-/// Poll job `id`'s checkpoints until `ok` holds (a minute at most).
-async fn checkpoints_until(
-    rest: &str,
-    id: &str,
-    ok: impl Fn(&weir_coordinator::checkpoint::CheckpointStats) -> bool,
-) -> weir_coordinator::checkpoint::CheckpointStats {
-    let started = Instant::now();
-    loop {
-        let c = reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if ok(&c) {
-            return c;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "checkpoints of job {id}: {c:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A bundle of the test guests: words from a generator through `fail-once`
 /// (which panics at its subtask's `fail_at`-th line on the first
 /// `fail_attempts` attempts), counted per word into the exactly-once file
@@ -941,7 +869,15 @@ async fn a_job_whose_restarts_are_used_up_fails_with_every_failure_listed() {
     let ended = job_until(&rest, &id, "the job fails", |j| j.state.is_terminal()).await;
     assert_eq!(ended.state, JobState::Failed, "{ended:#?}");
     assert_eq!((ended.attempt, ended.restarts), (2, 2), "{ended:#?}");
-    let attempts: Vec<u32> = ended.exceptions.iter().map(|e| e.attempt).collect();
+    // Each attempt's failure, the same ones grouped with their count.
+    let attempts: Vec<u32> = ended
+        .exceptions
+        .iter()
+        .flat_map(|e| {
+            assert_eq!(e.count, e.last_attempt - e.attempt + 1, "{e:?}");
+            e.attempt..=e.last_attempt
+        })
+        .collect();
     assert_eq!(attempts, [0, 1, 2], "{:#?}", ended.exceptions);
     assert!(
         ended
@@ -954,14 +890,97 @@ async fn a_job_whose_restarts_are_used_up_fails_with_every_failure_listed() {
     assert!(ended.error.unwrap().contains("injected failure"));
 }
 
+/// The newest retained checkpoint of job `id` in the checkpoint storage
+/// `storage` (under `root`): its id, and the path of one of its state files.
+fn newest_checkpoint(
+    root: &std::path::Path,
+    storage: &std::path::Path,
+) -> (u64, std::path::PathBuf) {
+    let mut all: Vec<weir_model::checkpoint::CheckpointMetadata> = walk(storage)
+        .into_iter()
+        .filter(|p| p.ends_with("_metadata"))
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect();
+    all.sort_by_key(|m| m.id);
+    let m = all.pop().expect("a completed checkpoint");
+    let file = m.files().next().expect("keyed state").path.clone();
+    (m.id, root.join(file))
+}
+
 /// The newest checkpoint cannot be read when the job restarts (a file of it
-/// corrupt, then one missing): each is reported, the previous completed
-/// checkpoint is restored instead, and the committed output is exact.
+/// corrupt): its output may have been committed, so restoring an older one
+/// would write that stretch twice. By default the job fails instead,
+/// naming both checkpoints, and what was committed stays as it was: each
+/// count at most once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_newest_checkpoint_fails_the_job_rather_than_duplicate_committed_output() {
+    use weir_coordinator::jobs::JobState;
+
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster {
+        coordinator: _coordinator,
+        w1: _w1,
+        w2: _w2,
+        rest,
+        ..
+    } = start_cluster(dir.path(), "5000").await;
+    let output = dir.path().join("out");
+    let bundle = failing_bundle(
+        dir.path(),
+        "lost",
+        16_000,
+        (2000, 2),
+        &output,
+        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
+    );
+    let id = submit(&rest, &bundle);
+    let root = dir.path().join("coordinator/checkpoints");
+    let storage = root.join(&id);
+    job_until(&rest, &id, "restarting", |j| {
+        j.restarts == 1 && j.state == JobState::Restarting
+    })
+    .await;
+    let (checkpoint, file) = newest_checkpoint(&root, &storage);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.iter_mut().for_each(|b| *b ^= 0x5a);
+    std::fs::write(&file, bytes).unwrap();
+    let before = committed(&output).0;
+    let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Failed, "{ended:#?}");
+    let error = ended.error.clone().unwrap();
+    assert!(
+        error.contains(&format!("checkpoint {checkpoint} cannot be restored"))
+            && error.contains("is corrupt")
+            && error.contains("on-lost-commit"),
+        "{error}"
+    );
+    let older = error
+        .split("older checkpoint ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("names the older checkpoint: {error}"));
+    assert!(older < checkpoint, "{error}");
+    assert_eq!(ended.restarts, 1, "no further attempt: {ended:#?}");
+    // Nothing committed was removed, and nothing is there twice.
+    let (after, _) = committed(&output);
+    assert!(after.len() >= before.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for v in &after {
+        let key = (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap());
+        assert!(seen.insert(key.clone()), "{key:?} committed twice");
+    }
+}
+
+/// The newest checkpoint cannot be read when the job restarts (a file of it
+/// corrupt, then one missing), and the job opts into `on-lost-commit =
+/// "duplicate"`: each is reported, the previous completed checkpoint is
+/// restored instead, and the committed output holds every count (those
+/// committed after the older checkpoint may be there twice), none lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpoint() {
     use weir_coordinator::checkpoint::CheckpointStats;
     use weir_coordinator::jobs::JobState;
-    use weir_model::checkpoint::CheckpointMetadata;
 
     let dir = tempfile::tempdir().unwrap();
     let Cluster {
@@ -981,29 +1000,18 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
         16_000,
         (2000, 2),
         &output,
-        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
+        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\non-lost-commit = 'duplicate'\n",
     );
     let id = submit(&rest, &bundle);
-    let storage = dir.path().join("coordinator/checkpoints").join(&id);
-    // The newest retained checkpoint's metadata, and one of its state files.
-    let newest = || {
-        let mut all: Vec<CheckpointMetadata> = walk(&storage)
-            .into_iter()
-            .filter(|p| p.ends_with("_metadata"))
-            .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
-            .collect();
-        all.sort_by_key(|m| m.id);
-        let m = all.pop().expect("a completed checkpoint");
-        let file = m.files().next().expect("keyed state").path.clone();
-        (m.id, dir.path().join("coordinator/checkpoints").join(file))
-    };
+    let root = dir.path().join("coordinator/checkpoints");
+    let storage = root.join(&id);
     let mut tampered = Vec::new();
     for (restarts, how) in [(1, "corrupt"), (2, "missing")] {
         job_until(&rest, &id, "restarting", |j| {
             j.restarts == restarts && j.state == JobState::Restarting
         })
         .await;
-        let (checkpoint, file) = newest();
+        let (checkpoint, file) = newest_checkpoint(&root, &storage);
         if how == "corrupt" {
             let mut bytes = std::fs::read(&file).unwrap();
             bytes.iter_mut().for_each(|b| *b ^= 0x5a);
@@ -1039,20 +1047,23 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
         !tampered.contains(&restored.id),
         "{restored:?} {tampered:?}"
     );
-    exactly_once(&output, 16_000 * 8, |v| {
-        (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
-    });
-}
-
-/// Submit the bundle directory `bundle` to the coordinator at `rest`;
-/// returns the job's id.
-fn submit(rest: &str, bundle: &std::path::Path) -> String {
-    common::submitted(&weir(&[
-        "submit",
-        bundle.to_str().unwrap(),
-        "--coordinator",
-        rest,
-    ]))
+    // At least once: every word's counts run from 1 to its total, the
+    // totals add up; some counts are there twice.
+    let mut counts = std::collections::BTreeMap::<String, std::collections::BTreeSet<u64>>::new();
+    let (lines, _) = committed(&output);
+    for v in &lines {
+        counts
+            .entry(v[0].as_str().unwrap().to_owned())
+            .or_default()
+            .insert(v[1].as_u64().unwrap());
+    }
+    let mut total = 0;
+    for (word, seen) in &counts {
+        let n = seen.len() as u64;
+        assert_eq!(seen.iter().copied().max(), Some(n), "`{word}`: 1..={n}");
+        total += n;
+    }
+    assert_eq!(total, 16_000 * 8, "nothing lost");
 }
 
 /// A free port on loopback, for a process that must come back on the same

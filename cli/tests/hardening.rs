@@ -310,3 +310,39 @@ async fn a_cluster_with_a_token_admits_only_processes_that_present_it() {
         .count();
     assert_eq!(last_be, 200);
 }
+
+/// A data directory has one coordinator: a second one started on it (a
+/// plain coordinator or `weir local`) refuses to start, naming the process
+/// that holds it, and the first goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_coordinator_on_a_data_directory_in_use_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("coordinator");
+    let (first, rest, _) = common::coordinator(&data, &[]);
+    for mode in ["coordinator", "local"] {
+        let second = common::command()
+            .args([
+                mode,
+                "--listen",
+                "127.0.0.1:0",
+                "--rpc-listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                data.to_str().unwrap(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = common::finish_within(second, Duration::from_secs(30), "the second coordinator");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{mode}: {stderr}");
+        assert!(
+            stderr.contains("is in use by another coordinator")
+                && stderr.contains(&format!("process {}", first.0.id())),
+            "{mode}: {stderr}"
+        );
+    }
+    let up = reqwest::get(format!("{rest}/v1/cluster")).await.unwrap();
+    assert!(up.status().is_success());
+}

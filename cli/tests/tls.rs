@@ -176,10 +176,42 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
             .await
             .is_err()
     );
+    // Clear text gets no answer at all: not the OpenAPI document, which
+    // is public (so a 401 cannot pass for a refusal), not a worker's
+    // metrics, and a worker's data connection reads nothing of it.
     let plain = rest.replacen("https://", "http://", 1);
-    // (An error, or at least no success.)
-    if let Ok(r) = reqwest::get(format!("{plain}/v1/cluster")).await {
-        assert!(!r.status().is_success(), "plain HTTP was served");
+    let answered = reqwest::get(format!("{plain}/v1/openapi.json")).await;
+    assert!(answered.is_err(), "plain HTTP was answered: {answered:?}");
+    for m in &metrics {
+        let answered = reqwest::get(m.replacen("https://", "http://", 1)).await;
+        assert!(answered.is_err(), "plain HTTP metrics: {answered:?}");
+    }
+    let c: serde_json::Value = https
+        .get(format!("{rest}/v1/cluster"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for w in c["workers"].as_array().unwrap() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = w["data_address"].as_str().unwrap();
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // A clear-text frame: length, then a Hello tag and garbage.
+        stream
+            .write_all(&[0, 0, 0, 5, 1, 0, 0, 0, 0])
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf)).await;
+        match read {
+            // Closed, or a TLS alert: never a credit frame.
+            Ok(Ok(n)) => assert!(n == 0 || buf[0] == 0x15, "{:?}", &buf[..n]),
+            Ok(Err(_)) => {}
+            Err(_) => panic!("the data server neither refused nor closed clear text"),
+        }
     }
     // A worker given an https:// coordinator but no certificate, and one
     // given a certificate but an http:// coordinator, stop saying why.

@@ -358,7 +358,9 @@ async function jobPage(id) {
     return `<div class="chart"><div class="t">${esc(v.name)} <span class="muted">records ${sink ? "in" : "out"}/s · max ${rate(max)}</span></div>${svg}</div>`;
   }).join("");
   const exceptions = (job.exceptions || []).map((e) =>
-    `<div class="exception" data-testid="exception"><b>${esc(new Date(e.at_ms).toISOString())}</b> · attempt ${e.attempt ?? 0}\n${esc(e.message)}</div>`).join("");
+    `<div class="exception" data-testid="exception"><b>${esc(new Date(e.at_ms).toISOString())}</b> · ${(e.count || 1) > 1
+      ? `attempts ${e.attempt ?? 0}–${e.last_attempt} <span class="count" data-testid="exception-count">×${e.count}</span>`
+      : `attempt ${e.attempt ?? 0}`}\n${esc(e.message)}</div>`).join("");
   view.innerHTML = `
     <h1>${esc(job.name)} <span class="muted">${esc(job.id)}</span> ${state(job.state)}
       ${live ? `<button class="danger" id="cancel" data-testid="cancel">Cancel</button>` : ""}</h1>

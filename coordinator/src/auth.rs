@@ -13,6 +13,13 @@
 //! cross-site`) is refused with `403 cross_origin`: a form on a web page
 //! cannot cancel a job even on an open coordinator. The API sends no CORS
 //! headers, so other sites cannot read it either.
+//!
+//! And on an open API (no tokens: on loopback, as `weir local`) every
+//! request must name a host this server serves ([`AllowedHosts`]: an IP
+//! address, `localhost`, or a name given with `--public-name`), or it is
+//! refused with `403 host_not_allowed`: a page whose own domain name was
+//! made to point at 127.0.0.1 (DNS rebinding) is same-origin to the browser,
+//! but its requests still name that domain.
 
 use std::sync::Arc;
 
@@ -23,6 +30,88 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 pub use weir_model::auth::{Role, Tokens};
+
+/// The host names the REST API answers to, besides IP addresses and
+/// `localhost`: those its operator gives with `--public-name` (a name a
+/// proxy in front of it, or a DNS entry, points at it).
+#[derive(Debug, Clone, Default)]
+pub struct AllowedHosts {
+    names: Vec<String>,
+    /// Any host: an API that needs a token (a page on a rebound domain
+    /// has none to send).
+    any: bool,
+}
+
+impl AllowedHosts {
+    /// IP addresses, `localhost`, and `names` (with or without a port).
+    pub fn new(names: impl IntoIterator<Item = String>) -> AllowedHosts {
+        AllowedHosts {
+            names: names
+                .into_iter()
+                .map(|n| host_part(&n).trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
+            any: false,
+        }
+    }
+
+    /// Every host (for an API that needs a token on every request but its
+    /// public pages: DNS rebinding gains a page nothing it could not see).
+    pub fn any() -> AllowedHosts {
+        AllowedHosts {
+            names: Vec::new(),
+            any: true,
+        }
+    }
+
+    /// Whether a request naming `host` (a `Host` header: name or address,
+    /// and maybe a port) is for this server.
+    pub fn allows(&self, host: &str) -> bool {
+        let name = host_part(host).trim_end_matches('.').to_ascii_lowercase();
+        self.any
+            || name.parse::<std::net::IpAddr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || self.names.contains(&name)
+    }
+}
+
+/// The host of `host[:port]` (`[v6]:port` too), without the port.
+fn host_part(host: &str) -> &str {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// The middleware: refuses a request whose `Host` (or, over HTTP/2, its
+/// authority) is not one this server serves.
+pub async fn check_host(
+    State(hosts): State<Arc<AllowedHosts>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let named = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| request.uri().authority().map(|a| a.to_string()));
+    match named {
+        Some(host) if !hosts.allows(&host) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            format!(
+                "this server does not serve the host `{host}`: it answers requests for its IP addresses, localhost and the names given with --public-name"
+            ),
+        )
+        .into_response(),
+        _ => next.run(request).await,
+    }
+}
 
 /// Paths anyone may read: the dashboard's page and files (it asks for a
 /// token itself) and the API's description.
@@ -129,6 +218,32 @@ pub async fn authorize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_hosts_it_serves_are_answered() {
+        let hosts = AllowedHosts::new(["weir.example.com".to_owned()]);
+        for ok in [
+            "127.0.0.1:8081",
+            "127.0.0.1",
+            "[::1]:8081",
+            "10.1.2.3:8081",
+            "localhost:8081",
+            "LOCALHOST",
+            "app.localhost",
+            "weir.example.com",
+            "Weir.Example.com:443",
+        ] {
+            assert!(hosts.allows(ok), "{ok}");
+        }
+        for refused in [
+            "x.example",
+            "x.example:8081",
+            "127.0.0.1.nip.io",
+            "weir.example.com.evil",
+        ] {
+            assert!(!hosts.allows(refused), "{refused}");
+        }
+    }
 
     #[test]
     fn only_this_servers_pages_may_change_things() {

@@ -6,6 +6,8 @@
 //!   changes on behalf of another site's page.
 //! - [`bundles`]: uploaded bundles: checked (safe archive, a component of the
 //!   operator world, a manifest it can run), stored content-addressed.
+//! - [`data_dir`]: the data directory, and its lock (one coordinator
+//!   each).
 //! - [`blob`]: the blob store over `object_store` (a local directory by
 //!   default; S3-compatible stores for clusters).
 //! - [`plan`]: a bundle and a submission become the [`JobGraph`] that workers
@@ -27,6 +29,7 @@ pub mod blob;
 pub mod bundles;
 pub mod checkpoint;
 pub mod dashboard;
+pub mod data_dir;
 pub mod error;
 pub mod job_state;
 pub mod jobs;

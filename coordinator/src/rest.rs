@@ -37,6 +37,8 @@ pub struct AppState {
     pub max_upload: usize,
     /// Who may call it (open: anyone who reaches it).
     pub tokens: Arc<crate::auth::Tokens>,
+    /// The host names it answers to, besides IP addresses and localhost.
+    pub hosts: Arc<crate::auth::AllowedHosts>,
 }
 
 /// The API's router.
@@ -68,6 +70,10 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.tokens.clone(),
             crate::auth::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.hosts.clone(),
+            crate::auth::check_host,
         ))
         .layer(axum::middleware::map_response(errors_as_json))
         .layer(axum::middleware::from_fn(refuse_long_uris))
@@ -187,6 +193,16 @@ async fn delete_bundle(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    if let Some((job, job_state)) = state.jobs.using_bundle(&id).await {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "bundle_in_use",
+            format!(
+                "bundle `{id}` is used by job `{job}`, which is {}: cancel it (or wait for its end) first",
+                crate::job_state::state_name(job_state)
+            ),
+        ));
+    }
     state.bundles.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -340,7 +356,7 @@ pub fn openapi_document() -> serde_json::Value {
             "/v1/bundles/{id}": {
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "get": {"summary": "One bundle", "responses": {"200": {"description": "The bundle", "content": {"application/json": {"schema": bundle}}}, "404": err("No such bundle")}},
-                "delete": {"summary": "Remove a bundle", "responses": {"204": {"description": "Removed"}, "404": err("No such bundle")}}
+                "delete": {"summary": "Remove a bundle", "responses": {"204": {"description": "Removed"}, "404": err("No such bundle"), "409": err("A job that has not ended uses the bundle")}}
             },
             "/v1/jobs": {
                 "get": {"summary": "List the jobs, oldest first", "responses": {"200": {"description": "The jobs", "content": {"application/json": {"schema": {"type": "array", "items": job}}}}}},
@@ -392,7 +408,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "id": {"type": "string"},
                 "name": {"type": "string"},
                 "bundle": {"type": "string"},
-                "state": {"type": "string", "enum": ["created", "running", "restarting", "recovering", "finished", "failed", "canceling", "canceled"]},
+                "state": {"type": "string", "enum": ["created", "running", "restarting", "recovering", "finished", "failed", "canceling", "canceled", "unreadable"]},
                 "error": {"type": ["string", "null"]},
                 "params": {"type": "object", "additionalProperties": {"type": "string"}},
                 "vertices": {"type": "array", "items": {"type": "object", "properties": {

@@ -35,6 +35,10 @@ impl Default for HeartbeatConfig {
 struct Worker {
     slots: u32,
     used: u32,
+    /// Which registration of the worker this is: a grant of an earlier one
+    /// (its tasks stopped when it registered again) gives nothing back to
+    /// this one.
+    generation: u64,
     data_address: String,
     rpc_address: String,
     hostname: String,
@@ -80,6 +84,8 @@ pub struct SlotManager {
     config: HeartbeatConfig,
     workers: RwLock<BTreeMap<String, Worker>>,
     progress: std::sync::OnceLock<ProgressSink>,
+    /// The last registration's generation.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 impl SlotManager {
@@ -89,6 +95,7 @@ impl SlotManager {
             config,
             workers: RwLock::new(BTreeMap::new()),
             progress: std::sync::OnceLock::new(),
+            generations: Default::default(),
         })
     }
 
@@ -171,6 +178,8 @@ pub struct SlotGrant {
     pub rpc_address: String,
     /// Its data server.
     pub data_address: String,
+    /// The worker's registration the slot was taken from.
+    pub generation: u64,
 }
 
 impl SlotManager {
@@ -194,6 +203,7 @@ impl SlotManager {
                         worker_id: id.clone(),
                         rpc_address: w.rpc_address.clone(),
                         data_address: w.data_address.clone(),
+                        generation: w.generation,
                     });
                 }
             }
@@ -205,7 +215,11 @@ impl SlotManager {
     pub async fn release(&self, grants: &[SlotGrant]) {
         let mut workers = self.workers.write().await;
         for g in grants {
-            if let Some(w) = workers.get_mut(&g.worker_id) {
+            // A slot of an earlier registration is not this one's.
+            if let Some(w) = workers
+                .get_mut(&g.worker_id)
+                .filter(|w| w.generation == g.generation)
+            {
                 w.used = w.used.saturating_sub(1);
             }
         }
@@ -230,11 +244,17 @@ impl ResourceManager for RmService {
         }
         let now = Instant::now();
         tracing::info!(worker = %r.worker_id, slots = r.slots, host = %r.hostname, "worker registered");
+        let generation = self
+            .0
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
         self.0.workers.write().await.insert(
             r.worker_id,
             Worker {
                 slots: r.slots,
                 used: 0,
+                generation,
                 data_address: r.data_address,
                 rpc_address: r.rpc_address,
                 hostname: r.hostname,
@@ -270,5 +290,46 @@ impl ResourceManager for RmService {
             sink(id, request.jobs);
         }
         Ok(Response::new(HeartbeatResponse { known }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn register(slots: &Arc<SlotManager>, id: &str) {
+        RmService(slots.clone())
+            .register_worker(Request::new(RegisterWorkerRequest {
+                worker_id: id.into(),
+                slots: 2,
+                data_address: "127.0.0.1:1".into(),
+                hostname: "h".into(),
+                rpc_address: "http://127.0.0.1:2".into(),
+            }))
+            .await
+            .unwrap();
+    }
+
+    /// A worker that registers again (its tasks stopped) starts with all
+    /// its slots free, and the grants of its earlier registration, given
+    /// back late by their jobs, do not free the slots newer jobs hold.
+    #[tokio::test]
+    async fn slot_accounting_survives_a_worker_registering_again() {
+        let slots = SlotManager::new(HeartbeatConfig::default());
+        register(&slots, "w").await;
+        let old = slots.allocate(2).await.unwrap();
+        assert_eq!(slots.cluster().await.slots_free, 0);
+        register(&slots, "w").await;
+        assert_eq!(slots.cluster().await.slots_free, 2);
+        let new = slots.allocate(2).await.unwrap();
+        slots.release(&old).await;
+        assert_eq!(
+            slots.cluster().await.slots_free,
+            0,
+            "the new grants hold them"
+        );
+        assert!(slots.allocate(1).await.is_err());
+        slots.release(&new).await;
+        assert_eq!(slots.cluster().await.slots_free, 2);
     }
 }

@@ -8,6 +8,7 @@ const LIMIT: u64 = 1 << 20;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(files) = weir_model::bundle::unpack(data, LIMIT) {
-        assert!((files.manifest.len() + files.component.len()) as u64 <= LIMIT);
+        let components: usize = files.components.iter().map(|(_, c)| c.len()).sum();
+        assert!((files.manifest.len() + components) as u64 <= LIMIT);
     }
 });

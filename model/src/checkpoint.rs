@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! <job>/chk-<id>/_metadata                          the completed checkpoint
-//! <job>/chk-<id>/<vertex>-<subtask>/<file>          files of one checkpoint only
+//! <job>/chk-<id>/<vertex>-<subtask>-a<attempt>/<file>   files of one checkpoint only
 //! <job>/shared/<vertex>-<subtask>-a<attempt>-c<id>-<name>   RocksDB SST files, shared by
 //!                                                   the incremental checkpoints that use them
 //! ```
@@ -32,6 +32,12 @@ pub struct SplitPosition {
     pub split: String,
     /// Where reading resumes: a byte offset, the next sequence number.
     pub offset: u64,
+    /// A file split's byte range `[start, end)`, fixed when the job first
+    /// started (`end` is `u64::MAX` for the split that follows the file's
+    /// growth): a restore reads the same range whatever the file's size is
+    /// by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<(u64, u64)>,
 }
 
 /// One uploaded file of an operator's state.
@@ -82,6 +88,13 @@ pub struct TaskStateHandle {
     /// Bytes uploaded for this checkpoint (shared files already held by an
     /// earlier one are not).
     pub uploaded_bytes: u64,
+    /// The subtask had finished (its input ended) when it took this: it
+    /// holds its sources' final positions and its sinks' final
+    /// pre-commits, and no keyed state (nothing reaches it any more). A
+    /// restore starts it finished; later checkpoints carry this handle for
+    /// it once it has ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub finished: bool,
 }
 
 /// One subtask's acknowledgement, in a checkpoint's metadata.

@@ -15,11 +15,16 @@
 //! retained = 1                 # completed checkpoints kept
 //!
 //! [restart]
-//! strategy = "exponential-delay"   # fixed-delay | exponential-delay | none
+//! strategy = "exponential-delay"   # fixed-delay | exponential-delay | failure-rate | none
 //! attempts = 10                # restarts allowed (default: unlimited)
 //! delay-ms = 1000              # before the first restart (and every one, fixed)
 //! max-delay-ms = 60000         # exponential: the longest wait
 //! multiplier = 1.5             # exponential: growth per restart
+//! jitter = 0.1                 # exponential: each wait varies by up to this share
+//! reset-after-ms = 3600000     # an attempt that ran this long starts the count afresh
+//! max-failures = 3             # failure-rate: failures allowed within interval-ms
+//! interval-ms = 60000          # failure-rate: the window
+//! on-lost-commit = "fail"      # fail | duplicate: see [`OnLostCommit`]
 //! ```
 //!
 //! As in Flink: without `[checkpoint]` a job does not restart unless its
@@ -100,6 +105,49 @@ pub struct RestartSection {
     /// The exponential delay's growth per restart.
     #[serde(default)]
     pub multiplier: Option<f64>,
+    /// The exponential delay: each wait varies by up to this share of it.
+    #[serde(default)]
+    pub jitter: Option<f64>,
+    /// An attempt that ran this long without failing starts the count of
+    /// restarts (and the exponential delay) afresh.
+    #[serde(default)]
+    pub reset_after_ms: Option<Setting>,
+    /// The failure rate: failures allowed within `interval-ms`.
+    #[serde(default)]
+    pub max_failures: Option<Setting>,
+    /// The failure rate's window.
+    #[serde(default)]
+    pub interval_ms: Option<Setting>,
+    /// `fail` or `duplicate` ([`OnLostCommit`]).
+    #[serde(default)]
+    pub on_lost_commit: Option<String>,
+}
+
+/// What a restart does when the newest completed checkpoint — whose output
+/// the exactly-once sinks may have committed — cannot be restored and only
+/// an older one can: restoring the older one would write the output
+/// between the two again, next to the committed copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnLostCommit {
+    /// The job fails, naming both checkpoints: committed output is never
+    /// retracted, and never duplicated.
+    #[default]
+    Fail,
+    /// The older checkpoint is restored: the output committed after it is
+    /// written again (at-least-once for that stretch).
+    Duplicate,
+}
+
+/// What the `[restart]` table's `on-lost-commit` says (`fail` when absent).
+pub fn on_lost_commit(r: Option<&RestartSection>) -> Result<OnLostCommit, ManifestError> {
+    match r.and_then(|r| r.on_lost_commit.as_deref()) {
+        None | Some("fail") => Ok(OnLostCommit::Fail),
+        Some("duplicate") => Ok(OnLostCommit::Duplicate),
+        Some(other) => Err(ManifestError::Invalid(format!(
+            "[restart] on-lost-commit = {other:?}: it is \"fail\" or \"duplicate\""
+        ))),
+    }
 }
 
 /// How a job takes checkpoints.
@@ -130,6 +178,13 @@ fn incremental_by_default() -> bool {
 /// Defaults, as Flink's.
 pub const DEFAULT_CHECKPOINT_TIMEOUT_MS: u64 = 600_000;
 
+/// The exponential delay's jitter by default (Flink's `jitter-factor`).
+pub const DEFAULT_JITTER: f64 = 0.1;
+
+/// After how long a running attempt resets the exponential delay by
+/// default (Flink's `reset-backoff-threshold`: one hour).
+pub const DEFAULT_RESET_AFTER_MS: u64 = 3_600_000;
+
 /// How a job restarts after a failure.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "strategy")]
@@ -143,9 +198,13 @@ pub enum RestartStrategy {
         attempts: Option<u32>,
         /// The wait.
         delay_ms: u64,
+        /// An attempt that ran this long starts the count afresh.
+        #[serde(default)]
+        reset_after_ms: Option<u64>,
     },
     /// Wait `delay_ms`, then `multiplier` times longer before each further
-    /// restart, at most `max_delay_ms`.
+    /// restart, at most `max_delay_ms`, each wait varied by up to `jitter`
+    /// of it (Flink 2's default strategy).
     ExponentialDelay {
         /// Restarts allowed (`None`: unlimited).
         attempts: Option<u32>,
@@ -155,17 +214,37 @@ pub enum RestartStrategy {
         max_delay_ms: u64,
         /// Growth per restart.
         multiplier: f64,
+        /// The share by which each wait varies, 0 to 1.
+        #[serde(default)]
+        jitter: f64,
+        /// An attempt that ran this long starts the delay (and the count)
+        /// afresh.
+        #[serde(default)]
+        reset_after_ms: Option<u64>,
+    },
+    /// Restart after `delay_ms` while no more than `max_failures` failures
+    /// happened within the last `interval_ms`.
+    FailureRate {
+        /// Failures allowed within the window.
+        max_failures: u32,
+        /// The window.
+        interval_ms: u64,
+        /// The wait before a restart.
+        delay_ms: u64,
     },
 }
 
 impl RestartStrategy {
     /// The wait before restart number `attempt` (1 for the first), or
-    /// `None` when no more restarts are allowed.
+    /// `None` when no more restarts are allowed, knowing nothing of earlier
+    /// failures' times (a job resumed by a restarted coordinator): no
+    /// jitter, no reset, and a failure rate's window holds no failure.
     ///
     /// ```
     /// use weir_model::fault_tolerance::RestartStrategy;
     /// let s = RestartStrategy::ExponentialDelay {
     ///     attempts: Some(4), delay_ms: 100, max_delay_ms: 250, multiplier: 2.0,
+    ///     jitter: 0.0, reset_after_ms: None,
     /// };
     /// let waits: Vec<_> = (1..=5).map(|n| s.delay_before(n)).collect();
     /// assert_eq!(waits, [Some(100), Some(200), Some(250), Some(250), None]);
@@ -174,20 +253,135 @@ impl RestartStrategy {
         let allowed = |limit: &Option<u32>| limit.is_none_or(|n| attempt <= n);
         match self {
             RestartStrategy::None => None,
-            RestartStrategy::FixedDelay { attempts, delay_ms } => {
-                allowed(attempts).then_some(*delay_ms)
-            }
+            RestartStrategy::FixedDelay {
+                attempts, delay_ms, ..
+            } => allowed(attempts).then_some(*delay_ms),
             RestartStrategy::ExponentialDelay {
                 attempts,
                 delay_ms,
                 max_delay_ms,
                 multiplier,
+                ..
             } => allowed(attempts).then(|| {
                 let grown = *delay_ms as f64 * multiplier.powi(attempt.saturating_sub(1) as i32);
                 (grown.min(*max_delay_ms as f64)) as u64
             }),
+            // Without the failures' times, nothing is known to fall within
+            // the window.
+            RestartStrategy::FailureRate { delay_ms, .. } => Some(*delay_ms),
         }
     }
+}
+
+/// A job's restarts as they happen: the strategy, with the failures it
+/// has seen (their times, for the failure rate; their count since the
+/// last reset, for the limits and the exponential delay).
+#[derive(Debug, Clone)]
+pub struct RestartBackoff {
+    strategy: RestartStrategy,
+    /// Restarts since the count was last reset.
+    restarts: u32,
+    /// When the failures within the failure rate's window happened, ms.
+    failures: std::collections::VecDeque<i64>,
+}
+
+impl RestartBackoff {
+    /// No failure yet.
+    pub fn new(strategy: RestartStrategy) -> RestartBackoff {
+        RestartBackoff {
+            strategy,
+            restarts: 0,
+            failures: Default::default(),
+        }
+    }
+
+    /// Go on from a job that restarted `restarts` times before (resumed by
+    /// a restarted coordinator).
+    pub fn after(strategy: RestartStrategy, restarts: u32) -> RestartBackoff {
+        RestartBackoff {
+            restarts,
+            ..RestartBackoff::new(strategy)
+        }
+    }
+
+    /// The strategy.
+    pub fn strategy(&self) -> &RestartStrategy {
+        &self.strategy
+    }
+
+    /// An attempt that started at `started_ms` failed at `now_ms`: the wait
+    /// before the next one, or `None` when the strategy allows no more.
+    ///
+    /// ```
+    /// use weir_model::fault_tolerance::{RestartBackoff, RestartStrategy};
+    /// let mut b = RestartBackoff::new(RestartStrategy::FailureRate {
+    ///     max_failures: 2, interval_ms: 1000, delay_ms: 10,
+    /// });
+    /// assert_eq!(b.on_failure(0, 100), Some(10));
+    /// assert_eq!(b.on_failure(110, 200), Some(10));
+    /// assert_eq!(b.on_failure(210, 300), None, "three within a second");
+    /// let mut b = RestartBackoff::new(RestartStrategy::FailureRate {
+    ///     max_failures: 2, interval_ms: 1000, delay_ms: 10,
+    /// });
+    /// assert_eq!(b.on_failure(0, 100), Some(10));
+    /// assert_eq!(b.on_failure(110, 800), Some(10));
+    /// assert_eq!(b.on_failure(810, 1500), Some(10), "the first left the window");
+    /// ```
+    pub fn on_failure(&mut self, started_ms: i64, now_ms: i64) -> Option<u64> {
+        let stable = |reset: &Option<u64>| reset.is_some_and(|r| now_ms - started_ms >= r as i64);
+        match &self.strategy {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay { reset_after_ms, .. } => {
+                if stable(reset_after_ms) {
+                    self.restarts = 0;
+                }
+                self.restarts += 1;
+                self.strategy.delay_before(self.restarts)
+            }
+            RestartStrategy::ExponentialDelay {
+                jitter,
+                reset_after_ms,
+                ..
+            } => {
+                if stable(reset_after_ms) {
+                    self.restarts = 0;
+                }
+                self.restarts += 1;
+                let jitter = *jitter;
+                self.strategy.delay_before(self.restarts).map(|d| {
+                    // Varied by up to ±jitter, so that many jobs failing at
+                    // once do not restart in step.
+                    let unit = (mix(now_ms as u64 ^ u64::from(self.restarts)) >> 11) as f64
+                        / (1u64 << 53) as f64;
+                    let factor = 1.0 + jitter * (2.0 * unit - 1.0);
+                    (d as f64 * factor).max(0.0) as u64
+                })
+            }
+            RestartStrategy::FailureRate {
+                max_failures,
+                interval_ms,
+                delay_ms,
+            } => {
+                self.failures.push_back(now_ms);
+                while self
+                    .failures
+                    .front()
+                    .is_some_and(|&t| now_ms - t >= *interval_ms as i64)
+                {
+                    self.failures.pop_front();
+                }
+                (self.failures.len() as u64 <= u64::from(*max_failures)).then_some(*delay_ms)
+            }
+        }
+    }
+}
+
+/// Deterministic pseudo-random bits (splitmix64), for the jitter.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn resolve(
@@ -289,6 +483,8 @@ pub fn restart_strategy(
                 delay_ms: 1000,
                 max_delay_ms: 60_000,
                 multiplier: 1.5,
+                jitter: DEFAULT_JITTER,
+                reset_after_ms: Some(DEFAULT_RESET_AFTER_MS),
             }
         } else {
             RestartStrategy::None
@@ -298,6 +494,14 @@ pub fn restart_strategy(
         .map(|n| small("[restart] attempts", n))
         .transpose()?;
     let delay_ms = resolve("[restart] delay-ms", &r.delay_ms, params)?;
+    let reset_after_ms = resolve("[restart] reset-after-ms", &r.reset_after_ms, params)?;
+    if reset_after_ms == Some(0) {
+        return Err(ManifestError::BadParam(
+            "[restart] reset-after-ms must be at least 1".into(),
+        ));
+    }
+    let max_failures = resolve("[restart] max-failures", &r.max_failures, params)?;
+    let interval_ms = resolve("[restart] interval-ms", &r.interval_ms, params)?;
     let only = |fields: &[(&str, bool)]| -> Result<(), ManifestError> {
         match fields.iter().find(|(_, set)| *set) {
             Some((name, _)) => Err(ManifestError::Invalid(format!(
@@ -307,27 +511,56 @@ pub fn restart_strategy(
             None => Ok(()),
         }
     };
+    let exponential_only = [
+        ("max-delay-ms", r.max_delay_ms.is_some()),
+        ("multiplier", r.multiplier.is_some()),
+        ("jitter", r.jitter.is_some()),
+    ];
+    let rate_only = [
+        ("max-failures", max_failures.is_some()),
+        ("interval-ms", interval_ms.is_some()),
+    ];
     match r.strategy.as_str() {
         "none" => {
             only(&[
                 ("attempts", attempts.is_some()),
                 ("delay-ms", delay_ms.is_some()),
-                ("max-delay-ms", r.max_delay_ms.is_some()),
-                ("multiplier", r.multiplier.is_some()),
+                ("reset-after-ms", reset_after_ms.is_some()),
             ])?;
+            only(&exponential_only)?;
+            only(&rate_only)?;
             Ok(RestartStrategy::None)
         }
         "fixed-delay" => {
-            only(&[
-                ("max-delay-ms", r.max_delay_ms.is_some()),
-                ("multiplier", r.multiplier.is_some()),
-            ])?;
+            only(&exponential_only)?;
+            only(&rate_only)?;
             Ok(RestartStrategy::FixedDelay {
                 attempts,
+                delay_ms: delay_ms.unwrap_or(1000),
+                reset_after_ms,
+            })
+        }
+        "failure-rate" => {
+            only(&exponential_only)?;
+            only(&[
+                ("attempts", attempts.is_some()),
+                ("reset-after-ms", reset_after_ms.is_some()),
+            ])?;
+            let max_failures = small("[restart] max-failures", max_failures.unwrap_or(1))?;
+            let interval_ms = interval_ms.unwrap_or(60_000);
+            if max_failures == 0 || interval_ms == 0 {
+                return Err(ManifestError::BadParam(
+                    "[restart] max-failures and interval-ms must be at least 1".into(),
+                ));
+            }
+            Ok(RestartStrategy::FailureRate {
+                max_failures,
+                interval_ms,
                 delay_ms: delay_ms.unwrap_or(1000),
             })
         }
         "exponential-delay" => {
+            only(&rate_only)?;
             let delay_ms = delay_ms.unwrap_or(1000);
             let max_delay_ms =
                 resolve("[restart] max-delay-ms", &r.max_delay_ms, params)?.unwrap_or(60_000);
@@ -342,15 +575,23 @@ pub fn restart_strategy(
                     "[restart] max-delay-ms ({max_delay_ms}) is below delay-ms ({delay_ms})"
                 )));
             }
+            let jitter = r.jitter.unwrap_or(DEFAULT_JITTER);
+            if !(0.0..=1.0).contains(&jitter) {
+                return Err(ManifestError::BadParam(format!(
+                    "[restart] jitter = {jitter}: a share from 0 to 1"
+                )));
+            }
             Ok(RestartStrategy::ExponentialDelay {
                 attempts,
                 delay_ms,
                 max_delay_ms,
                 multiplier,
+                jitter,
+                reset_after_ms: Some(reset_after_ms.unwrap_or(DEFAULT_RESET_AFTER_MS)),
             })
         }
         other => Err(ManifestError::Invalid(format!(
-            "[restart] strategy = {other:?}: it is \"fixed-delay\", \"exponential-delay\" or \"none\""
+            "[restart] strategy = {other:?}: it is \"fixed-delay\", \"exponential-delay\", \"failure-rate\" or \"none\""
         ))),
     }
 }
@@ -432,7 +673,8 @@ mod tests {
             g.restart,
             RestartStrategy::FixedDelay {
                 attempts: Some(3),
-                delay_ms: 20
+                delay_ms: 20,
+                reset_after_ms: None,
             }
         );
         assert_eq!(g.restart.delay_before(3), Some(20));
@@ -445,6 +687,65 @@ mod tests {
         .unwrap();
         let waits: Vec<_> = (1..=4).map(|n| g.restart.delay_before(n)).collect();
         assert_eq!(waits, [Some(10), Some(30), Some(40), Some(40)]);
+        // Flink 2's default: a jitter of 0.1 and a reset after an hour.
+        let RestartStrategy::ExponentialDelay {
+            jitter,
+            reset_after_ms,
+            ..
+        } = g.restart
+        else {
+            panic!("{:?}", g.restart);
+        };
+        assert_eq!((jitter, reset_after_ms), (0.1, Some(3_600_000)));
+        let g = build(
+            "[restart]\nstrategy='failure-rate'\nmax-failures=2\ninterval-ms=500\ndelay-ms=5",
+        )
+        .unwrap();
+        assert_eq!(
+            g.restart,
+            RestartStrategy::FailureRate {
+                max_failures: 2,
+                interval_ms: 500,
+                delay_ms: 5
+            }
+        );
+    }
+
+    #[test]
+    fn the_exponential_delay_varies_by_its_jitter_and_resets_after_a_stable_attempt() {
+        let strategy = RestartStrategy::ExponentialDelay {
+            attempts: Some(3),
+            delay_ms: 1000,
+            max_delay_ms: 100_000,
+            multiplier: 2.0,
+            jitter: 0.1,
+            reset_after_ms: Some(10_000),
+        };
+        let mut b = RestartBackoff::new(strategy.clone());
+        // Short attempts: 1 s, 2 s, 4 s (each within ±10 %), then no more.
+        for (n, base) in [1000.0, 2000.0, 4000.0].into_iter().enumerate() {
+            let at = n as i64 * 100;
+            let d = b.on_failure(at, at + 50).unwrap() as f64;
+            assert!((base * 0.9..=base * 1.1).contains(&d), "{n}: {d}");
+        }
+        assert_eq!(b.on_failure(400, 450), None);
+        // An attempt that ran past reset-after-ms starts over at 1 s.
+        let mut b = RestartBackoff::new(strategy);
+        for at in [0, 100, 200] {
+            b.on_failure(at, at + 50).unwrap();
+        }
+        let d = b.on_failure(1_000, 20_000).unwrap();
+        assert!((900..=1100).contains(&d), "{d}");
+        // The jitter varies: first waits at different times differ.
+        let waits: std::collections::BTreeSet<u64> = (0..20)
+            .map(|i| {
+                RestartBackoff::new(b.strategy().clone())
+                    .on_failure(i * 7919, i * 7919 + 1)
+                    .unwrap()
+            })
+            .collect();
+        assert!(waits.len() > 10, "{waits:?}");
+        assert!(waits.iter().all(|w| (900..=1100).contains(w)), "{waits:?}");
     }
 
     #[test]
@@ -479,6 +780,26 @@ mod tests {
             (
                 "[restart]\nstrategy='exponential-delay'\ndelay-ms=100\nmax-delay-ms=50",
                 "below delay-ms",
+            ),
+            (
+                "[restart]\nstrategy='exponential-delay'\njitter=2.0",
+                "a share from 0 to 1",
+            ),
+            (
+                "[restart]\nstrategy='failure-rate'\nattempts=3",
+                "takes no attempts",
+            ),
+            (
+                "[restart]\nstrategy='fixed-delay'\nmax-failures=3",
+                "takes no max-failures",
+            ),
+            (
+                "[restart]\nstrategy='failure-rate'\nmax-failures=0",
+                "at least 1",
+            ),
+            (
+                "[restart]\nstrategy='fixed-delay'\nreset-after-ms=0",
+                "reset-after-ms must be at least 1",
             ),
         ] {
             let e = err(tables);

@@ -15,6 +15,7 @@
 //! | 5 | `EndOfStream` | — |
 //! | 6 | `Credit` | buffers granted (u32) |
 //! | 7 | `Idle` | — |
+//! | 8 | `EndOfData` | — |
 //!
 //! Credit-based flow control: the sender may send a `Data` frame only while
 //! it holds credit, one per frame; the receiver grants credit for the
@@ -123,6 +124,7 @@ pub fn encode(frame: &Frame) -> Bytes {
             }
             Signal::EndOfStream => buf.put_u8(5),
             Signal::Idle => buf.put_u8(7),
+            Signal::EndOfData => buf.put_u8(8),
         },
         Frame::Credit(n) => {
             buf.put_u8(6);
@@ -230,6 +232,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
             Frame::Credit(buf.get_u32())
         }
         7 => Frame::Message(StreamMessage::IDLE),
+        8 => Frame::Message(StreamMessage::END_OF_DATA),
         t => return Err(FrameError(format!("unknown tag {t}"))),
     };
     if buf.has_remaining() {
@@ -277,6 +280,7 @@ mod tests {
                 kind: CheckpointKind::Savepoint,
                 mode: CheckpointMode::AtLeastOnce,
             }))),
+            Frame::Message(StreamMessage::END_OF_DATA),
             Frame::Message(StreamMessage::END),
             Frame::Credit(16),
         ];

@@ -40,6 +40,10 @@ pub struct JobGraph {
     /// How the job restarts after a failure.
     #[serde(default)]
     pub restart: RestartStrategy,
+    /// What a restart does when only a checkpoint older than the newest
+    /// completed one can be restored.
+    #[serde(default)]
+    pub on_lost_commit: crate::fault_tolerance::OnLostCommit,
     /// The codec between its components and of their state (see
     /// [`crate::codec`]).
     #[serde(default)]
@@ -47,6 +51,11 @@ pub struct JobGraph {
     /// Guest limits below the worker's (the manifest's `[limits]`).
     #[serde(default)]
     pub limits: crate::limits::GuestLimits,
+    /// Per file source vertex, the file's size when the job was planned:
+    /// its subtasks cut their splits from it, so all cut the same ones
+    /// however the file grows ([`JobGraph::fix_file_sizes`]).
+    #[serde(default)]
+    pub file_sizes: BTreeMap<usize, u64>,
 }
 
 /// One vertex of the graph, run as `parallelism` subtasks.
@@ -807,6 +816,7 @@ impl JobGraph {
             .transpose()?
             .flatten();
         let restart = restart_strategy(manifest.restart.as_ref(), checkpoint.is_some(), &params)?;
+        let on_lost_commit = crate::fault_tolerance::on_lost_commit(manifest.restart.as_ref())?;
         let state_backend = manifest
             .state
             .as_ref()
@@ -824,9 +834,26 @@ impl JobGraph {
             state_backend,
             checkpoint,
             restart,
+            on_lost_commit,
             codec: manifest.job.codec.unwrap_or(Codec::Msgpack),
             limits,
+            file_sizes: BTreeMap::new(),
         })
+    }
+
+    /// Record the size each file source's file has now: the job's splits
+    /// are cut from it. A file that cannot be read is left out (its
+    /// subtasks name it when they open it).
+    pub fn fix_file_sizes(&mut self) {
+        for v in &self.vertices {
+            if let VertexKind::Source(
+                SourceConfig::TextFile { path } | SourceConfig::JsonLinesFile { path, .. },
+            ) = &v.kind
+                && let Ok(meta) = std::fs::metadata(path)
+            {
+                self.file_sizes.insert(v.id, meta.len());
+            }
+        }
     }
 
     /// The edges into vertex `id`.

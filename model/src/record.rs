@@ -125,7 +125,14 @@ pub enum Signal {
     /// A checkpoint barrier: everything before it on this channel belongs to
     /// checkpoint `barrier.id`, everything after it to later ones.
     Barrier(Barrier),
-    /// The sender finished; its channel carries nothing more.
+    /// The sender's records and watermarks ended: nothing but barriers
+    /// and [`Signal::EndOfStream`] follow. A task whose inputs all ended
+    /// their data finishes its own and goes on taking part in checkpoints
+    /// until one taken after its end completes (Flink's FLIP-147), then
+    /// ends its stream.
+    EndOfData,
+    /// The sender finished; its channel carries nothing more (for barriers,
+    /// it counts as having delivered every later one).
     EndOfStream,
 }
 
@@ -177,6 +184,9 @@ impl StreamMessage {
 
     /// The end-of-stream message.
     pub const END: StreamMessage = StreamMessage::Signal(Signal::EndOfStream);
+
+    /// The end-of-data message.
+    pub const END_OF_DATA: StreamMessage = StreamMessage::Signal(Signal::EndOfData);
 
     /// The idle message.
     pub const IDLE: StreamMessage = StreamMessage::Signal(Signal::Idle);

@@ -2,10 +2,25 @@
 //! go to, named by a URL that the coordinator hands every worker. A
 //! `file://` URL is a directory (on one machine, or on storage every
 //! machine mounts).
+//!
+//! A write is durable when it returns: the local store syncs each file it
+//! writes and the directories its name was made in, so a checkpoint that
+//! was declared complete survives a crash of the machine, not only of the
+//! process ([`Durable`]).
 
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
-use object_store::ObjectStore;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
 
 /// The store a checkpoint storage URL names.
 ///
@@ -21,9 +36,126 @@ pub fn open(url: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
     };
     std::fs::create_dir_all(path)
         .map_err(|e| anyhow::anyhow!("checkpoint storage {url:?}: cannot create {path}: {e}"))?;
-    let fs = object_store::local::LocalFileSystem::new_with_prefix(path)
+    let fs = LocalFileSystem::new_with_prefix(path)
         .map_err(|e| anyhow::anyhow!("checkpoint storage {url:?}: {e}"))?;
-    Ok(Arc::new(fs))
+    // The store's own paths are canonical: so is the root its syncs stop at.
+    let root = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
+    Ok(Arc::new(Durable { inner: fs, root }))
+}
+
+/// A local directory whose writes are synced before they return: the file,
+/// then every directory from its own up to the root (a write may have
+/// made them).
+#[derive(Debug)]
+pub struct Durable {
+    inner: LocalFileSystem,
+    root: PathBuf,
+}
+
+impl fmt::Display for Durable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Durable({})", self.root.display())
+    }
+}
+
+/// Sync `file`, then its directories up to `root` (where a file system
+/// cannot sync a directory, as some network and FUSE ones, the file's sync
+/// is what it offers).
+fn sync_up(file: &FsPath, root: &FsPath) -> std::io::Result<()> {
+    std::fs::File::open(file)?.sync_all()?;
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        match std::fs::File::open(d)?.sync_all() {
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return Ok(()),
+            other => other?,
+        }
+        if d == root || !d.starts_with(root) {
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+impl Durable {
+    async fn sync(&self, location: &Path) -> Result<()> {
+        let file = self.inner.path_to_filesystem(location)?;
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || sync_up(&file, &root))
+            .await
+            .map_err(|e| object_store::Error::Generic {
+                store: "Durable",
+                source: Box::new(e),
+            })?
+            .map_err(|e| object_store::Error::Generic {
+                store: "Durable",
+                source: Box::new(e),
+            })
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Durable {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let put = self.inner.put_opts(location, payload, opts).await?;
+        self.sync(location).await?;
+        Ok(put)
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        // Not used by checkpoints (their files go up in one put each).
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await?;
+        self.sync(to).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await?;
+        self.sync(to).await
+    }
 }
 
 /// The `file://` URL of directory `dir` (made absolute; created).

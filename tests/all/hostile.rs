@@ -272,22 +272,39 @@ fn a_memory_bomb_hits_the_memory_limit() {
     );
 }
 
+/// Files the host can read are not there for a guest: every one of them
+/// (each exists and is readable here, so a failure is the sandbox's, not
+/// a missing file's) is not there for the guest.
 #[test]
 fn files_are_not_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = dir.path().join("readable.txt");
+    std::fs::write(&mine, "the host reads this").unwrap();
+    let manifest = weir_tests::workspace_root().join("Cargo.toml");
+    let paths = [
+        "/etc/passwd".to_owned(),
+        mine.display().to_string(),
+        manifest.display().to_string(),
+        "Cargo.toml".to_owned(),
+    ];
+    for p in &paths[..3] {
+        assert!(std::fs::read(p).is_ok(), "the host reads {p}");
+    }
     let rt = runtime();
     let mut op = instance(&rt, "open-file");
     let out = values(
-        &op.process(
-            vec![text("/etc/passwd"), text("Cargo.toml"), text(".")],
-            ctx(),
-        )
-        .unwrap()
-        .main,
+        &op.process(paths.iter().map(|p| text(p)).collect(), ctx())
+            .unwrap()
+            .main,
     );
-    for v in out {
+    assert_eq!(out.len(), paths.len(), "one answer per path: {out:?}");
+    for (v, path) in out.iter().zip(&paths) {
+        let v = v.as_str().unwrap();
+        assert!(v.starts_with("error:"), "a guest read {path}: {v}");
+        // It is there for the host: for the guest, no such file.
         assert!(
-            v.as_str().unwrap().starts_with("error:"),
-            "a guest read a file: {v}"
+            v.contains("No such file or directory"),
+            "{path}: not the sandbox's refusal: {v}"
         );
     }
 }

@@ -492,9 +492,23 @@ path = "${output}"
         };
         halves.push(tokio::spawn(run_placed(job, Some(placement))));
     }
-    // A checkpoint every 150 ms while the sources run (~0.75 s at this rate).
+    // A checkpoint every 150 ms, completed (as the checkpoint coordinator
+    // would) once every subtask acknowledged it, or had finished in a
+    // completed one: the sources run for ~0.75 s, and then every subtask
+    // waits for a checkpoint after its end to complete before it ends.
+    let all: BTreeSet<(usize, u32)> = [(0, 0), (0, 1), (1, 0), (1, 1)].into();
     let mut triggered = Vec::new();
-    for id in 1..=4u64 {
+    let mut acked: BTreeMap<u64, BTreeMap<(usize, u32), bool>> = BTreeMap::new();
+    let mut finished: BTreeSet<(usize, u32)> = BTreeSet::new();
+    let mut completed: BTreeSet<u64> = BTreeSet::new();
+    let started = std::time::Instant::now();
+    let mut id = 0u64;
+    while !halves.iter().all(|h| h.is_finished()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the job ends: {acked:?}"
+        );
+        id += 1;
         tokio::time::sleep(std::time::Duration::from_millis(150)).await;
         let barrier = Barrier {
             id,
@@ -506,6 +520,44 @@ path = "${output}"
         if told == 2 {
             triggered.push(id);
         }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        for (_, acks) in &mut wiring {
+            while let Ok(ack) = acks.try_recv() {
+                let subtask = (ack.task, ack.subtask);
+                match ack.task {
+                    0 => {
+                        assert_eq!(ack.snapshot.sources.len(), 1, "{ack:?}");
+                        assert!(ack.snapshot.sinks.is_empty());
+                    }
+                    _ => {
+                        assert!(ack.snapshot.sources.is_empty());
+                        assert_eq!(ack.snapshot.sinks.len(), 1, "{ack:?}");
+                    }
+                }
+                let previous = acked
+                    .entry(ack.checkpoint)
+                    .or_default()
+                    .insert(subtask, ack.snapshot.finished);
+                assert!(previous.is_none(), "acked twice");
+            }
+        }
+        let ready: Vec<u64> = acked
+            .iter()
+            .filter(|(c, acks)| {
+                !completed.contains(c)
+                    && all
+                        .iter()
+                        .all(|s| acks.contains_key(s) || finished.contains(s))
+            })
+            .map(|(c, _)| *c)
+            .collect();
+        for c in ready {
+            completed.insert(c);
+            finished.extend(acked[&c].iter().filter(|(_, f)| **f).map(|(s, _)| *s));
+            for (channels, _) in &wiring {
+                channels.complete(c);
+            }
+        }
     }
     for h in halves {
         h.await.unwrap().unwrap();
@@ -514,30 +566,19 @@ path = "${output}"
         triggered.len() >= 2,
         "the sources ran through the triggers: {triggered:?}"
     );
-    let mut acked: BTreeMap<u64, BTreeSet<(usize, u32)>> = BTreeMap::new();
-    for (_, acks) in &mut wiring {
-        while let Ok(ack) = acks.try_recv() {
-            let subtask = (ack.task, ack.subtask);
-            match ack.task {
-                0 => {
-                    assert_eq!(ack.snapshot.sources.len(), 1, "{ack:?}");
-                    assert!(ack.snapshot.sinks.is_empty());
-                }
-                _ => {
-                    assert!(ack.snapshot.sources.is_empty());
-                    assert_eq!(ack.snapshot.sinks.len(), 1, "{ack:?}");
-                }
-            }
-            assert!(
-                acked.entry(ack.checkpoint).or_default().insert(subtask),
-                "acked twice"
-            );
-        }
-    }
-    let all: BTreeSet<(usize, u32)> = [(0, 0), (0, 1), (1, 0), (1, 1)].into();
-    for id in &triggered {
-        assert_eq!(acked.get(id), Some(&all), "checkpoint {id}: {acked:?}");
-    }
+    assert!(
+        finished == all,
+        "every subtask ended after a completed checkpoint that holds it finished: {acked:?}"
+    );
+    // The first checkpoints, taken while the sources ran, hold every
+    // subtask's acknowledgement.
+    assert_eq!(
+        acked
+            .get(&triggered[0])
+            .map(|a| a.keys().copied().collect::<BTreeSet<_>>()),
+        Some(all.clone()),
+        "{acked:?}"
+    );
 
     // The counts are those of the words generated.
     let mut got: BTreeMap<String, u64> = BTreeMap::new();

@@ -89,6 +89,7 @@ fn router_with(data: &Path, max_upload: usize, tokens: Tokens) -> axum::Router {
         slots,
         max_upload,
         tokens: Arc::new(tokens),
+        hosts: Default::default(),
     })
 }
 
@@ -559,6 +560,17 @@ async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
             .iter()
             .any(|v| v.name == "count" && v.records_in > 0)
     })
+    .await;
+    // A bundle that a job which has not ended uses cannot be deleted.
+    error(
+        &api,
+        Request::delete(format!("/v1/bundles/{}", generator.id))
+            .body(Body::empty())
+            .unwrap(),
+        StatusCode::CONFLICT,
+        "bundle_in_use",
+        &format!("used by job `{}`, which is running", endless.id),
+    )
     .await;
     let (status, _) = call(
         &api,
@@ -1057,6 +1069,33 @@ async fn another_sites_page_cannot_change_anything_even_on_an_open_coordinator()
         "",
     )
     .await;
+    // A page whose own domain was pointed at this machine (DNS
+    // rebinding) is same-origin to the browser, but names its domain:
+    // refused, for reading as well as for changes.
+    for request in [
+        Request::delete(format!("/v1/bundles/{}", bundle.id))
+            .header("host", "x.example:8081")
+            .header("origin", "http://x.example:8081")
+            .body(Body::empty())
+            .unwrap(),
+        Request::get("/v1/jobs")
+            .header("host", "x.example")
+            .body(Body::empty())
+            .unwrap(),
+        Request::get("/")
+            .header("host", "x.example")
+            .body(Body::empty())
+            .unwrap(),
+    ] {
+        error(
+            &api,
+            request,
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            "does not serve the host `x.example",
+        )
+        .await;
+    }
     // This server's own page may.
     let (status, _) = call(
         &api,
@@ -1085,4 +1124,80 @@ async fn another_sites_page_cannot_change_anything_even_on_an_open_coordinator()
             .get("access-control-allow-origin")
             .is_none()
     );
+}
+
+/// A sink's output belongs to one job: a second job naming the file of a
+/// running one is refused naming the owner, even with `mode =
+/// "overwrite"`, which hands the file over only once the owner has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sinks_file_belongs_to_one_job_until_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let endless = |overwrite: bool| {
+        wordcount_archive_with(|m| {
+            let m = m.replace(
+                "type = \"text-file\"\npath = \"${input}\"",
+                "type = \"generator\"\npattern = \"words\"\nrate = \"500\"",
+            );
+            if overwrite {
+                m.replace(
+                    "path = \"${output}\"",
+                    "path = \"${output}\"\nmode = \"overwrite\"",
+                )
+            } else {
+                m
+            }
+        })
+    };
+    let plain = upload(&api, &endless(false)).await;
+    let overwriting = upload(&api, &endless(true)).await;
+    let output = dir.path().join("out.jsonl");
+    let submit = |bundle: &str| {
+        json_post(
+            "/v1/jobs",
+            serde_json::json!({"bundle": bundle, "params": {"output": output.to_str().unwrap()}}),
+        )
+    };
+    let owner: JobInfo = created(&api, submit(&plain.id)).await;
+    let claim = dir.path().join(".out.jsonl.owner");
+    assert_eq!(std::fs::read_to_string(&claim).unwrap(), owner.id);
+    for bundle in [&plain.id, &overwriting.id] {
+        error(
+            &api,
+            submit(bundle),
+            StatusCode::CONFLICT,
+            "sink_exists",
+            &format!("belongs to job {}, which has not ended", owner.id),
+        )
+        .await;
+    }
+    call(
+        &api,
+        json_post(
+            &format!("/v1/jobs/{}/cancel", owner.id),
+            serde_json::json!({}),
+        ),
+    )
+    .await;
+    wait_for(&api, &owner.id, |j| j.state.is_terminal()).await;
+    // Ended: still its own unless handed over.
+    error(
+        &api,
+        submit(&plain.id),
+        StatusCode::CONFLICT,
+        "sink_exists",
+        "which has ended",
+    )
+    .await;
+    let next: JobInfo = created(&api, submit(&overwriting.id)).await;
+    assert_eq!(std::fs::read_to_string(&claim).unwrap(), next.id);
+    call(
+        &api,
+        json_post(
+            &format!("/v1/jobs/{}/cancel", next.id),
+            serde_json::json!({}),
+        ),
+    )
+    .await;
+    wait_for(&api, &next.id, |j| j.state.is_terminal()).await;
 }

@@ -127,9 +127,12 @@ pub async fn run(
                 );
             }
             Err(status) => {
+                // One failed call is not a lost coordinator: the worker
+                // stays registered, and its tasks run on, unless the
+                // coordinator answers that it no longer knows it (it gave
+                // it up after its heartbeat timeout, or restarted).
                 tracing::warn!("coordinator at {coordinator}: {status}; reconnecting");
                 client = None;
-                registered = false;
             }
         }
         tokio::time::sleep(interval).await;

@@ -53,16 +53,24 @@ pub struct Executor {
     pub allowed: AllowedDirs,
     /// This worker's token, on every call to the coordinator.
     pub present: PresentToken,
-    /// Per running job: whether the coordinator asked to cancel it.
-    running: Mutex<HashMap<String, Arc<AtomicBool>>>,
-    /// Per running job: the flag that stops its subtasks.
-    cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
-    /// Per running job: its records so far.
-    counters: Mutex<HashMap<String, Arc<JobCounters>>>,
-    /// Per running job: its name.
-    names: Mutex<HashMap<String, String>>,
-    /// Per running job that takes checkpoints: its wiring and uploads.
-    checkpointing: Mutex<HashMap<String, Arc<JobCheckpointing>>>,
+    /// The jobs running here, by id: the newest attempt of each.
+    jobs: Mutex<HashMap<String, RunningJob>>,
+}
+
+/// A job's attempt running on this worker.
+struct RunningJob {
+    /// The attempt.
+    attempt: u32,
+    /// Its name.
+    name: String,
+    /// Whether the coordinator asked to cancel it.
+    asked: Arc<AtomicBool>,
+    /// The flag that stops its subtasks.
+    cancel: Arc<AtomicBool>,
+    /// Its records so far.
+    counters: Arc<JobCounters>,
+    /// Its wiring and uploads, when it takes checkpoints.
+    checkpointing: Option<Arc<JobCheckpointing>>,
 }
 
 /// A job's checkpointing on this worker.
@@ -112,11 +120,7 @@ impl Executor {
             default_backend,
             allowed,
             present,
-            running: Mutex::default(),
-            cancels: Mutex::default(),
-            counters: Mutex::default(),
-            names: Mutex::default(),
-            checkpointing: Mutex::default(),
+            jobs: Mutex::default(),
         })
     }
 
@@ -191,13 +195,15 @@ impl Executor {
         })
     }
 
+    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunningJob>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn checkpointing_of(&self, job: &str, attempt: u32) -> Option<Arc<JobCheckpointing>> {
-        self.checkpointing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.jobs()
             .get(job)
-            .filter(|c| c.attempt == attempt)
-            .cloned()
+            .filter(|j| j.attempt == attempt)
+            .and_then(|j| j.checkpointing.clone())
     }
 
     /// The gRPC service.
@@ -207,62 +213,39 @@ impl Executor {
 
     /// Every running job: its id, its name and its counters.
     pub fn running_jobs(&self) -> Vec<(String, String, Arc<JobCounters>)> {
-        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        self.counters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.jobs()
             .iter()
-            .map(|(id, c)| {
-                let name = names.get(id).cloned().unwrap_or_default();
-                (id.clone(), name, c.clone())
-            })
+            .map(|(id, j)| (id.clone(), j.name.clone(), j.counters.clone()))
             .collect()
     }
 
-    /// Forget job `job`'s entries, if they are still those of the run
-    /// whose counters are `counters` (not of a newer attempt's).
-    fn forget(&self, job: &str, counters: &Arc<JobCounters>) {
-        let mut all = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        if !all.get(job).is_some_and(|c| Arc::ptr_eq(c, counters)) {
-            return;
+    /// Forget attempt `attempt` of job `job`, if it is still the one
+    /// recorded (not a newer attempt that took its place here).
+    fn forget(&self, job: &str, attempt: u32, counters: &Arc<JobCounters>) {
+        let mut jobs = self.jobs();
+        if jobs
+            .get(job)
+            .is_some_and(|j| j.attempt == attempt && Arc::ptr_eq(&j.counters, counters))
+        {
+            jobs.remove(job);
         }
-        all.remove(job);
-        drop(all);
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(job);
-        self.cancels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(job);
-        self.names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(job);
-        self.checkpointing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(job);
     }
 
     /// Stop every job running here (the coordinator forgot this worker).
     pub fn cancel_all(&self) {
-        let cancels = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
-        for (job, cancel) in cancels.iter() {
+        for (job, j) in self.jobs().iter() {
             tracing::warn!(job = %job, "stopping a job of a coordinator that forgot this worker");
-            cancel.store(true, Ordering::Relaxed);
+            j.cancel.store(true, Ordering::Relaxed);
         }
     }
 
     /// Records so far of every running job, per vertex (sent with heartbeats).
     pub fn progress(&self) -> Vec<JobProgress> {
-        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        counters
+        self.jobs()
             .iter()
-            .map(|(job_id, c)| JobProgress {
+            .map(|(job_id, j)| JobProgress {
                 job_id: job_id.clone(),
-                counts: c.figures(),
+                counts: j.counters.figures(),
             })
             .collect()
     }
@@ -355,6 +338,7 @@ impl TaskExecutor for ExecutorService {
         job.attempt = r.attempt;
         job.job_id = r.job_id.clone();
         let mut reporting = None;
+        let mut checkpointing = None;
         if checkpointed {
             let store = weir_state::storage::open(&r.checkpoint_storage)
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
@@ -374,41 +358,32 @@ impl TaskExecutor for ExecutorService {
                         .report_snapshots(r.job_id.clone(), r.attempt, acks, uploader.clone()),
                 );
             job.checkpoints = Some(channels.clone());
-            self.0
-                .checkpointing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    r.job_id.clone(),
-                    Arc::new(JobCheckpointing {
-                        attempt: r.attempt,
-                        channels,
-                        uploader,
-                    }),
-                );
+            checkpointing = Some(Arc::new(JobCheckpointing {
+                attempt: r.attempt,
+                channels,
+                uploader,
+            }));
         }
-        let cancel = job.cancel.clone();
-        self.0
-            .names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(r.job_id.clone(), name);
         let asked = Arc::new(AtomicBool::new(false));
-        self.0
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(r.job_id.clone(), asked.clone());
-        self.0
-            .cancels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(r.job_id.clone(), cancel);
-        self.0
-            .counters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(r.job_id.clone(), job.counters.clone());
+        let mut jobs = self.0.jobs();
+        if let Some(older) = jobs.get(&r.job_id).filter(|j| j.attempt < r.attempt) {
+            // The coordinator runs a newer attempt: whatever is left of an
+            // older one here (a cancel that never came) stops.
+            older.asked.store(true, Ordering::Relaxed);
+            older.cancel.store(true, Ordering::Relaxed);
+        }
+        jobs.insert(
+            r.job_id.clone(),
+            RunningJob {
+                attempt: r.attempt,
+                name,
+                asked: asked.clone(),
+                cancel: job.cancel.clone(),
+                counters: job.counters.clone(),
+                checkpointing,
+            },
+        );
+        drop(jobs);
         // Channels are named by job and attempt: subtasks of two attempts
         // never exchange data.
         let placement = Placement {
@@ -425,7 +400,7 @@ impl TaskExecutor for ExecutorService {
             let result = run_placed(job, Some(placement)).await;
             state.remove();
             // Unless a newer attempt of the job took its place here.
-            executor.forget(&job_id, &counters);
+            executor.forget(&job_id, attempt, &counters);
             // The job's acknowledgements reach the coordinator before its
             // end does (uploads are bounded by the checkpoint timeout).
             if let Some(reporting) = reporting
@@ -508,24 +483,23 @@ impl TaskExecutor for ExecutorService {
         &self,
         request: Request<CancelJobRequest>,
     ) -> Result<Response<CancelJobResponse>, Status> {
-        let id = request.into_inner().job_id;
-        if let Some(asked) = self
-            .0
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-        {
-            asked.store(true, Ordering::Relaxed);
-        }
-        if let Some(cancel) = self
-            .0
-            .cancels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-        {
-            cancel.store(true, Ordering::Relaxed);
+        let r = request.into_inner();
+        if let Some(j) = self.0.jobs().get(&r.job_id) {
+            match r.attempt {
+                // A late cancel of an earlier attempt: the one running now
+                // goes on.
+                Some(a) if a != j.attempt => {
+                    tracing::info!(
+                        job = %r.job_id,
+                        "ignoring a cancel of attempt {a}: attempt {} runs here",
+                        j.attempt
+                    );
+                }
+                _ => {
+                    j.asked.store(true, Ordering::Relaxed);
+                    j.cancel.store(true, Ordering::Relaxed);
+                }
+            }
         }
         Ok(Response::new(CancelJobResponse {}))
     }

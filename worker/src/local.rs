@@ -126,9 +126,12 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
 
     // Sinks open before anything runs, so a bad path fails at once. When
     // the job takes checkpoints, a JSON-lines file sink is a directory of
-    // part files, one writer per subtask.
+    // part files, one writer per subtask — unless it names a device
+    // (`/dev/null` discards, `/dev/stdout` prints: straight through).
     let transactional = |config: &SinkConfig| {
-        job.checkpoints.is_some() && matches!(config, SinkConfig::JsonLinesFile { .. })
+        job.checkpoints.is_some()
+            && matches!(config, SinkConfig::JsonLinesFile { path, .. }
+                if !weir_model::access::SINK_DEVICES.contains(&path.as_str()))
     };
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
@@ -247,16 +250,25 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                 VertexKind::Source(config) => {
                     let v = &graph.vertices[t.vertices[0]];
                     let codec = codecs.output(v.id, None);
-                    let mut source = crate::sources::open(config, s, v.parallelism, codec)
-                        .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
+                    let size = graph.file_sizes.get(&v.id).copied();
+                    let mut source =
+                        crate::sources::open_sized(config, s, v.parallelism, codec, size)
+                            .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
                     if let Some(r) = &job.restore {
-                        source.restore(&r.positions(t.id, s, v.id)).map_err(|e| {
-                            anyhow::anyhow!(
-                                "source `{}`: restoring checkpoint {}: {e:#}",
-                                v.name,
-                                r.checkpoint.id
-                            )
-                        })?;
+                        let positions = r.positions(t.id, s, v.id);
+                        if r.finished(t.id, s) {
+                            // It had read all its input: it reads nothing
+                            // more, and keeps its final positions.
+                            source = Box::new(crate::sources::Finished::at(positions));
+                        } else {
+                            source.restore(&positions).map_err(|e| {
+                                anyhow::anyhow!(
+                                    "source `{}`: restoring checkpoint {}: {e:#}",
+                                    v.name,
+                                    r.checkpoint.id
+                                )
+                            })?;
+                        }
                     }
                     Head::Source(source)
                 }
@@ -368,6 +380,8 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         timing: crate::task::Timing::new(),
                         checkpoints,
                         pending_commits,
+                        ended_input: false,
+                        final_snapshot: None,
                     }
                     .run()
                 })();

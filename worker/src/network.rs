@@ -183,17 +183,24 @@ async fn serve(
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     framed.send(encode(&Frame::Credit(INITIAL_CREDIT))).await?;
+    let mut data_ended = false;
     while let Some(bytes) = framed.next().await {
         let frame = decode(bytes?.freeze())?;
         let Frame::Message(message) = frame else {
             anyhow::bail!("unexpected frame from a sender: {frame:?}");
         };
         let (is_data, is_end) = (matches!(message, StreamMessage::Data(_)), message.is_end());
+        let ends_data = message == StreamMessage::END_OF_DATA;
         // Waits while the subtask's channel is full: no credit goes back
         // until there is room.
         if tx.send((key.channel, message)).await.is_err() {
+            if data_ended {
+                // It finished after the end of data: nothing is lost.
+                return Ok(());
+            }
             anyhow::bail!("the receiving subtask stopped");
         }
+        data_ended |= ends_data;
         if is_data {
             framed.send(encode(&Frame::Credit(1))).await?;
         }

@@ -233,4 +233,17 @@ impl NetworkOutput {
         }
         Ok(())
     }
+
+    /// Send a signal to every receiver that is still there, after the end
+    /// of data: a receiver that ended since needs nothing more.
+    pub fn broadcast_to_open(&mut self, message: StreamMessage) -> Result<(), PartitionError> {
+        self.flush()?;
+        for to in 0..self.senders.len() {
+            match self.send(to, message.clone()) {
+                Ok(()) | Err(PartitionError::Disconnected) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }

@@ -34,25 +34,70 @@ pub trait Source: Send {
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()>;
 }
 
+/// A source subtask that had read all its input when the checkpoint it
+/// restores from was taken: it reads nothing, and its positions stay.
+pub struct Finished(Vec<SplitPosition>);
+
+impl Finished {
+    /// Finished at `positions`.
+    pub fn at(positions: Vec<SplitPosition>) -> Finished {
+        Finished(positions)
+    }
+}
+
+impl Source for Finished {
+    fn next_batch(&mut self, _max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        Ok(None)
+    }
+
+    fn snapshot(&self) -> Vec<SplitPosition> {
+        self.0.clone()
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
+        self.0 = positions.to_vec();
+        Ok(())
+    }
+}
+
 /// Open the split of `subtask` (of `parallelism`) of a source, writing its
-/// records in `codec`.
+/// records in `codec`; a file's splits are cut from its size now.
 pub fn open(
     config: &SourceConfig,
     subtask: u32,
     parallelism: u32,
     codec: Codec,
 ) -> anyhow::Result<Box<dyn Source>> {
+    open_sized(config, subtask, parallelism, codec, None)
+}
+
+/// [`open`], a file's splits cut from `size` when given: the file's size
+/// when the job first started ([`weir_model::JobGraph::file_sizes`]), so
+/// that every subtask, on every worker and in every attempt, cuts the same
+/// splits however the file grew since.
+pub fn open_sized(
+    config: &SourceConfig,
+    subtask: u32,
+    parallelism: u32,
+    codec: Codec,
+    size: Option<u64>,
+) -> anyhow::Result<Box<dyn Source>> {
     Ok(match config {
         SourceConfig::TextFile { path } => Box::new(FileSplit::open(
             path,
-            subtask,
-            parallelism,
+            (subtask, parallelism),
             LineFormat::Text,
             codec,
+            size,
         )?),
         SourceConfig::JsonLinesFile { path, follow } => {
-            let mut split =
-                FileSplit::open(path, subtask, parallelism, LineFormat::JsonLines, codec)?;
+            let mut split = FileSplit::open(
+                path,
+                (subtask, parallelism),
+                LineFormat::JsonLines,
+                codec,
+                size,
+            )?;
             // The last split goes on with whatever is appended.
             split.follow = *follow && subtask + 1 == parallelism;
             if split.follow {
@@ -94,13 +139,17 @@ enum LineFormat {
 
 /// The lines of a byte range of a file. Subtask `i` of `n` owns the lines
 /// that *start* in `[i * size / n, (i + 1) * size / n)`, so every line is
-/// read by exactly one subtask.
+/// read by exactly one subtask. `size` is the file's size when the job
+/// first started; the range is kept in every checkpoint, so a restore reads
+/// the same one.
 struct FileSplit {
     reader: BufReader<File>,
-    /// The split's first byte (its id, with `end`).
+    /// The split's first byte.
     start: u64,
     pos: u64,
     end: u64,
+    /// Subtask `i` of `n`: the split's identity.
+    index: (u32, u32),
     format: LineFormat,
     line: Vec<u8>,
     path: String,
@@ -116,48 +165,69 @@ const FOLLOW_POLL: Duration = Duration::from_millis(20);
 impl FileSplit {
     fn open(
         path: &str,
-        subtask: u32,
-        parallelism: u32,
+        (subtask, parallelism): (u32, u32),
         format: LineFormat,
         codec: Codec,
+        size: Option<u64>,
     ) -> anyhow::Result<FileSplit> {
         let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {path}: {e}"))?;
-        let size = file.metadata()?.len();
+        let size = match size {
+            Some(size) => size,
+            None => file
+                .metadata()
+                .map_err(|e| anyhow::anyhow!("cannot read the size of {path}: {e}"))?
+                .len(),
+        };
         let (i, n) = (u64::from(subtask), u64::from(parallelism.max(1)));
-        let start = size * i / n;
-        let end = size * (i + 1) / n;
-        let mut reader = BufReader::with_capacity(256 * 1024, file);
-        let mut pos = start;
-        if start > 0 {
-            // Skip the rest of the line that byte `start - 1` belongs to: it
-            // belongs to the previous split.
-            reader.seek(SeekFrom::Start(start - 1))?;
-            let mut skipped = Vec::new();
-            pos = start - 1 + reader.read_until(b'\n', &mut skipped)? as u64;
-        }
-        Ok(FileSplit {
-            reader,
-            start,
-            pos,
-            end,
+        let mut split = FileSplit {
+            reader: BufReader::with_capacity(256 * 1024, file),
+            start: size * i / n,
+            pos: 0,
+            end: size * (i + 1) / n,
+            index: (subtask, parallelism.max(1)),
             format,
             line: Vec::new(),
             path: path.to_owned(),
             follow: false,
             codec,
-        })
+        };
+        split.seek_start()?;
+        Ok(split)
     }
-}
 
-impl FileSplit {
-    fn id(&self) -> String {
-        // A following split's end moves with the file: its id keeps the
-        // size it was opened with out.
-        if self.follow {
-            format!("bytes {}-", self.start)
-        } else {
-            format!("bytes {}-{}", self.start, self.end)
+    /// Go to the split's first line: the rest of the line that byte
+    /// `start - 1` belongs to is the previous split's.
+    fn seek_start(&mut self) -> anyhow::Result<()> {
+        self.pos = self.start;
+        self.reader
+            .seek(SeekFrom::Start(self.start.saturating_sub(1)))?;
+        if self.start > 0 {
+            let mut skipped = Vec::new();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut skipped)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", self.path))?;
+            // (A file shorter than the size the splits were cut from ends
+            // before this split: it reads nothing.)
+            self.pos = (self.start - 1 + n as u64).max(self.start);
         }
+        Ok(())
+    }
+
+    fn id(&self) -> String {
+        format!("split {} of {}", self.index.0, self.index.1)
+    }
+
+    /// A position of an earlier version's checkpoint (`bytes S-E`, `bytes
+    /// S-` when following): its range.
+    fn legacy_range(split: &str) -> Option<(u64, u64)> {
+        let (start, end) = split.strip_prefix("bytes ")?.split_once('-')?;
+        let end = if end.is_empty() {
+            u64::MAX
+        } else {
+            end.parse().ok()?
+        };
+        Some((start.parse().ok()?, end))
     }
 }
 
@@ -166,19 +236,44 @@ impl Source for FileSplit {
         vec![SplitPosition {
             split: self.id(),
             offset: self.pos,
+            range: Some((self.start, self.end)),
         }]
     }
 
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
-        let id = self.id();
-        let Some(p) = positions.iter().find(|p| p.split == id) else {
+        if positions.is_empty() {
             return Ok(());
-        };
-        if p.offset < self.start || (!self.follow && p.offset > self.end) {
+        }
+        let id = self.id();
+        let found = positions
+            .iter()
+            .find(|p| p.split == id)
+            .or_else(|| match positions {
+                [only] => Self::legacy_range(&only.split).map(|_| only),
+                _ => None,
+            });
+        let Some(p) = found else {
+            let held: Vec<&str> = positions.iter().map(|p| p.split.as_str()).collect();
             anyhow::bail!(
-                "the checkpoint's position {} of {} is outside split {id}",
+                "it holds no position of {id} of {} (it holds: {}); the source cannot resume where it was",
+                self.path,
+                held.join(", ")
+            );
+        };
+        if let Some((start, end)) = p.range.or_else(|| Self::legacy_range(&p.split)) {
+            // The range the split had when the job first started.
+            self.start = start;
+            self.end = if self.follow { u64::MAX } else { end };
+        }
+        // (A split that read its last line stands past its end: that line
+        // started inside it.)
+        if p.offset < self.start {
+            anyhow::bail!(
+                "the checkpoint's position {} of {} is before {id} (bytes {}-{})",
                 p.offset,
-                self.path
+                self.path,
+                self.start,
+                self.end
             );
         }
         self.reader.seek(SeekFrom::Start(p.offset))?;
@@ -311,6 +406,7 @@ fn mix(mut z: u64) -> u64 {
 impl Source for Generator {
     fn snapshot(&self) -> Vec<SplitPosition> {
         vec![SplitPosition {
+            range: None,
             split: format!("{} mod {}", self.first, self.step),
             offset: self.next,
         }]
@@ -318,6 +414,13 @@ impl Source for Generator {
 
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
         let id = format!("{} mod {}", self.first, self.step);
+        if !positions.is_empty() && !positions.iter().any(|p| p.split == id) {
+            let held: Vec<&str> = positions.iter().map(|p| p.split.as_str()).collect();
+            anyhow::bail!(
+                "it holds no position of the generator's split {id} (it holds: {}); the source cannot resume where it was",
+                held.join(", ")
+            );
+        }
         if let Some(p) = positions.iter().find(|p| p.split == id) {
             if p.offset % self.step != self.first % self.step {
                 anyhow::bail!(
@@ -705,14 +808,13 @@ mod snapshot_tests {
                 again.restore(&positions).unwrap();
                 let tail = values(&mut *again, usize::MAX);
                 assert_eq!([head, tail].concat(), all, "{config:?} subtask {subtask}");
-                // Another subtask's positions are not its own.
+                // Another subtask's positions are not its own: a position
+                // that matches no split of it is an error naming the split,
+                // never a silent start from the beginning.
                 let mut other = open(&config, 1 - subtask, 2, Codec::Json).unwrap();
-                other.restore(&positions).unwrap();
-                let mut other_whole = open(&config, 1 - subtask, 2, Codec::Json).unwrap();
-                assert_eq!(
-                    values(&mut *other, usize::MAX),
-                    values(&mut *other_whole, usize::MAX)
-                );
+                let e = other.restore(&positions).unwrap_err().to_string();
+                assert!(e.contains("holds no position of"), "{e}");
+                assert!(e.contains(&positions[0].split), "{e}");
             }
         }
     }
@@ -743,5 +845,104 @@ mod follow_tests {
         let b = s.next_batch(10).unwrap().unwrap();
         assert_eq!(b.len(), 1);
         assert_eq!(&b[0].value[..], b"{\"a\":2}");
+    }
+}
+
+#[cfg(test)]
+mod stable_split_tests {
+    use super::*;
+    use std::io::Write;
+
+    fn drain(s: &mut dyn Source) -> Vec<String> {
+        let mut out = Vec::new();
+        // A following split never ends: read until it has nothing for now.
+        for _ in 0..50 {
+            match s.next_batch(7).unwrap() {
+                Some(b) if b.is_empty() => break,
+                Some(b) => out.extend(
+                    b.into_iter()
+                        .map(|r| String::from_utf8(r.value.to_vec()).unwrap()),
+                ),
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// A followed file at parallelism 2, read to its end, checkpointed,
+    /// grown, and restored from the checkpoint: the splits keep the ranges
+    /// they had when the job started (the first reads nothing more, the
+    /// last reads what was appended from its offset), so every line is
+    /// read once. Cut from the grown size, the first split would read
+    /// lines the second had read already.
+    #[test]
+    fn a_restore_after_the_file_grew_reads_every_line_once() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for i in 0..100 {
+            writeln!(f, "{{\"n\":{i}}}").unwrap();
+        }
+        f.flush().unwrap();
+        let path = f.path().to_str().unwrap().to_owned();
+        let config = SourceConfig::JsonLinesFile {
+            path: path.clone(),
+            follow: true,
+        };
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut read = Vec::new();
+        let mut positions = Vec::new();
+        for subtask in 0..2 {
+            let mut s = open_sized(&config, subtask, 2, Codec::Json, Some(size)).unwrap();
+            read.extend(drain(&mut *s));
+            positions.push(s.snapshot());
+        }
+        assert_eq!(read.len(), 100);
+        for i in 100..300 {
+            writeln!(f, "{{\"n\":{i}}}").unwrap();
+        }
+        f.flush().unwrap();
+        // The attempt after a failure: the file is three times larger now.
+        for subtask in 0..2 {
+            let grown = std::fs::metadata(&path).unwrap().len();
+            let mut s = open_sized(&config, subtask, 2, Codec::Json, Some(grown)).unwrap();
+            s.restore(&positions[subtask as usize]).unwrap();
+            read.extend(drain(&mut *s));
+        }
+        let mut got: Vec<u64> = read
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["n"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..300).collect::<Vec<_>>());
+    }
+
+    /// Every subtask cuts its split from the size given, not from the
+    /// file's size when it opens: splits opened while the file grows still
+    /// cover each line once.
+    #[test]
+    fn splits_are_cut_from_the_size_at_the_jobs_start() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for i in 0..90 {
+            writeln!(f, "line {i}").unwrap();
+        }
+        f.flush().unwrap();
+        let path = f.path().to_str().unwrap().to_owned();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let config = SourceConfig::TextFile { path };
+        let mut read = Vec::new();
+        for subtask in 0..3 {
+            // The file grows between the subtasks' opens.
+            writeln!(f, "late {subtask}").unwrap();
+            f.flush().unwrap();
+            let mut s = open_sized(&config, subtask, 3, Codec::Json, Some(size)).unwrap();
+            read.extend(drain(&mut *s));
+        }
+        read.sort();
+        let mut want: Vec<String> = (0..90).map(|i| format!("\"line {i}\"")).collect();
+        want.sort();
+        assert_eq!(read, want);
     }
 }

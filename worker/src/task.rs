@@ -15,9 +15,15 @@
 //!   [`BarrierHandler`], which aligns the barriers (or only tracks them, at
 //!   least once). When a barrier is complete the task forwards it, then
 //!   snapshots its chain (source positions, sinks' pre-commits) and acks;
-//! - end of stream on every input (or the source's end): the maximal
-//!   watermark fires all event-time timers, sinks finish, and end of stream
-//!   goes on to the outputs.
+//! - end of data on every input (or the source's end): the maximal
+//!   watermark fires all event-time timers and end of data goes on to the
+//!   outputs. Without checkpoints the sinks finish and the task ends. With
+//!   them (Flink's FLIP-147) the task goes on taking part in checkpoints —
+//!   a source injects the barriers it is asked for, any other task aligns
+//!   those its finished inputs forward — with snapshots marked finished,
+//!   until a checkpoint taken after its end completes: that final
+//!   checkpoint commits its sinks. Then end of stream goes on to the
+//!   outputs, and the task ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +44,10 @@ use crate::watermark::{WatermarkGenerator, WatermarkTracker, timestamp_at};
 
 /// How often a subtask waiting for input checks whether the job was canceled.
 const CANCEL_CHECK: Duration = Duration::from_millis(200);
+
+/// How often a finished subtask waiting for its final checkpoint looks for
+/// barriers to inject and for completed checkpoints.
+const FINISHED_POLL: Duration = Duration::from_millis(10);
 
 /// The job was canceled (or another task failed): not an error of this task.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +143,12 @@ pub struct Subtask {
     /// Its sinks' pre-commits not committed yet, by checkpoint: (node,
     /// handle).
     pub pending_commits: std::collections::BTreeMap<u64, Vec<(usize, Vec<u8>)>>,
+    /// Its input ended and every timer fired: what it snapshots now is
+    /// its finished state.
+    pub ended_input: bool,
+    /// Its first snapshot after its input ended: once a checkpoint at or
+    /// after it completes, the subtask may end.
+    pub final_snapshot: Option<u64>,
 }
 
 /// Where a subtask's time goes: waiting for input (idle), waiting for room
@@ -225,41 +241,11 @@ impl Subtask {
                 channels: 0,
             },
         ) {
-            Head::Source(mut source) => loop {
-                if self.cancel.load(Ordering::Relaxed) {
-                    return Err(Canceled.into());
-                }
-                let triggers = match &self.checkpoints {
-                    Some(link) => link.pending_triggers(),
-                    None => Vec::new(),
-                };
-                for barrier in triggers {
-                    let positions = source.snapshot();
-                    let vertex = self.nodes[0].vertex;
-                    self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
-                }
-                let asked = Instant::now();
-                let batch = source.next_batch(self.batch_size).map_err(|e| {
-                    anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
-                })?;
-                match batch {
-                    None => break,
-                    Some(b) if b.is_empty() => {
-                        // Nothing to read for now: idle.
-                        self.timing.idle += asked.elapsed();
-                        self.flush_sinks(true)?
-                    }
-                    Some(b) => {
-                        self.push_source(b, &mut watermark)?;
-                        self.flush()?;
-                        self.flush_sinks(false)?;
-                    }
-                }
-                self.source_time(&mut watermark)?;
-                self.processing_timers(watermark)?;
-                self.commit_completed()?;
-                self.publish(watermark, false);
-            },
+            Head::Source(mut source) => {
+                self.run_source(source.as_mut(), &mut watermark)?;
+                self.end_of_input(&mut watermark)?;
+                self.finish_source(source.as_mut())?;
+            }
             Head::Input { mut rx, channels } => {
                 let mut tracker = WatermarkTracker::new(channels);
                 let mut barriers = BarrierHandler::new(channels);
@@ -334,25 +320,215 @@ impl Subtask {
                     self.commit_completed()?;
                     self.publish(watermark, false);
                 }
+                self.end_of_input(&mut watermark)?;
+                self.finish_input(&mut rx, &mut barriers)?;
             }
         }
-        // End of input: fire every event-time timer, finish sinks, tell
-        // the receivers.
-        if watermark != Some(MAX_WATERMARK) {
-            self.advance_watermark(MAX_WATERMARK)?;
+        // The end: the receivers are told. With checkpoints, the final
+        // checkpoint committed what the sinks wrote, and a receiver may
+        // have ended already (it needs nothing after the end of data).
+        let checkpointed = self.checkpoints.is_some();
+        if checkpointed {
+            self.finish_sinks()?;
         }
+        for (i, out) in self.outputs.iter_mut().enumerate() {
+            let sent = if checkpointed {
+                out.broadcast_to_open(StreamMessage::END)
+            } else {
+                out.broadcast(StreamMessage::END)
+            };
+            sent.map_err(|e| partition_error(e, &format!("output {i}")))?;
+        }
+        self.publish(Some(MAX_WATERMARK), true);
+        Ok(())
+    }
+
+    /// Read the source until its input ends (or the job is canceled),
+    /// injecting the barriers the coordinator asks for between batches.
+    fn run_source(
+        &mut self,
+        source: &mut dyn Source,
+        watermark: &mut Option<i64>,
+    ) -> anyhow::Result<()> {
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return Err(Canceled.into());
+            }
+            let triggers = match &self.checkpoints {
+                Some(link) => link.pending_triggers(),
+                None => Vec::new(),
+            };
+            for barrier in triggers {
+                let positions = source.snapshot();
+                let vertex = self.nodes[0].vertex;
+                self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
+            }
+            let asked = Instant::now();
+            let batch = source.next_batch(self.batch_size).map_err(|e| {
+                anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
+            })?;
+            match batch {
+                None => return Ok(()),
+                Some(b) if b.is_empty() => {
+                    // Nothing to read for now: idle.
+                    self.timing.idle += asked.elapsed();
+                    self.flush_sinks(true)?
+                }
+                Some(b) => {
+                    self.push_source(b, watermark)?;
+                    self.flush()?;
+                    self.flush_sinks(false)?;
+                }
+            }
+            self.source_time(watermark)?;
+            self.processing_timers(*watermark)?;
+            self.commit_completed()?;
+            self.publish(*watermark, false);
+        }
+    }
+
+    /// The input ended: every event-time timer fires, and the receivers
+    /// are told that no more data comes. Without checkpoints the sinks
+    /// finish (and commit) now; with them, what they hold waits for the
+    /// final checkpoint.
+    fn end_of_input(&mut self, watermark: &mut Option<i64>) -> anyhow::Result<()> {
+        if self.ended_input {
+            return Ok(());
+        }
+        self.ended_input = true;
+        if *watermark != Some(MAX_WATERMARK) {
+            self.advance_watermark(MAX_WATERMARK)?;
+            *watermark = Some(MAX_WATERMARK);
+        }
+        if self.checkpoints.is_none() {
+            // The end of stream follows at once.
+            return self.finish_sinks();
+        }
+        self.flush_sinks(true)?;
+        self.flush()?;
+        self.broadcast(StreamMessage::END_OF_DATA)?;
+        self.publish(Some(MAX_WATERMARK), true);
+        Ok(())
+    }
+
+    fn finish_sinks(&mut self) -> anyhow::Result<()> {
         for node in &mut self.nodes {
             if let NodeOp::Sink(sink) = &mut node.op {
                 sink.finish()
                     .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", node.name, self.name))?;
             }
         }
-        for (i, out) in self.outputs.iter_mut().enumerate() {
-            out.broadcast(StreamMessage::END)
-                .map_err(|e| partition_error(e, &format!("output {i}")))?;
-        }
-        self.publish(Some(MAX_WATERMARK), true);
         Ok(())
+    }
+
+    /// Whether a finished subtask may end: a checkpoint at or after its
+    /// first snapshot after its end completed (`done`,
+    /// the newest completed so far, is kept across calls: a completion may
+    /// overtake the barrier it completes). Its sinks commit what the
+    /// completed checkpoints cover.
+    fn final_completed(&mut self, done: &mut Option<u64>) -> anyhow::Result<bool> {
+        let final_id = self.final_snapshot;
+        let Some(link) = &self.checkpoints else {
+            return Ok(true);
+        };
+        if let Some(newest) = link.completed().into_iter().max() {
+            self.commit_through(newest)?;
+            *done = (*done).max(Some(newest));
+        }
+        Ok(matches!((final_id, *done), (Some(f), Some(d)) if d >= f))
+    }
+
+    /// A source subtask whose input ended, in a checkpointed job: it goes
+    /// on injecting the barriers it is asked for (its snapshots marked
+    /// finished) until a checkpoint taken after its end completes.
+    fn finish_source(&mut self, source: &mut dyn Source) -> anyhow::Result<()> {
+        if self.checkpoints.is_none() {
+            return Ok(());
+        }
+        let mut done = None;
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return Err(Canceled.into());
+            }
+            let triggers = self
+                .checkpoints
+                .as_ref()
+                .map(CheckpointLink::pending_triggers)
+                .unwrap_or_default();
+            for barrier in triggers {
+                let positions = source.snapshot();
+                let vertex = self.nodes[0].vertex;
+                self.checkpoint_as(barrier, vec![(vertex, positions)], Duration::ZERO, true)?;
+            }
+            if self.final_completed(&mut done)? {
+                return Ok(());
+            }
+            std::thread::sleep(FINISHED_POLL);
+        }
+    }
+
+    /// A task whose every input ended its data, in a checkpointed job: it
+    /// goes on aligning the barriers its finished upstream subtasks forward
+    /// (its snapshots marked finished) until a checkpoint taken after its
+    /// end completes.
+    fn finish_input(
+        &mut self,
+        rx: &mut Receiver<Envelope>,
+        barriers: &mut BarrierHandler,
+    ) -> anyhow::Result<()> {
+        if self.checkpoints.is_none() {
+            return Ok(());
+        }
+        let mut done = None;
+        let mut open = true;
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return Err(Canceled.into());
+            }
+            if self.final_completed(&mut done)? {
+                return Ok(());
+            }
+            if !open {
+                // Every upstream subtask has gone: only the completion is
+                // still to come.
+                std::thread::sleep(FINISHED_POLL);
+                continue;
+            }
+            let received = self
+                .runtime
+                .block_on(tokio::time::timeout(FINISHED_POLL, rx.recv()));
+            let (channel, message) = match received {
+                Err(_) => continue,
+                Ok(None) => {
+                    open = false;
+                    continue;
+                }
+                Ok(Some((channel, message))) => (channel as usize, message),
+            };
+            let mut next = Some((channel, barriers.handle(channel, message)));
+            while let Some((_, handled)) = next {
+                match handled {
+                    Handled::Complete(barrier) => {
+                        let alignment = barriers.last_alignment();
+                        self.checkpoint_as(barrier, Vec::new(), alignment, true)?;
+                    }
+                    Handled::Overflow(barrier) => {
+                        if let Some(link) = &self.checkpoints {
+                            link.decline(barrier.id, format!("{}: alignment overflow", self.name));
+                        }
+                    }
+                    Handled::Process(m) if m.is_end() => {
+                        if let Some(barrier) = barriers.after_end() {
+                            let alignment = barriers.last_alignment();
+                            self.checkpoint_as(barrier, Vec::new(), alignment, true)?;
+                        }
+                    }
+                    // Nothing but barriers and ends follows the end of data.
+                    Handled::Process(_) | Handled::Held | Handled::Waiting => {}
+                }
+                next = barriers.next_released();
+            }
+        }
     }
 
     /// A message of an input channel, as the barrier handler let it through.
@@ -385,7 +561,7 @@ impl Subtask {
             }
             Handled::Complete(barrier) => {
                 let alignment = input.barriers.last_alignment();
-                return self.checkpoint(barrier, Vec::new(), alignment);
+                return self.input_checkpoint(barrier, alignment, input);
             }
             Handled::Process(message) => message,
         };
@@ -397,7 +573,9 @@ impl Subtask {
             }
             StreamMessage::Signal(Signal::Watermark(wm)) => input.tracker.update(channel, wm),
             StreamMessage::Signal(Signal::Idle) => input.tracker.idle(channel),
-            StreamMessage::Signal(Signal::EndOfStream) => input.tracker.end(channel),
+            StreamMessage::Signal(Signal::EndOfData | Signal::EndOfStream) => {
+                input.tracker.end(channel)
+            }
             // The handler keeps barriers to itself.
             StreamMessage::Signal(Signal::Barrier(_)) => None,
         };
@@ -414,9 +592,26 @@ impl Subtask {
         // A checkpoint may be complete now that an input ended.
         if let Some(barrier) = input.barriers.after_end() {
             let alignment = input.barriers.last_alignment();
-            self.checkpoint(barrier, Vec::new(), alignment)?;
+            self.input_checkpoint(barrier, alignment, input)?;
         }
         Ok(())
+    }
+
+    /// The barriers of checkpoint `barrier.id` are aligned: if every input
+    /// ended its data before its barrier, the input has ended for this
+    /// checkpoint too (timers fire, end of data goes downstream, before the
+    /// barrier) and the snapshot is the finished one; else an ordinary one.
+    fn input_checkpoint(
+        &mut self,
+        barrier: Barrier,
+        alignment: Duration,
+        input: &mut Input<'_>,
+    ) -> anyhow::Result<()> {
+        if input.tracker.all_ended() && self.checkpoints.is_some() {
+            self.end_of_input(input.watermark)?;
+        }
+        let finished = self.ended_input;
+        self.checkpoint_as(barrier, Vec::new(), alignment, finished)
     }
 
     /// Take this subtask's part of checkpoint `barrier.id`: the barrier goes
@@ -428,19 +623,45 @@ impl Subtask {
         sources: Vec<(usize, Vec<SplitPosition>)>,
         alignment: Duration,
     ) -> anyhow::Result<()> {
-        self.broadcast(StreamMessage::Signal(Signal::Barrier(barrier)))?;
+        self.checkpoint_as(barrier, sources, alignment, false)
+    }
+
+    /// [`Subtask::checkpoint`], by a subtask whose input has ended when
+    /// `finished`: its keyed state is not needed any more (nothing reaches
+    /// it), so only its sources' positions and its sinks' pre-commits are
+    /// taken.
+    fn checkpoint_as(
+        &mut self,
+        barrier: Barrier,
+        sources: Vec<(usize, Vec<SplitPosition>)>,
+        alignment: Duration,
+        finished: bool,
+    ) -> anyhow::Result<()> {
+        if finished {
+            // A receiver that ended already needs no barrier.
+            for out in &mut self.outputs {
+                out.broadcast_to_open(StreamMessage::Signal(Signal::Barrier(barrier)))
+                    .map_err(|e| partition_error(e, "task"))?;
+            }
+        } else {
+            self.broadcast(StreamMessage::Signal(Signal::Barrier(barrier)))?;
+        }
+        if finished {
+            self.final_snapshot.get_or_insert(barrier.id);
+        }
         let started = Instant::now();
         let mut snapshot = TaskSnapshot {
             sources,
             alignment_ms: crate::checkpoint::ms(alignment),
+            finished,
             ..TaskSnapshot::default()
         };
         let dir =
             match &self.checkpoints {
-                Some(link) => Some(link.snapshot_dir(barrier.id).map_err(|e| {
+                Some(link) if !finished => Some(link.snapshot_dir(barrier.id).map_err(|e| {
                     anyhow::anyhow!("{}: checkpoint {}: {e:#}", self.name, barrier.id)
                 })?),
-                None => None,
+                _ => None,
             };
         let mut commits = Vec::new();
         for (i, node) in self.nodes.iter_mut().enumerate() {

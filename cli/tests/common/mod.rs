@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A child process, killed when dropped.
 pub struct Proc(pub Child);
@@ -243,4 +243,94 @@ pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The lines an exactly-once file sink committed: those of the part files
+/// in view in the directory `output` (hidden in-progress files aside), and
+/// how many part files there were.
+pub fn committed(output: &std::path::Path) -> (Vec<serde_json::Value>, usize) {
+    let mut lines = Vec::new();
+    let mut parts = 0;
+    for entry in std::fs::read_dir(output).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        assert!(
+            name.starts_with("part-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
+        parts += 1;
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            lines.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    (lines, parts)
+}
+
+/// The committed output of an exactly-once file sink (the part files in
+/// view in the directory `output`): for every word, each count from 1 to
+/// its total exactly once, and the totals add up to `total`. `read` takes a
+/// line's word and count.
+pub fn exactly_once(
+    output: &std::path::Path,
+    total: u64,
+    read: impl Fn(&serde_json::Value) -> (String, u64),
+) {
+    let mut counts = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    let (lines, parts) = committed(output);
+    for line in &lines {
+        let (word, count) = read(line);
+        counts.entry(word).or_default().push(count);
+    }
+    assert!(parts > 1, "parts committed with the checkpoints");
+    let mut sum = 0;
+    for (word, mut seen) in counts {
+        seen.sort_unstable();
+        let n = seen.len() as u64;
+        assert_eq!(
+            seen,
+            (1..=n).collect::<Vec<_>>(),
+            "`{word}`: each count once"
+        );
+        sum += n;
+    }
+    assert_eq!(sum, total, "nothing lost, nothing twice");
+}
+
+/// Poll job `id`'s checkpoints until `ok` holds (a minute at most).
+pub async fn checkpoints_until(
+    rest: &str,
+    id: &str,
+    ok: impl Fn(&weir_coordinator::checkpoint::CheckpointStats) -> bool,
+) -> weir_coordinator::checkpoint::CheckpointStats {
+    let started = Instant::now();
+    loop {
+        let c = reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ok(&c) {
+            return c;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "checkpoints of job {id}: {c:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Submit the bundle directory `bundle` to the coordinator at `rest`;
+/// returns the job's id.
+pub fn submit(rest: &str, bundle: &std::path::Path) -> String {
+    submitted(&weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        rest,
+    ]))
 }

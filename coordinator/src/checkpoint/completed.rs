@@ -55,11 +55,16 @@ pub struct StoredCheckpoints {
     /// checkpoint's id follows it, so that no file of an unfinished one is
     /// written over.
     pub highest_id: u64,
+    /// Checkpoints whose metadata is there but cannot be read or parsed
+    /// (corrupt): id and why. One newer than every completed one may have
+    /// had its output committed.
+    pub unreadable: Vec<(u64, String)>,
 }
 
 /// Read back the completed checkpoints of job `job` from `storage`
-/// (`<job>/chk-<id>/_metadata`). A checkpoint whose metadata cannot be
-/// read or parsed is skipped with a warning: it never completed.
+/// (`<job>/chk-<id>/_metadata`). A checkpoint without metadata never
+/// completed; one whose metadata is there but cannot be read or parsed is
+/// listed as unreadable.
 pub async fn read_back(
     storage: &dyn object_store::ObjectStore,
     job: &str,
@@ -83,14 +88,32 @@ pub async fn read_back(
         };
         found.highest_id = found.highest_id.max(id);
         let path = Path::from(CheckpointMetadata::path(job, id));
-        let read = async {
-            let bytes = storage.get(&path).await?.bytes().await?;
-            anyhow::Ok(serde_json::from_slice::<CheckpointMetadata>(&bytes)?)
+        let bytes = match storage.get(&path).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?,
+            Err(object_store::Error::NotFound { .. }) => {
+                tracing::debug!("checkpoint {id} of job {job} did not complete");
+                continue;
+            }
+            // The storage did not answer: no guess at what it holds.
+            Err(e) => anyhow::bail!("reading {path}: {e}"),
         };
-        match read.await {
+        match serde_json::from_slice::<CheckpointMetadata>(&bytes) {
             Ok(c) if c.id == id => found.completed.push(c),
-            Ok(c) => tracing::warn!("{path} names checkpoint {}; skipped", c.id),
-            Err(e) => tracing::debug!("checkpoint {id} of job {job} did not complete: {e:#}"),
+            Ok(c) => {
+                tracing::warn!("{path} names checkpoint {}; skipped", c.id);
+                found
+                    .unreadable
+                    .push((id, format!("{path} names checkpoint {}", c.id)));
+            }
+            Err(e) => {
+                tracing::warn!("checkpoint {id} of job {job}: {path} is corrupt: {e}");
+                found
+                    .unreadable
+                    .push((id, format!("{path} is corrupt: {e}")));
+            }
         }
     }
     found.completed.sort_by_key(|c| c.id);

@@ -5,6 +5,7 @@
 //! ones discarded, every worker told), and aborts it when it times out or
 //! a subtask declines, deleting what it uploaded.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,8 +62,22 @@ struct Inner {
     registry: SharedStateRegistry,
     /// When the last checkpoint completed (for the minimum pause).
     last_completed: Option<Instant>,
-    /// A source finished: no checkpoint can complete any more.
-    sources_finished: bool,
+    /// Subtasks whose input had ended when they took their part of a
+    /// completed checkpoint (Flink's FLIP-147): their state can no longer
+    /// change, so later checkpoints do not wait for them (they may have
+    /// ended) and hold this handle for them.
+    finished: BTreeMap<(usize, u32), TaskStateHandle>,
+}
+
+/// What a finished subtask's handle holds in the checkpoints after its
+/// end: its sources' final positions and its sinks' final pre-commits.
+fn finished_handle(state: &TaskStateHandle) -> TaskStateHandle {
+    TaskStateHandle {
+        sources: state.sources.clone(),
+        sinks: state.sinks.clone(),
+        finished: true,
+        ..TaskStateHandle::default()
+    }
 }
 
 /// Checkpoints of one attempt of a job.
@@ -101,6 +116,18 @@ impl CheckpointCoordinator {
     ) -> Arc<CheckpointCoordinator> {
         let mut completed = CompletedCheckpointStore::new(config.retained as usize);
         let mut registry = SharedStateRegistry::default();
+        // Subtasks that had finished in the checkpoint restored start
+        // finished again.
+        let finished = restored
+            .last()
+            .map(|c| {
+                c.subtasks
+                    .iter()
+                    .filter(|s| s.state.finished)
+                    .map(|s| ((s.task, s.subtask), finished_handle(&s.state)))
+                    .collect()
+            })
+            .unwrap_or_default();
         for c in restored {
             registry.register(&c);
             // Retained ones beyond the limit were discarded when written.
@@ -114,7 +141,7 @@ impl CheckpointCoordinator {
                 completed,
                 registry,
                 last_completed: None,
-                sources_finished: false,
+                finished,
             }),
             config,
             topology,
@@ -177,9 +204,6 @@ impl CheckpointCoordinator {
                 let paused = inner
                     .last_completed
                     .is_some_and(|t| t.elapsed() < Duration::from_millis(self.config.min_pause_ms));
-                if inner.sources_finished {
-                    return;
-                }
                 inner.pending.len() < self.config.max_concurrent as usize && !paused
             };
             if ready {
@@ -234,7 +258,10 @@ impl CheckpointCoordinator {
             .unwrap_or_else(|| format!("task {task}"))
     }
 
-    /// Trigger a checkpoint now.
+    /// Trigger a checkpoint now. It waits for every subtask but those
+    /// that finished in an earlier completed checkpoint; the barrier still
+    /// reaches every source subtask that runs, finished ones included (a
+    /// finished subtask ends once a checkpoint after its end completes).
     pub async fn trigger(&self) -> Option<u64> {
         let barrier = {
             let mut inner = self.inner.lock().await;
@@ -246,10 +273,16 @@ impl CheckpointCoordinator {
                 kind: CheckpointKind::Checkpoint,
                 mode: self.config.mode,
             };
-            inner.pending.insert(
-                id,
-                PendingCheckpoint::new(barrier, self.topology.subtasks()),
+            let mut pending = PendingCheckpoint::new(
+                barrier,
+                self.topology
+                    .subtasks()
+                    .filter(|k| !inner.finished.contains_key(k)),
             );
+            for (&(task, subtask), state) in &inner.finished {
+                pending.stand_in(task, subtask, state.clone());
+            }
+            inner.pending.insert(id, pending);
             barrier
         };
         {
@@ -258,18 +291,14 @@ impl CheckpointCoordinator {
             stats.counts.in_progress += 1;
             stats.record(self.summary(&barrier, None, CheckpointStatus::InProgress, None));
         }
+        // Source subtasks that ended are not waited for: each took part in
+        // a completed checkpoint after its end before it ended, and is
+        // among the finished ones (or its attempt is ending anyway).
         match self.gateway.trigger(barrier).await {
-            Ok((_, 0)) => Some(barrier.id),
-            Ok((_, finished)) => {
-                self.inner.lock().await.sources_finished = true;
-                self.abort(
-                    barrier.id,
-                    &format!(
-                        "{finished} source subtask(s) had finished: no more checkpoints in this attempt"
-                    ),
-                )
-                .await;
-                None
+            Ok(_) => {
+                // Every subtask may have finished: nothing to wait for.
+                self.complete_ready().await;
+                Some(barrier.id)
             }
             Err(e) => {
                 self.abort(barrier.id, &format!("triggering: {e:#}")).await;
@@ -351,16 +380,18 @@ impl CheckpointCoordinator {
             self.delete(unused).await;
             return;
         };
+        // A finished subtask's acknowledgement is not waited for; it may
+        // come all the same, and changes nothing.
         if !pending.acknowledge(task, subtask, state) {
             return;
         }
-        let summary_status = if pending.is_complete() {
-            CheckpointStatus::Completed
-        } else {
-            CheckpointStatus::InProgress
-        };
-        if summary_status == CheckpointStatus::InProgress {
-            let s = self.summary(&pending.barrier, Some(pending), summary_status, None);
+        if !pending.is_complete() {
+            let s = self.summary(
+                &pending.barrier,
+                Some(pending),
+                CheckpointStatus::InProgress,
+                None,
+            );
             drop(inner);
             self.stats
                 .lock()
@@ -368,7 +399,35 @@ impl CheckpointCoordinator {
                 .record(s);
             return;
         }
-        let pending = inner.pending.remove(&id).expect("present");
+        drop(inner);
+        self.complete_ready().await;
+    }
+
+    /// Complete every pending checkpoint that has all it waits for, oldest
+    /// first.
+    async fn complete_ready(&self) {
+        loop {
+            let ready = {
+                let inner = self.inner.lock().await;
+                inner
+                    .pending
+                    .iter()
+                    .find(|(_, p)| p.is_complete())
+                    .map(|(id, _)| *id)
+            };
+            match ready {
+                Some(id) => self.complete(id).await,
+                None => return,
+            }
+        }
+    }
+
+    /// Complete checkpoint `id`, whose every acknowledgement is in.
+    async fn complete(&self, id: u64) {
+        let mut inner = self.inner.lock().await;
+        let Some(pending) = inner.pending.remove(&id) else {
+            return;
+        };
         let metadata = CheckpointMetadata {
             job: self.topology.job.clone(),
             id,
@@ -410,6 +469,20 @@ impl CheckpointCoordinator {
             return;
         }
         inner.registry.register(&metadata);
+        // Subtasks that took their part finished are not waited for by
+        // later checkpoints: their state stays as this one holds it.
+        let newly: Vec<((usize, u32), TaskStateHandle)> = metadata
+            .subtasks
+            .iter()
+            .filter(|s| s.state.finished && !inner.finished.contains_key(&(s.task, s.subtask)))
+            .map(|s| ((s.task, s.subtask), finished_handle(&s.state)))
+            .collect();
+        for (key, state) in newly {
+            for p in inner.pending.range_mut(id + 1..).map(|(_, p)| p) {
+                p.stand_in(key.0, key.1, state.clone());
+            }
+            inner.finished.insert(key, state);
+        }
         let subsumed = inner.completed.add(metadata);
         let mut unused = Vec::new();
         for old in &subsumed {

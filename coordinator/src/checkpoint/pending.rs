@@ -41,6 +41,14 @@ impl PendingCheckpoint {
         true
     }
 
+    /// Subtask `(task, subtask)` finished in an earlier completed
+    /// checkpoint: it is not waited for, and `state` stands for it unless
+    /// it acknowledges this one too.
+    pub fn stand_in(&mut self, task: usize, subtask: u32, state: TaskStateHandle) {
+        self.missing.remove(&(task, subtask));
+        self.acks.entry((task, subtask)).or_insert(state);
+    }
+
     /// Whether every subtask acknowledged.
     pub fn is_complete(&self) -> bool {
         self.missing.is_empty()

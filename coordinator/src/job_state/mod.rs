@@ -77,6 +77,10 @@ pub enum JobState {
     /// It ran when the coordinator stopped; the restarted coordinator
     /// resumes it once workers register again.
     Recovering,
+    /// Its record could not be read when the coordinator started (a torn
+    /// write, a corrupt file): set aside under `jobs/unreadable/`, with
+    /// the reason as its error. Nothing runs.
+    Unreadable,
 }
 
 /// A job state as the API writes it.
@@ -90,6 +94,7 @@ pub fn state_name(state: JobState) -> &'static str {
         JobState::Canceled => "canceled",
         JobState::Restarting => "restarting",
         JobState::Recovering => "recovering",
+        JobState::Unreadable => "unreadable",
     }
 }
 
@@ -98,7 +103,7 @@ impl JobState {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            JobState::Finished | JobState::Failed | JobState::Canceled
+            JobState::Finished | JobState::Failed | JobState::Canceled | JobState::Unreadable
         )
     }
 }
@@ -239,7 +244,7 @@ impl Lifecycle {
                 info,
                 state: Canceled,
             }),
-            JobState::Failed => Lifecycle::Failed(Job {
+            JobState::Failed | JobState::Unreadable => Lifecycle::Failed(Job {
                 info,
                 state: Failed,
             }),

@@ -9,6 +9,12 @@
 //! part files must be empty of earlier part files. So a job run again to
 //! the same path is refused instead of duplicating its output, and a
 //! parameter cannot make a job append to a file it did not make.
+//!
+//! A sink's output belongs to one job: the job **claims** it at submit, by
+//! creating a claim file exclusively (`<dir>/.owner` in a directory of part
+//! files, `.<name>.owner` beside a plain file) that holds its id. A second
+//! job naming the same directory or file gets `409 sink_exists` naming the
+//! owner; `mode = "overwrite"` hands it over only when the owner has ended.
 
 use std::path::{Path, PathBuf};
 
@@ -28,16 +34,140 @@ fn not_allowed(e: weir_model::access::AccessError) -> ApiError {
     ApiError::unprocessable("path_not_allowed", e.to_string())
 }
 
-/// The files a new job's sinks made, removed again if the job is not
-/// accepted after all.
+/// The files a new job's sinks made (its claims among them), removed again
+/// if the job is not accepted after all.
 #[derive(Debug, Default)]
-pub(crate) struct MadeFiles(Vec<PathBuf>);
+pub(crate) struct MadeFiles {
+    made: Vec<PathBuf>,
+    /// Claims handed over from an ended job: given back to it on undo.
+    handed_over: Vec<(PathBuf, String)>,
+}
+
+/// Who may own a sink's output, as the claims name them: the job
+/// submitted now, and the jobs the coordinator knows that have ended.
+pub(crate) struct Owners<'a> {
+    /// The job being submitted.
+    pub(crate) job: &'a str,
+    /// Every job the coordinator knows, with whether it has ended.
+    pub(crate) known: &'a std::collections::BTreeMap<String, bool>,
+}
+
+/// The claim file of a sink's `target`: `.owner` in a directory of part
+/// files, `.<name>.owner` beside a plain file.
+fn claim_path(target: &Path, directory: bool) -> PathBuf {
+    if directory {
+        return target.join(".owner");
+    }
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .join(format!(".{name}.owner"))
+}
+
+/// How a claim was taken.
+enum Claimed {
+    /// Made now.
+    Made(PathBuf),
+    /// Handed over from an ended job (its id).
+    HandedOver(PathBuf, String),
+}
+
+/// Claim `target` for `owners.job`: create its claim file exclusively, or,
+/// when another job holds it, take it over if that job has ended and the
+/// sink may overwrite — or if a plain file's owner ended and the file is
+/// gone (its user removed the output). A hand-over is itself exclusive
+/// (`<claim>.handover`, created exclusively while it is rewritten): of two
+/// submissions at once, one gets it.
+fn claim(
+    what: &str,
+    target: &Path,
+    directory: bool,
+    overwrite: bool,
+    owners: &Owners<'_>,
+) -> Result<Claimed, ApiError> {
+    let path = claim_path(target, directory);
+    let create = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(p)
+    };
+    match create(&path) {
+        Ok(mut f) => {
+            use std::io::Write;
+            f.write_all(owners.job.as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| io_error(&path, e))?;
+            return Ok(Claimed::Made(path));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_error(&path, e)),
+    }
+    let owner = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
+    let owner = owner.trim().to_owned();
+    let shown = target.display();
+    let ended = owners.known.get(&owner).copied();
+    let removed = !directory && !target.exists() && ended != Some(false);
+    match ended {
+        Some(true) if overwrite || removed => {}
+        None if removed => {}
+        Some(true) => {
+            return Err(conflict(format!(
+                "{what}: {shown} belongs to job {owner}, which has ended: remove it (and its claim {}), give another path, or write `mode = \"overwrite\"` on the sink",
+                path.display()
+            )));
+        }
+        Some(false) => {
+            return Err(conflict(format!(
+                "{what}: {shown} belongs to job {owner}, which has not ended: cancel it first, or give another path"
+            )));
+        }
+        None => {
+            return Err(conflict(format!(
+                "{what}: {shown} belongs to job {owner}, which this coordinator does not know (its claim is {}): give another path, or remove the claim if no job writes there",
+                path.display()
+            )));
+        }
+    }
+    // Handed over, one submission at a time.
+    let handover = PathBuf::from(format!("{}.handover", path.display()));
+    match create(&handover) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(conflict(format!(
+                "{what}: {shown} is being handed over to another job just now: give another path"
+            )));
+        }
+        Err(e) => return Err(io_error(&handover, e)),
+    }
+    let result = (|| {
+        let now = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
+        if now.trim() != owner {
+            return Err(conflict(format!(
+                "{what}: {shown} was handed over to job {} just now: give another path",
+                now.trim()
+            )));
+        }
+        std::fs::write(&path, owners.job).map_err(|e| io_error(&path, e))?;
+        Ok(Claimed::HandedOver(path.clone(), owner.clone()))
+    })();
+    let _ = std::fs::remove_file(&handover);
+    result
+}
 
 impl MadeFiles {
-    /// Remove what was made (the job never ran).
+    /// Remove what was made (the job never ran), and give claims handed
+    /// over back to their owners.
     pub(crate) fn undo(self) {
-        for f in self.0 {
+        for f in self.made {
             let _ = std::fs::remove_file(f);
+        }
+        for (claim, owner) in self.handed_over {
+            let _ = std::fs::write(claim, owner);
         }
     }
 }
@@ -67,6 +197,7 @@ fn is_part_file(name: &str) -> bool {
 pub(crate) fn prepare_sinks(
     allowed: &AllowedDirs,
     graph: &JobGraph,
+    owners: &Owners<'_>,
 ) -> Result<MadeFiles, ApiError> {
     let mut made = MadeFiles::default();
     if allowed.roots().is_none() {
@@ -85,10 +216,29 @@ pub(crate) fn prepare_sinks(
                 .check(&what, path, Use::Write)
                 .map_err(not_allowed)?;
             let how = "remove it, give another path, or write `mode = \"overwrite\"` on the sink";
-            if graph.checkpoint.is_some() {
+            let directory = graph.checkpoint.is_some();
+            // The claim first (where it lives must exist), so that nothing
+            // of another job's output is touched before this job owns it.
+            let home = if directory {
+                if target.exists() && !target.is_dir() {
+                    return Err(conflict(format!(
+                        "{what}: {} is a file; with checkpoints the sink writes a directory of part files",
+                        target.display()
+                    )));
+                }
+                target.clone()
+            } else {
+                target.parent().unwrap_or(Path::new("/")).to_owned()
+            };
+            std::fs::create_dir_all(&home).map_err(|e| io_error(&home, e))?;
+            match claim(&what, &target, directory, *overwrite, owners)? {
+                Claimed::Made(c) => made.made.push(c),
+                Claimed::HandedOver(c, owner) => made.handed_over.push((c, owner)),
+            }
+            if directory {
                 prepare_parts(&what, &target, *overwrite, how)?;
             } else if let Some(file) = prepare_file(&what, &target, *overwrite, how)? {
-                made.0.push(file);
+                made.made.push(file);
             }
         }
         Ok(())

@@ -12,9 +12,7 @@ use weir_model::access::AllowedDirs;
 use weir_model::metrics::JobCounters;
 
 use super::store::JobStore;
-use super::{
-    ExceptionInfo, GraphView, JobInfo, JobRequest, VertexStatus, count_subtasks, subtasks_of,
-};
+use super::{GraphView, JobInfo, JobRequest, VertexStatus, count_subtasks, subtasks_of};
 use crate::bundles::BundleStore;
 use crate::checkpoint::CheckpointStats;
 use crate::error::ApiError;
@@ -155,17 +153,32 @@ impl Jobs {
             parallelism: request.parallelism,
             builtin_params: vec![("bundle_dir".into(), ".".into())],
         };
-        let graph = plan(&manifest, &submission, &components.exported())
+        let mut graph = plan(&manifest, &submission, &components.exported())
             .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
         super::access::check(&self.allowed, &graph)?;
+        // Every subtask of every attempt cuts its file's splits from the
+        // size it has now (a restore keeps the ranges its checkpoint holds).
+        graph.fix_file_sizes();
         Ok((graph, components))
     }
 
     /// Plan and start a job.
     pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
         let (graph, components) = self.plan(&request).await?;
-        let made = super::access::prepare_sinks(&self.allowed, &graph)?;
         let id = self.new_id();
+        // The jobs that may own a sink's output, and whether each ended.
+        let known: BTreeMap<String, bool> = self
+            .entries
+            .read()
+            .await
+            .iter()
+            .map(|(id, j)| (id.clone(), j.info().state.is_terminal()))
+            .collect();
+        let owners = super::access::Owners {
+            job: &id,
+            known: &known,
+        };
+        let made = super::access::prepare_sinks(&self.allowed, &graph, &owners)?;
         let info = JobInfo {
             id: id.clone(),
             name: graph.name.clone(),
@@ -330,11 +343,10 @@ impl Jobs {
         let mut restarting = info.clone();
         restarting.state = JobState::Restarting;
         restarting.restarts += 1;
-        restarting.exceptions.push(ExceptionInfo {
-            at_ms: weir_host::now_ms(),
-            message: format!("{stopped}; the job resumes from its latest completed checkpoint"),
-            attempt: info.attempt,
-        });
+        restarting.record_exception(
+            format!("{stopped}; the job resumes from its latest completed checkpoint"),
+            info.attempt,
+        );
         if let Err(e) = self.persist(&restarting).await {
             return self.recovery_failed(id, e.message).await;
         }
@@ -391,11 +403,7 @@ impl Jobs {
             Lifecycle::Canceled(job.to(Canceled))
         } else {
             job.info.error = Some(why.clone());
-            job.info.exceptions.push(ExceptionInfo {
-                at_ms: weir_host::now_ms(),
-                message: why,
-                attempt: job.info.attempt,
-            });
+            job.info.record_exception(why, job.info.attempt);
             Lifecycle::Failed(job.to(Failed))
         };
         if let Err(e) = self.persist(next.info()).await {
@@ -413,11 +421,7 @@ impl Jobs {
         };
         let next = match (job, event) {
             (Lifecycle::Running(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
-                job.info.exceptions.push(ExceptionInfo {
-                    at_ms: weir_host::now_ms(),
-                    message: failure,
-                    attempt,
-                });
+                job.info.record_exception(failure, attempt);
                 job.info.restarts += 1;
                 Lifecycle::Restarting(job.then(|r| Restarting {
                     execution: r.execution,
@@ -436,12 +440,11 @@ impl Jobs {
                 Lifecycle::Running(job)
             }
             (Lifecycle::Restarting(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
-                job.info.exceptions.push(ExceptionInfo {
-                    at_ms: weir_host::now_ms(),
-                    message: failure,
-                    attempt,
-                });
+                job.info.record_exception(failure, attempt);
                 job.info.restarts += 1;
+                // A deployment that failed used its attempt number: a
+                // resumed job goes on above it.
+                job.info.attempt = job.info.attempt.max(attempt);
                 Lifecycle::Restarting(job)
             }
             (
@@ -452,22 +455,15 @@ impl Jobs {
                     reason,
                 },
             ) => {
-                job.info.exceptions.push(ExceptionInfo {
-                    at_ms: weir_host::now_ms(),
-                    message: format!(
-                        "checkpoint {checkpoint} cannot be restored, an older one is tried: {reason}"
-                    ),
+                job.info.record_exception(
+                    format!("checkpoint {checkpoint} cannot be restored: {reason}"),
                     attempt,
-                });
+                );
                 Lifecycle::Restarting(job)
             }
             // Canceling: its failure is still worth keeping.
             (Lifecycle::Canceling(mut job), ExecutionEvent::Restarting { attempt, failure }) => {
-                job.info.exceptions.push(ExceptionInfo {
-                    at_ms: weir_host::now_ms(),
-                    message: failure,
-                    attempt,
-                });
+                job.info.record_exception(failure, attempt);
                 Lifecycle::Canceling(job)
             }
             (other, _) => other,
@@ -495,11 +491,8 @@ impl Jobs {
             (Lifecycle::Running(mut job), Err(e)) => {
                 settle(&mut job.info, &job.state.execution, TaskState::Failed);
                 job.info.error = Some(format!("{e:#}"));
-                job.info.exceptions.push(ExceptionInfo {
-                    at_ms: weir_host::now_ms(),
-                    message: format!("{e:#}"),
-                    attempt: job.info.attempt,
-                });
+                job.info
+                    .record_exception(format!("{e:#}"), job.info.attempt);
                 Lifecycle::Failed(job.to(Failed))
             }
             (Lifecycle::Canceling(mut job), Ok(())) => {
@@ -517,11 +510,7 @@ impl Jobs {
                     Err(e) => format!("{e:#}"),
                 };
                 job.info.error = Some(why.clone());
-                job.info.exceptions.push(ExceptionInfo {
-                    at_ms: weir_host::now_ms(),
-                    message: why,
-                    attempt: job.info.attempt + 1,
-                });
+                job.info.record_exception(why, job.info.attempt + 1);
                 Lifecycle::Failed(job.to(Failed))
             }
             (other, _) => {
@@ -633,6 +622,18 @@ impl Jobs {
             *n.entry(job.info().state).or_default() += 1;
         }
         n
+    }
+
+    /// A job that has not ended and runs bundle `bundle` (it may restart,
+    /// or resume after a coordinator restart, from it): its id and state.
+    pub async fn using_bundle(&self, bundle: &str) -> Option<(String, JobState)> {
+        self.entries
+            .read()
+            .await
+            .values()
+            .map(Lifecycle::info)
+            .find(|j| j.bundle == bundle && !j.state.is_terminal())
+            .map(|j| (j.id.clone(), j.state))
     }
 
     /// Every job, oldest first.

@@ -218,6 +218,44 @@ pub struct ExceptionInfo {
     /// The attempt that failed (0 for the first).
     #[serde(default)]
     pub attempt: u32,
+    /// How many times in a row it happened (the same message, attempt
+    /// after attempt: a failure restarting does not heal).
+    #[serde(default = "once")]
+    pub count: u32,
+    /// The last attempt it happened in.
+    #[serde(default)]
+    pub last_attempt: u32,
+    /// When it last happened, ms since the epoch.
+    #[serde(default)]
+    pub last_at_ms: i64,
+}
+
+fn once() -> u32 {
+    1
+}
+
+impl JobInfo {
+    /// Add a failure of attempt `attempt` to the job's history: the same
+    /// message as the newest one there counts once more instead.
+    pub fn record_exception(&mut self, message: String, attempt: u32) {
+        let now = weir_host::now_ms();
+        if let Some(last) = self.exceptions.last_mut()
+            && last.message == message
+        {
+            last.count += 1;
+            last.last_attempt = attempt;
+            last.last_at_ms = now;
+            return;
+        }
+        self.exceptions.push(ExceptionInfo {
+            at_ms: now,
+            message,
+            attempt,
+            count: 1,
+            last_attempt: attempt,
+            last_at_ms: now,
+        });
+    }
 }
 
 /// What the API tells about a job.
@@ -301,5 +339,30 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D
         _ => Err(D::Error::custom(format!(
             "parallelism: {n} is not a whole number of at least 1"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_that_repeats_is_one_entry_with_its_count() {
+        let mut info: JobInfo = serde_json::from_value(serde_json::json!({
+            "id": "j", "name": "n", "bundle": "b", "state": "running", "error": null,
+            "params": {}, "vertices": [], "submitted_at_ms": 0, "ended_at_ms": null,
+        }))
+        .unwrap();
+        info.record_exception("cannot create /dev/null".into(), 0);
+        info.record_exception("cannot create /dev/null".into(), 1);
+        info.record_exception("cannot create /dev/null".into(), 2);
+        info.record_exception("worker lost".into(), 3);
+        info.record_exception("cannot create /dev/null".into(), 4);
+        let got: Vec<(u32, u32, u32)> = info
+            .exceptions
+            .iter()
+            .map(|e| (e.attempt, e.last_attempt, e.count))
+            .collect();
+        assert_eq!(got, [(0, 2, 3), (3, 3, 1), (4, 4, 1)]);
     }
 }

@@ -103,18 +103,21 @@ pub(super) async fn executor(
     )
 }
 
-/// Cancel `job` on the worker at `rpc`, in the background (callers hold the
-/// scheduler's lock).
-pub(super) fn cancel_on(rpc: &str, job: &str, present: &PresentToken) {
+/// Cancel attempt `attempt` of `job` on the worker at `rpc`, in the
+/// background (callers hold the scheduler's lock).
+pub(super) fn cancel_on(rpc: &str, job: &str, attempt: u32, present: &PresentToken) {
     let (rpc, job, present) = (rpc.to_owned(), job.to_owned(), present.clone());
-    tokio::spawn(async move { cancel_now(&rpc, &job, &present).await });
+    tokio::spawn(async move { cancel_now(&rpc, &job, attempt, &present).await });
 }
 
-pub(super) async fn cancel_now(rpc: &str, job: &str, present: &PresentToken) {
+/// Cancel attempt `attempt` of `job` on the worker at `rpc`: a late cancel
+/// never stops a newer attempt.
+pub(super) async fn cancel_now(rpc: &str, job: &str, attempt: u32, present: &PresentToken) {
     let result = async {
         let mut c = executor(rpc, present).await?;
         c.cancel_job(CancelJobRequest {
             job_id: job.to_owned(),
+            attempt: Some(attempt),
         })
         .await?;
         anyhow::Ok(())

@@ -104,7 +104,7 @@ impl JobReports for ReportsService {
                     p.secondary = false;
                 }
                 for (_, rpc) in &p.waiting {
-                    cancel_on(rpc, &r.job_id, &self.0.present);
+                    cancel_on(rpc, &r.job_id, r.attempt, &self.0.present);
                 }
             }
         }

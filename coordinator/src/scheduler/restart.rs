@@ -9,7 +9,7 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 use weir_model::JobGraph;
 use weir_model::checkpoint::CheckpointMetadata;
-use weir_model::fault_tolerance::RestartStrategy;
+use weir_model::fault_tolerance::{OnLostCommit, RestartBackoff, RestartStrategy};
 
 use super::ExecutionEvent;
 use super::workers::{Plan, WorkerScheduler};
@@ -19,40 +19,84 @@ use crate::error::ApiError;
 /// the checkpoint to restore.
 pub(super) const RESTORE_FAILED: &str = "restore_failed";
 
+/// The code of a restart that found no retained checkpoint it can read.
+const NO_CHECKPOINT: &str = "no_restorable_checkpoint";
+
+/// The code of a restart that would write committed output again: the
+/// newest completed checkpoint cannot be read, only an older one.
+pub(super) const LOST_COMMIT: &str = "lost_commit";
+
+/// Whether a restart that failed with `code` may be tried again under the
+/// restart strategy (slots may free up, a worker may come back, a download
+/// may succeed); a lost commit, or no checkpoint at all, cannot heal.
+fn retriable(code: &str) -> bool {
+    !matches!(
+        code,
+        LOST_COMMIT | NO_CHECKPOINT | "path_not_allowed" | "internal"
+    )
+}
+
+/// Whether `graph` commits output with its checkpoints (an exactly-once
+/// file sink): restoring a checkpoint older than one whose output was
+/// committed would write that output twice.
+pub(super) fn commits_output(graph: &JobGraph) -> bool {
+    use weir_model::graph::{SinkConfig, VertexKind};
+    graph.checkpoint.is_some()
+        && graph.vertices.iter().any(|v| {
+            matches!(&v.kind, VertexKind::Sink(SinkConfig::JsonLinesFile { path, .. })
+                if !weir_model::access::SINK_DEVICES.contains(&path.as_str()))
+        })
+}
+
+/// Why a checkpoint cannot be restored: for good (a file is missing,
+/// truncated or corrupt), or for now (the storage did not answer).
+enum Unreadable {
+    Lost(String),
+    ForNow(String),
+}
+
 /// Whether every file of `checkpoint` is in the storage at `url` as it was
 /// written: its size and its sha256 (workers check them again as they
 /// download).
-async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), String> {
+async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), Unreadable> {
     use sha2::Digest;
-    let store = weir_state::storage::open(url).map_err(|e| format!("{e:#}"))?;
+    let store = weir_state::storage::open(url).map_err(|e| Unreadable::ForNow(format!("{e:#}")))?;
     for f in checkpoint.files() {
         let path = object_store::path::Path::from(f.path.as_str());
         let bytes = match store.get(&path).await {
-            Ok(got) => got
-                .bytes()
-                .await
-                .map_err(|e| format!("checkpoint {}: reading {}: {e}", checkpoint.id, f.path))?,
-            Err(e) => {
-                return Err(format!(
+            Ok(got) => got.bytes().await.map_err(|e| {
+                Unreadable::ForNow(format!(
+                    "checkpoint {}: reading {}: {e}",
+                    checkpoint.id, f.path
+                ))
+            })?,
+            Err(e @ object_store::Error::NotFound { .. }) => {
+                return Err(Unreadable::Lost(format!(
                     "checkpoint {}: {} is missing: {e}",
                     checkpoint.id, f.path
-                ));
+                )));
+            }
+            Err(e) => {
+                return Err(Unreadable::ForNow(format!(
+                    "checkpoint {}: reading {}: {e}",
+                    checkpoint.id, f.path
+                )));
             }
         };
         if bytes.len() as u64 != f.size {
-            return Err(format!(
+            return Err(Unreadable::Lost(format!(
                 "checkpoint {}: {} has {} bytes, the checkpoint says {}",
                 checkpoint.id,
                 f.path,
                 bytes.len(),
                 f.size
-            ));
+            )));
         }
         if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256 {
-            return Err(format!(
+            return Err(Unreadable::Lost(format!(
                 "checkpoint {}: {} is corrupt (its sha256 is not the one recorded)",
                 checkpoint.id, f.path
-            ));
+            )));
         }
     }
     Ok(())
@@ -114,19 +158,27 @@ impl WorkerScheduler {
             }
             // The newest retained checkpoint first; one that cannot be read
             // (a missing or corrupt file) is reported and the previous one
-            // is tried.
+            // is tried — unless its output may have been committed.
             let mut retained = retained;
-            let storage = me
-                .pending
-                .lock()
-                .await
-                .get(&id)
-                .and_then(|p| p.plan.storage.clone());
+            let (storage, graph) = match me.pending.lock().await.get(&id) {
+                Some(p) => (p.plan.storage.clone(), p.plan.graph.clone()),
+                None => return,
+            };
             let outcome = loop {
                 let restore = retained.last().cloned();
-                if let (Some(c), Some(url)) = (&restore, &storage)
-                    && let Err(reason) = check_files(url, c).await
-                {
+                let checked = match (&restore, &storage) {
+                    (Some(c), Some(url)) => check_files(url, c).await,
+                    _ => Ok(()),
+                };
+                if let Err(Unreadable::ForNow(reason)) = &checked {
+                    // The storage may answer on the next attempt.
+                    break Err(ApiError::new(
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        RESTORE_FAILED,
+                        reason.clone(),
+                    ));
+                }
+                if let (Some(c), Err(Unreadable::Lost(reason))) = (&restore, checked) {
                     retained.pop();
                     if let Some(p) = me.pending.lock().await.get(&id) {
                         (p.events)(ExecutionEvent::RestoreFailed {
@@ -135,11 +187,21 @@ impl WorkerScheduler {
                             reason: reason.clone(),
                         });
                     }
-                    if retained.is_empty() {
+                    let Some(older) = retained.last() else {
                         break Err(ApiError::new(
                             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                            RESTORE_FAILED,
+                            NO_CHECKPOINT,
                             format!("no retained checkpoint can be restored: {reason}"),
+                        ));
+                    };
+                    if commits_output(&graph) && graph.on_lost_commit == OnLostCommit::Fail {
+                        break Err(ApiError::new(
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            LOST_COMMIT,
+                            format!(
+                                "checkpoint {} cannot be restored ({reason}), and its sinks may have committed their output: restoring the older checkpoint {} would write what came between them again. The job fails rather than duplicate committed output (with `[restart] on-lost-commit = \"duplicate\"` it restores the older checkpoint instead)",
+                                c.id, older.id
+                            ),
                         ));
                     }
                     continue;
@@ -152,13 +214,33 @@ impl WorkerScheduler {
             if let Err(e) = outcome {
                 let mut pending = me.pending.lock().await;
                 if let Some(p) = pending.get_mut(&id) {
+                    let failure = match e.code {
+                        LOST_COMMIT | NO_CHECKPOINT => e.message.clone(),
+                        _ => format!("restarting (attempt {attempt}) failed: {}", e.message),
+                    };
+                    // A deployment that failed for a reason that may pass
+                    // (no slots in time, a worker that did not answer or
+                    // could not download) is one more failed attempt.
+                    let retry = retriable(e.code) && !p.cancel.load(Ordering::Relaxed);
+                    let now = weir_host::now_ms();
+                    if retry && let Some(delay) = p.backoff.on_failure(now, now) {
+                        tracing::warn!(job = %id, "{failure}; trying again");
+                        // Between two attempts: late reports of this one
+                        // are ignored.
+                        p.restarting = true;
+                        p.attempt = p.attempt.max(attempt);
+                        p.waiting.clear();
+                        (p.events)(ExecutionEvent::Restarting { attempt, failure });
+                        drop(pending);
+                        me.restart(id, attempt + 1, Duration::from_millis(delay), retained);
+                        return;
+                    }
                     p.restarting = false;
-                    p.failure = Some(format!(
-                        "restarting (attempt {attempt}) failed: {}",
-                        e.message
-                    ));
+                    p.attempt = p.attempt.max(attempt);
+                    p.failure = Some(failure);
                     p.waiting.clear();
                     // No further restart after a failed deployment.
+                    p.backoff = RestartBackoff::new(RestartStrategy::None);
                     p.plan = Arc::new(Plan {
                         graph: JobGraph {
                             restart: RestartStrategy::None,

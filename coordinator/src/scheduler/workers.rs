@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tonic::Status;
 use weir_model::checkpoint::CheckpointMetadata;
+use weir_model::fault_tolerance::RestartBackoff;
 use weir_model::metrics::JobCounters;
 use weir_model::proto::job_reports_server::JobReportsServer;
 use weir_model::proto::{DeployJobRequest, JobComponent, SubtaskMetrics, SubtaskPlace};
@@ -58,6 +59,11 @@ pub(super) struct Pending {
     pub(super) events: Events,
     /// Between two attempts.
     pub(super) restarting: bool,
+    /// The restart strategy, with the failures it has seen.
+    pub(super) backoff: RestartBackoff,
+    /// When the running attempt was deployed, ms since the epoch (an
+    /// attempt that ran long enough resets the strategy's count).
+    pub(super) started_ms: i64,
 }
 
 /// What every attempt of a job deploys.
@@ -158,7 +164,7 @@ impl WorkerScheduler {
                 p.secondary = false;
             }
             for (_, rpc) in &p.waiting {
-                cancel_on(rpc, &id, &self.present);
+                cancel_on(rpc, &id, p.attempt, &self.present);
             }
             self.maybe_end(&mut pending, &id).await;
         }
@@ -187,7 +193,7 @@ impl WorkerScheduler {
         let canceled = p.cancel.load(Ordering::Relaxed);
         let next = p.attempt + 1;
         if let (Some(failure), false) = (&p.failure, canceled)
-            && let Some(delay) = p.plan.graph.restart.delay_before(next)
+            && let Some(delay) = p.backoff.on_failure(p.started_ms, weir_host::now_ms())
         {
             p.restarting = true;
             (p.events)(ExecutionEvent::Restarting {
@@ -249,6 +255,25 @@ impl Scheduler for Arc<WorkerScheduler> {
             stored = read_back(store.as_ref(), id, config.retained as usize)
                 .await
                 .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+            // The newest checkpoint's metadata is corrupt: its output may
+            // have been committed, and the older one would write it again.
+            let newest = stored.completed.last().map_or(0, |c| c.id);
+            if let Some((lost, why)) = stored.unreadable.iter().filter(|(u, _)| *u > newest).max()
+                && super::restart::commits_output(&graph)
+                && graph.on_lost_commit == weir_model::fault_tolerance::OnLostCommit::Fail
+            {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    super::restart::LOST_COMMIT,
+                    format!(
+                        "checkpoint {lost} cannot be restored ({why}), and its sinks may have committed their output: restoring the older checkpoint {} would write what came between them again. The job fails rather than duplicate committed output (with `[restart] on-lost-commit = \"duplicate\"` it restores the older checkpoint instead)",
+                        match stored.completed.last() {
+                            Some(c) => c.id.to_string(),
+                            None => "(none: the start)".to_owned(),
+                        }
+                    ),
+                ));
+            }
         }
         let running = self
             .prepare(
@@ -311,6 +336,8 @@ impl WorkerScheduler {
             subtasks: subtasks.clone(),
             checkpoints: stats.clone(),
         };
+        // A resumed job goes on counting from its earlier attempts.
+        let backoff = RestartBackoff::after(graph.restart.clone(), attempt.saturating_sub(1));
         let plan = Arc::new(Plan {
             graph,
             graph_json,
@@ -341,6 +368,8 @@ impl WorkerScheduler {
                 cancel: running.cancel.clone(),
                 events,
                 restarting: false,
+                backoff,
+                started_ms: weir_host::now_ms(),
             },
         );
         Ok(running)
@@ -364,7 +393,7 @@ impl WorkerScheduler {
                 };
                 if cancel.load(Ordering::Relaxed) && told != Some(attempt) {
                     for rpc in waiting {
-                        cancel_now(&rpc, &job, &me.present).await;
+                        cancel_now(&rpc, &job, attempt, &me.present).await;
                     }
                     told = Some(attempt);
                 }
@@ -422,6 +451,7 @@ impl WorkerScheduler {
             p.grants = grants.clone();
             p.waiting = workers.clone();
             p.attempt = attempt;
+            p.started_ms = weir_host::now_ms();
             p.failure = None;
             p.secondary = false;
             if p.restarting {
@@ -483,9 +513,13 @@ impl WorkerScheduler {
                 let mut pending = self.pending.lock().await;
                 if let Some(p) = pending.get_mut(id) {
                     for (_, other) in &p.waiting {
-                        cancel_on(other, id, &self.present);
+                        cancel_on(other, id, attempt, &self.present);
                     }
                     p.waiting.clear();
+                    // Still between attempts: reports of the workers just
+                    // canceled are late ones, and whoever called decides
+                    // what follows.
+                    p.restarting = true;
                     self.slots.release(&p.grants).await;
                     p.grants.clear();
                 }

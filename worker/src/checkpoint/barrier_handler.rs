@@ -17,6 +17,11 @@
 //! checkpoint was abandoned upstream: it is dropped and alignment starts
 //! over for the newer one.
 //!
+//! The end of a channel's data is held back in both modes when it comes
+//! after the channel's barrier, until the checkpoint completes: so a task
+//! whose inputs have all ended when it snapshots has seen every channel end
+//! before that channel's barrier, and its snapshot is its finished one.
+//!
 //! What alignment holds back is bounded: past [`MAX_HELD_BATCHES`] batches
 //! (a slow or stalled channel while the others run ahead) the alignment is
 //! given up, the task declines the checkpoint (the coordinator aborts it)
@@ -61,6 +66,10 @@ pub struct BarrierHandler {
     pending: Option<(Barrier, Instant)>,
     /// Per channel, messages held back while it is blocked.
     held: Vec<VecDeque<StreamMessage>>,
+    /// Per channel, at least once: its end of data came after its barrier,
+    /// and it is held back (with what follows) until the checkpoint
+    /// completes.
+    end_held: Vec<bool>,
     /// How many messages `held` holds in all.
     held_count: usize,
     /// The most it may hold while aligning.
@@ -85,6 +94,7 @@ impl BarrierHandler {
             ended: vec![false; channels],
             pending: None,
             held: (0..channels).map(|_| VecDeque::new()).collect(),
+            end_held: vec![false; channels],
             held_count: 0,
             max_held,
             last_completed: None,
@@ -100,7 +110,8 @@ impl BarrierHandler {
 
     /// Whether channel `channel`'s messages are held back now.
     pub fn is_blocked(&self, channel: usize) -> bool {
-        matches!(self.pending, Some((b, _)) if b.mode == CheckpointMode::ExactlyOnce)
+        matches!(self.pending, Some((b, _))
+            if b.mode == CheckpointMode::ExactlyOnce || self.end_held[channel])
             && self.seen[channel]
     }
 
@@ -108,6 +119,10 @@ impl BarrierHandler {
     /// still has held-back messages to release, holds this one too (its
     /// order is kept).
     pub fn handle(&mut self, channel: usize, message: StreamMessage) -> Handled {
+        if self.pending.is_some() && self.seen[channel] && message == StreamMessage::END_OF_DATA {
+            // Its end belongs after the checkpoint being aligned.
+            self.end_held[channel] = true;
+        }
         if self.is_blocked(channel) || !self.held[channel].is_empty() {
             let blocked = self.is_blocked(channel);
             self.held[channel].push_back(message);
@@ -195,12 +210,14 @@ impl BarrierHandler {
         self.last_completed = Some(b.id);
         self.last_alignment = started.elapsed();
         self.seen.iter_mut().for_each(|s| *s = false);
+        self.end_held.iter_mut().for_each(|e| *e = false);
         Some(b)
     }
 
     fn abandon(&mut self) {
         self.pending = None;
         self.seen.iter_mut().for_each(|s| *s = false);
+        self.end_held.iter_mut().for_each(|e| *e = false);
     }
 
     /// Whether any channel has messages held back.
@@ -259,6 +276,29 @@ mod tests {
         assert!(!h.is_blocked(0));
         assert_eq!(h.handle(0, data("x")), Handled::Process(data("x")));
         assert!(matches!(h.handle(1, barrier(1, alo)), Handled::Complete(_)));
+    }
+
+    #[test]
+    fn at_least_once_holds_an_end_of_data_after_its_barrier_until_the_checkpoint() {
+        let mut h = BarrierHandler::new(2);
+        let alo = CheckpointMode::AtLeastOnce;
+        let end = StreamMessage::END_OF_DATA;
+        assert_eq!(h.handle(0, barrier(1, alo)), Handled::Waiting);
+        assert_eq!(h.handle(0, data("x")), Handled::Process(data("x")));
+        assert_eq!(h.handle(0, end.clone()), Handled::Held);
+        assert!(h.is_blocked(0));
+        assert_eq!(h.handle(0, barrier(2, alo)), Handled::Held);
+        // Channel 1's end came before its barrier: it goes through.
+        assert_eq!(h.handle(1, end.clone()), Handled::Process(end.clone()));
+        assert!(matches!(h.handle(1, barrier(1, alo)), Handled::Complete(b) if b.id == 1));
+        assert_eq!(h.next_released(), Some((0, Handled::Process(end))));
+        assert_eq!(h.next_released(), Some((0, Handled::Waiting)));
+        assert!(!h.is_blocked(0));
+        // Exactly once, a channel's end after its barrier waits the same.
+        let mut h = BarrierHandler::new(2);
+        let eo = CheckpointMode::ExactlyOnce;
+        assert_eq!(h.handle(0, barrier(1, eo)), Handled::Waiting);
+        assert_eq!(h.handle(0, StreamMessage::END_OF_DATA), Handled::Held);
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub struct TaskSnapshot {
     /// The subtask could not take its part: why (the checkpoint is
     /// declined, and nothing is uploaded).
     pub declined: Option<String>,
+    /// The subtask's input had ended: the snapshot holds its final source
+    /// positions and sink pre-commits, and no keyed state.
+    pub finished: bool,
 }
 
 /// A subtask's acknowledgement of a checkpoint.

@@ -97,6 +97,15 @@ impl Restore {
             .collect()
     }
 
+    /// Whether subtask `subtask` of task `task` had finished (its input
+    /// ended) in the checkpoint: it starts finished.
+    pub fn finished(&self, task: usize, subtask: u32) -> bool {
+        self.checkpoint
+            .subtasks
+            .iter()
+            .any(|s| s.task == task && s.subtask == subtask && s.state.finished)
+    }
+
     /// What sink vertex `vertex` of subtask `subtask` of task `task`
     /// pre-committed.
     pub fn sink_handle(&self, task: usize, subtask: u32, vertex: usize) -> Option<Vec<u8>> {

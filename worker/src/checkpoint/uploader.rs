@@ -129,6 +129,7 @@ impl Uploader {
             operators: Vec::new(),
             alignment_ms: s.alignment_ms,
             sync_ms: s.sync_ms,
+            finished: s.finished,
             ..TaskStateHandle::default()
         };
         for (vertex, local) in s.operators {
@@ -153,7 +154,12 @@ impl Uploader {
                                 self.job, self.attempt, f.name
                             )
                         } else {
-                            format!("{}/chk-{id}/{vertex}-{subtask}/{}", self.job, f.name)
+                            // The attempt is in the path: a cut-off attempt's
+                            // late upload never lands on the live one's file.
+                            format!(
+                                "{}/chk-{id}/{vertex}-{subtask}-a{}/{}",
+                                self.job, self.attempt, f.name
+                            )
                         };
                         let sha256 = self.put(&path, &f.path).await?;
                         handle.uploaded_bytes += f.size;

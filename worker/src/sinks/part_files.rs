@@ -9,10 +9,11 @@
 //! renamed into view (`part-<subtask>-<checkpoint>.jsonl`). Renaming is the
 //! commit, and doing it again finds the part in view already: commits are
 //! idempotent, so a restored checkpoint's parts are committed again safely.
-//! On a restore, what the failed attempt wrote after the checkpoint (its
-//! in-progress files, pending parts of later checkpoints, and the final
-//! part of a subtask that had finished) is removed. At the end of a bounded
-//! input, the last part is committed at once.
+//! On a restore, what the failed attempt wrote after the checkpoint and did
+//! not commit (its in-progress files, pending parts of later checkpoints) is
+//! removed; a part in view is never removed or rewritten. At the end of a
+//! bounded input nothing is committed at once: the subtask's final
+//! checkpoint pre-commits the last part, and its completion commits it.
 //!
 //! Commits are **fenced**: the directory's `.fence` file names the job and
 //! the newest attempt that opened a sink there, and every commit checks it
@@ -76,14 +77,27 @@ impl PartFileSink {
             uncommitted: Default::default(),
             last: after,
         };
-        sink.fenced(true, || sink.remove_stale(after))?;
+        sink.fenced(true, |taken_over| {
+            if taken_over {
+                // Another job wrote here before: its parts of this subtask
+                // make way for this job's.
+                sink.remove_subtask_files()
+            } else {
+                sink.remove_stale(after)
+            }
+        })?;
         Ok(sink)
     }
 
     /// Run `f` holding the directory's fence, if this attempt is still the
     /// newest of its job to write here; with `take`, record it as the
-    /// newest (a new job takes the directory over).
-    fn fenced<T>(&self, take: bool, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    /// newest (a new job takes the directory over). `f` is told whether
+    /// another job (or none) held the directory before.
+    fn fenced<T>(
+        &self,
+        take: bool,
+        f: impl FnOnce(bool) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
         let path = self.dir.join(".fence");
         let mut file = OpenOptions::new()
             .read(true)
@@ -120,12 +134,21 @@ impl PartFileSink {
             file.rewind()?;
             write!(file, "{} {}", self.job, self.attempt)?;
             file.sync_all()?;
+            self.sync_dir()?;
         }
-        f()
+        f(!mine)
     }
 
-    /// Remove what a failed attempt left of this subtask after checkpoint
-    /// `after`, the one the job goes on from.
+    /// Sync the directory: the names made or renamed in it are on disk.
+    fn sync_dir(&self) -> anyhow::Result<()> {
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| anyhow::anyhow!("syncing {}: {e}", self.dir.display()))
+    }
+
+    /// Remove what a failed attempt left uncommitted of this subtask after
+    /// checkpoint `after`, the one the job goes on from. Parts in view stay:
+    /// committed output is never retracted.
     fn remove_stale(&self, after: u64) -> anyhow::Result<()> {
         let (dir, subtask) = (&self.dir, self.subtask);
         for e in std::fs::read_dir(dir)? {
@@ -138,16 +161,30 @@ impl PartFileSink {
                 .and_then(|r| r.split_once("-a"))
             {
                 id.0.parse::<u64>().is_ok_and(|id| id > after)
-            } else if let Some(id) = name
-                .strip_prefix(&format!("part-{subtask}-"))
-                .and_then(|r| r.strip_suffix(".jsonl"))
-            {
-                id.parse::<u64>().is_ok_and(|id| id > after)
             } else {
                 false
             };
             if stale {
-                std::fs::remove_file(dir.join(&name))?;
+                std::fs::remove_file(dir.join(&name)).map_err(|e| {
+                    anyhow::anyhow!("cannot remove {}: {e}", dir.join(&name).display())
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove every file of this subtask: another job wrote them, and this
+    /// one takes the directory over.
+    fn remove_subtask_files(&self) -> anyhow::Result<()> {
+        let subtask = self.subtask;
+        for e in std::fs::read_dir(&self.dir)? {
+            let path = e?.path();
+            let name = name_of(&path);
+            if name.starts_with(&format!(".part-{subtask}-"))
+                || name.starts_with(&format!("part-{subtask}-"))
+            {
+                std::fs::remove_file(&path)
+                    .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))?;
             }
         }
         Ok(())
@@ -179,19 +216,28 @@ impl PartFileSink {
             .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
         file.sync_all()?;
         std::fs::rename(&path, self.pending(checkpoint, self.attempt))?;
+        // Durable before the pre-commit is acknowledged.
+        self.sync_dir()?;
         Ok(true)
     }
 
     fn commit_part(&self, checkpoint: u64, attempt: u32) -> anyhow::Result<()> {
         let (pending, visible) = (self.pending(checkpoint, attempt), self.visible(checkpoint));
-        self.fenced(false, || match std::fs::rename(&pending, &visible) {
-            Ok(()) => Ok(()),
-            // Committed already (a commit after a restore).
-            Err(_) if visible.exists() => Ok(()),
-            Err(e) => Err(anyhow::anyhow!(
-                "committing {}: {e} (the part is lost)",
-                pending.display()
-            )),
+        self.fenced(false, |_| {
+            if visible.exists() {
+                // Committed already (a commit after a restore): a part in
+                // view is never written over.
+                return Ok(());
+            }
+            match std::fs::rename(&pending, &visible) {
+                // Durable before the commit is reported.
+                Ok(()) => self.sync_dir(),
+                Err(_) if visible.exists() => Ok(()),
+                Err(e) => Err(anyhow::anyhow!(
+                    "committing {}: {e} (the part is lost)",
+                    pending.display()
+                )),
+            }
         })
     }
 }
@@ -221,15 +267,17 @@ impl Sink for PartFileSink {
     }
 
     fn finish(&mut self) -> anyhow::Result<()> {
-        // The end of the input: the last part is committed at once.
-        let last = self.last + 1;
-        if self.close_as(last)? {
-            self.commit_part(last, self.attempt)?;
+        // The subtask's final checkpoint pre-committed its last part and
+        // committed it: nothing is left. What is left (nothing completed a
+        // checkpoint after it) stays hidden: only a completed checkpoint
+        // commits.
+        if self.current.is_some() || !self.uncommitted.is_empty() {
+            tracing::warn!(
+                "part file sink in {} (subtask {}): the input ended with parts no completed checkpoint covers; they stay hidden",
+                self.dir.display(),
+                self.subtask
+            );
         }
-        for (&id, &attempt) in &self.uncommitted {
-            self.commit_part(id, attempt)?;
-        }
-        self.uncommitted.clear();
         Ok(())
     }
 
@@ -315,6 +363,12 @@ mod tests {
         s.commit(3, &h3).unwrap();
         assert_eq!(lines(dir.path()), ["1", "2", "3", "4"]);
         s.write(&batch(&["5"])).unwrap();
+        // The end of the input commits nothing by itself: the final
+        // checkpoint does.
+        s.finish().unwrap();
+        assert_eq!(lines(dir.path()), ["1", "2", "3", "4"]);
+        let h4 = s.pre_commit(4).unwrap();
+        s.commit(4, &h4).unwrap();
         s.finish().unwrap();
         assert_eq!(lines(dir.path()), ["1", "2", "3", "4", "5"]);
         assert_eq!(
@@ -350,17 +404,18 @@ mod tests {
             .collect();
         assert!(hidden.is_empty(), "{hidden:?}");
         r.write(&batch(&["b"])).unwrap();
-        r.finish().unwrap();
+        let h2 = r.pre_commit(2).unwrap();
+        r.commit(2, &h2).unwrap();
         assert_eq!(lines(dir.path()), ["a", "b"]);
-        // A subtask's final part from a failed attempt goes on a restore
-        // from an earlier checkpoint.
+        // Committed output is never retracted, not even by a restore from
+        // an earlier checkpoint.
         let again = PartFileSink::open(dir.path(), "j", 3, 2, Some(1)).unwrap();
         drop(again);
-        assert_eq!(lines(dir.path()), ["a"]);
+        assert_eq!(lines(dir.path()), ["a", "b"]);
         // Other subtasks' files are not touched.
         std::fs::write(dir.path().join("part-4-9.jsonl"), "x\n").unwrap();
         PartFileSink::open(dir.path(), "j", 3, 3, Some(0)).unwrap();
-        assert_eq!(lines(dir.path()), ["x"]);
+        assert_eq!(lines(dir.path()), ["a", "b", "x"]);
     }
 
     #[test]
@@ -382,7 +437,6 @@ mod tests {
             let e = old.commit(2, h).unwrap_err();
             assert!(e.to_string().contains("fenced off"), "{e}");
         }
-        assert!(old.finish().is_err());
         new.commit(2, &h2).unwrap();
         assert_eq!(lines(dir.path()), ["a", "b"]);
         // An old attempt cannot start again either.
@@ -394,9 +448,11 @@ mod tests {
         // subtask's parts replace those there).
         let mut other = PartFileSink::open(dir.path(), "k", 0, 0, None).unwrap();
         other.write(&batch(&["c"])).unwrap();
-        other.finish().unwrap();
+        let hc = other.pre_commit(1).unwrap();
+        other.commit(1, &hc).unwrap();
         new.write(&batch(&["d"])).unwrap();
-        assert!(new.finish().is_err(), "the first job is fenced off");
+        let h3 = new.pre_commit(3).unwrap();
+        assert!(new.commit(3, &h3).is_err(), "the first job is fenced off");
         assert_eq!(lines(dir.path()), ["c"]);
     }
 }
