@@ -907,6 +907,42 @@ fn newest_checkpoint(
     (m.id, root.join(file))
 }
 
+/// The tables of the jobs whose checkpoints are tampered with: several
+/// checkpoints retained, restarts 1.5 s apart (time to tamper), `extra`
+/// added to `[restart]`.
+fn tampered_tables(extra: &str) -> String {
+    format!(
+        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n{extra}"
+    )
+}
+
+/// Once job `id` restarts for the `restarts`-th time, make a state file of
+/// its newest checkpoint `corrupt` or `missing` (in the checkpoint storage
+/// of the coordinator under `dir`); returns that checkpoint's id.
+async fn tamper_at_restart(
+    rest: &str,
+    id: &str,
+    dir: &std::path::Path,
+    restarts: u32,
+    how: &str,
+) -> u64 {
+    use weir_coordinator::jobs::JobState;
+    job_until(rest, id, "restarting", |j| {
+        j.restarts == restarts && j.state == JobState::Restarting
+    })
+    .await;
+    let root = dir.join("coordinator/checkpoints");
+    let (checkpoint, file) = newest_checkpoint(&root, &root.join(id));
+    if how == "corrupt" {
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes.iter_mut().for_each(|b| *b ^= 0x5a);
+        std::fs::write(&file, bytes).unwrap();
+    } else {
+        std::fs::remove_file(&file).unwrap();
+    }
+    checkpoint
+}
+
 /// The newest checkpoint cannot be read when the job restarts (a file of it
 /// corrupt): its output may have been committed, so restoring an older one
 /// would write that stretch twice. By default the job fails instead,
@@ -931,19 +967,10 @@ async fn a_lost_newest_checkpoint_fails_the_job_rather_than_duplicate_committed_
         16_000,
         (2000, 2),
         &output,
-        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\n",
+        &tampered_tables(""),
     );
     let id = submit(&rest, &bundle);
-    let root = dir.path().join("coordinator/checkpoints");
-    let storage = root.join(&id);
-    job_until(&rest, &id, "restarting", |j| {
-        j.restarts == 1 && j.state == JobState::Restarting
-    })
-    .await;
-    let (checkpoint, file) = newest_checkpoint(&root, &storage);
-    let mut bytes = std::fs::read(&file).unwrap();
-    bytes.iter_mut().for_each(|b| *b ^= 0x5a);
-    std::fs::write(&file, bytes).unwrap();
+    let checkpoint = tamper_at_restart(&rest, &id, dir.path(), 1, "corrupt").await;
     let before = committed(&output).0;
     let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
     assert_eq!(ended.state, JobState::Failed, "{ended:#?}");
@@ -1000,26 +1027,12 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
         16_000,
         (2000, 2),
         &output,
-        "[checkpoint]\ninterval-ms = 100\nretained = 3\n[restart]\nstrategy = 'fixed-delay'\nattempts = 3\ndelay-ms = 1500\non-lost-commit = 'duplicate'\n",
+        &tampered_tables("on-lost-commit = 'duplicate'\n"),
     );
     let id = submit(&rest, &bundle);
-    let root = dir.path().join("coordinator/checkpoints");
-    let storage = root.join(&id);
     let mut tampered = Vec::new();
     for (restarts, how) in [(1, "corrupt"), (2, "missing")] {
-        job_until(&rest, &id, "restarting", |j| {
-            j.restarts == restarts && j.state == JobState::Restarting
-        })
-        .await;
-        let (checkpoint, file) = newest_checkpoint(&root, &storage);
-        if how == "corrupt" {
-            let mut bytes = std::fs::read(&file).unwrap();
-            bytes.iter_mut().for_each(|b| *b ^= 0x5a);
-            std::fs::write(&file, bytes).unwrap();
-        } else {
-            std::fs::remove_file(&file).unwrap();
-        }
-        tampered.push(checkpoint);
+        tampered.push(tamper_at_restart(&rest, &id, dir.path(), restarts, how).await);
     }
     let ended = job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
     assert_eq!(ended.state, JobState::Finished, "{ended:#?}");

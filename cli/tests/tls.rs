@@ -86,7 +86,7 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
 
     let https = client(&cert);
     let started = Instant::now();
-    loop {
+    let cluster = loop {
         let c: serde_json::Value = https
             .get(format!("{rest}/v1/cluster"))
             .bearer_auth(TOKEN)
@@ -97,11 +97,11 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
             .await
             .unwrap();
         if c["workers"].as_array().is_some_and(|w| w.len() == 2) {
-            break;
+            break c;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{c}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
 
     // A word count at parallelism 2: one subtask of each operator on each
     // worker, words crossing between them.
@@ -186,16 +186,7 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
         let answered = reqwest::get(m.replacen("https://", "http://", 1)).await;
         assert!(answered.is_err(), "plain HTTP metrics: {answered:?}");
     }
-    let c: serde_json::Value = https
-        .get(format!("{rest}/v1/cluster"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    for w in c["workers"].as_array().unwrap() {
+    for w in cluster["workers"].as_array().unwrap() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let addr = w["data_address"].as_str().unwrap();
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();

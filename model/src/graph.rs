@@ -230,6 +230,17 @@ pub enum SinkConfig {
     },
 }
 
+impl SinkConfig {
+    /// Whether, in a job with checkpoints, this sink writes a directory of
+    /// part files committed with the checkpoints (exactly-once): a
+    /// JSON-lines file sink that names no device (`/dev/null` and the like
+    /// are written straight through).
+    pub fn commits_parts(&self) -> bool {
+        matches!(self, SinkConfig::JsonLinesFile { path, .. }
+            if !crate::access::SINK_DEVICES.contains(&path.as_str()))
+    }
+}
+
 /// How records move along an edge.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Partitioning {

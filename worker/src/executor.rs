@@ -75,8 +75,6 @@ struct RunningJob {
 
 /// A job's checkpointing on this worker.
 pub struct JobCheckpointing {
-    /// The job's attempt running here.
-    pub attempt: u32,
     /// Barriers in, acks out.
     pub channels: CheckpointChannels,
     /// The asynchronous part of snapshots.
@@ -358,11 +356,7 @@ impl TaskExecutor for ExecutorService {
                         .report_snapshots(r.job_id.clone(), r.attempt, acks, uploader.clone()),
                 );
             job.checkpoints = Some(channels.clone());
-            checkpointing = Some(Arc::new(JobCheckpointing {
-                attempt: r.attempt,
-                channels,
-                uploader,
-            }));
+            checkpointing = Some(Arc::new(JobCheckpointing { channels, uploader }));
         }
         let asked = Arc::new(AtomicBool::new(false));
         let mut jobs = self.0.jobs();

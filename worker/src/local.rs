@@ -128,11 +128,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     // the job takes checkpoints, a JSON-lines file sink is a directory of
     // part files, one writer per subtask — unless it names a device
     // (`/dev/null` discards, `/dev/stdout` prints: straight through).
-    let transactional = |config: &SinkConfig| {
-        job.checkpoints.is_some()
-            && matches!(config, SinkConfig::JsonLinesFile { path, .. }
-                if !weir_model::access::SINK_DEVICES.contains(&path.as_str()))
-    };
+    let transactional = |config: &SinkConfig| job.checkpoints.is_some() && config.commits_parts();
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
         let task = exec.task_of(v.id);

@@ -190,7 +190,10 @@ async fn serve(
             anyhow::bail!("unexpected frame from a sender: {frame:?}");
         };
         let (is_data, is_end) = (matches!(message, StreamMessage::Data(_)), message.is_end());
-        let ends_data = message == StreamMessage::END_OF_DATA;
+        let ends_data = matches!(
+            message,
+            StreamMessage::Signal(weir_model::Signal::EndOfData)
+        );
         // Waits while the subtask's channel is full: no credit goes back
         // until there is room.
         if tx.send((key.channel, message)).await.is_err() {

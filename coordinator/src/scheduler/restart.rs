@@ -24,7 +24,7 @@ const NO_CHECKPOINT: &str = "no_restorable_checkpoint";
 
 /// The code of a restart that would write committed output again: the
 /// newest completed checkpoint cannot be read, only an older one.
-pub(super) const LOST_COMMIT: &str = "lost_commit";
+const LOST_COMMIT: &str = "lost_commit";
 
 /// Whether a restart that failed with `code` may be tried again under the
 /// restart strategy (slots may free up, a worker may come back, a download
@@ -36,16 +36,32 @@ fn retriable(code: &str) -> bool {
     )
 }
 
-/// Whether `graph` commits output with its checkpoints (an exactly-once
-/// file sink): restoring a checkpoint older than one whose output was
-/// committed would write that output twice.
-pub(super) fn commits_output(graph: &JobGraph) -> bool {
-    use weir_model::graph::{SinkConfig, VertexKind};
-    graph.checkpoint.is_some()
-        && graph.vertices.iter().any(|v| {
-            matches!(&v.kind, VertexKind::Sink(SinkConfig::JsonLinesFile { path, .. })
-                if !weir_model::access::SINK_DEVICES.contains(&path.as_str()))
-        })
+/// Whether a restart of `graph` must fail rather than restore a checkpoint
+/// older than the newest completed one: it commits output with its
+/// checkpoints (an exactly-once file sink), which the older checkpoint
+/// would write twice, and it has not opted into `on-lost-commit =
+/// "duplicate"`.
+pub(super) fn fails_on_lost_commit(graph: &JobGraph) -> bool {
+    use weir_model::graph::VertexKind;
+    graph.on_lost_commit == OnLostCommit::Fail
+        && graph.checkpoint.is_some()
+        && graph
+            .vertices
+            .iter()
+            .any(|v| matches!(&v.kind, VertexKind::Sink(c) if c.commits_parts()))
+}
+
+/// The failure of a restart that would write committed output again:
+/// checkpoint `lost` cannot be restored (`why`), only the older `older`.
+pub(super) fn lost_commit(lost: u64, why: &str, older: Option<u64>) -> ApiError {
+    let older = older.map_or_else(|| "(none: the start)".to_owned(), |o| o.to_string());
+    ApiError::new(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        LOST_COMMIT,
+        format!(
+            "checkpoint {lost} cannot be restored ({why}), and its sinks may have committed their output: restoring the older checkpoint {older} would write what came between them again. The job fails rather than duplicate committed output (with `[restart] on-lost-commit = \"duplicate\"` it restores the older checkpoint instead)"
+        ),
+    )
 }
 
 /// Why a checkpoint cannot be restored: for good (a file is missing,
@@ -194,15 +210,8 @@ impl WorkerScheduler {
                             format!("no retained checkpoint can be restored: {reason}"),
                         ));
                     };
-                    if commits_output(&graph) && graph.on_lost_commit == OnLostCommit::Fail {
-                        break Err(ApiError::new(
-                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                            LOST_COMMIT,
-                            format!(
-                                "checkpoint {} cannot be restored ({reason}), and its sinks may have committed their output: restoring the older checkpoint {} would write what came between them again. The job fails rather than duplicate committed output (with `[restart] on-lost-commit = \"duplicate\"` it restores the older checkpoint instead)",
-                                c.id, older.id
-                            ),
-                        ));
+                    if fails_on_lost_commit(&graph) {
+                        break Err(lost_commit(c.id, &reason, Some(older.id)));
                     }
                     continue;
                 }

@@ -259,19 +259,12 @@ impl Scheduler for Arc<WorkerScheduler> {
             // have been committed, and the older one would write it again.
             let newest = stored.completed.last().map_or(0, |c| c.id);
             if let Some((lost, why)) = stored.unreadable.iter().filter(|(u, _)| *u > newest).max()
-                && super::restart::commits_output(&graph)
-                && graph.on_lost_commit == weir_model::fault_tolerance::OnLostCommit::Fail
+                && super::restart::fails_on_lost_commit(&graph)
             {
-                return Err(ApiError::new(
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                    super::restart::LOST_COMMIT,
-                    format!(
-                        "checkpoint {lost} cannot be restored ({why}), and its sinks may have committed their output: restoring the older checkpoint {} would write what came between them again. The job fails rather than duplicate committed output (with `[restart] on-lost-commit = \"duplicate\"` it restores the older checkpoint instead)",
-                        match stored.completed.last() {
-                            Some(c) => c.id.to_string(),
-                            None => "(none: the start)".to_owned(),
-                        }
-                    ),
+                return Err(super::restart::lost_commit(
+                    *lost,
+                    why,
+                    stored.completed.last().map(|c| c.id),
                 ));
             }
         }

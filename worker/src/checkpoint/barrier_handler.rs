@@ -119,7 +119,13 @@ impl BarrierHandler {
     /// still has held-back messages to release, holds this one too (its
     /// order is kept).
     pub fn handle(&mut self, channel: usize, message: StreamMessage) -> Handled {
-        if self.pending.is_some() && self.seen[channel] && message == StreamMessage::END_OF_DATA {
+        if self.pending.is_some()
+            && self.seen[channel]
+            && matches!(
+                message,
+                StreamMessage::Signal(weir_model::Signal::EndOfData)
+            )
+        {
             // Its end belongs after the checkpoint being aligned.
             self.end_held[channel] = true;
         }
