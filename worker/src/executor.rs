@@ -498,3 +498,54 @@ impl TaskExecutor for ExecutorService {
         Ok(Response::new(CancelJobResponse {}))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cancel of an earlier attempt, arriving late, leaves the attempt
+    /// running here alone; one of this attempt (or of any, unnamed) stops
+    /// it.
+    #[tokio::test]
+    async fn a_late_cancel_of_an_earlier_attempt_does_not_stop_the_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let executor = Executor::new(
+            "w".into(),
+            WasmRuntime::new(weir_host::HostConfig::default()).unwrap(),
+            Arc::new(DataServer::bind("127.0.0.1:0").await.unwrap()),
+            "http://127.0.0.1:1".into(),
+            ExecutorSettings {
+                data_dir: dir.path().to_owned(),
+                default_backend: StateBackendKind::Memory,
+                allowed: AllowedDirs::unrestricted(),
+                present: PresentToken::of(&weir_model::auth::Tokens::open()),
+            },
+        );
+        let (asked, cancel) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        executor.jobs().insert(
+            "j".into(),
+            RunningJob {
+                attempt: 1,
+                name: "n".into(),
+                asked: asked.clone(),
+                cancel: cancel.clone(),
+                counters: Arc::new(JobCounters::default()),
+                checkpointing: None,
+            },
+        );
+        let service = ExecutorService(executor);
+        let cancel_of = |attempt| {
+            Request::new(CancelJobRequest {
+                job_id: "j".into(),
+                attempt,
+            })
+        };
+        service.cancel_job(cancel_of(Some(0))).await.unwrap();
+        assert!(!cancel.load(Ordering::Relaxed) && !asked.load(Ordering::Relaxed));
+        service.cancel_job(cancel_of(Some(1))).await.unwrap();
+        assert!(cancel.load(Ordering::Relaxed) && asked.load(Ordering::Relaxed));
+    }
+}
