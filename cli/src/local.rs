@@ -12,10 +12,9 @@ use tonic::service::InterceptorLayer;
 use weir_coordinator::auth::Tokens;
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::BundleStore;
+use weir_coordinator::job_master::{JobMasters, JobRunner};
 use weir_coordinator::jobs::Jobs;
 use weir_coordinator::rest::{AppState, app};
-use weir_coordinator::scheduler::Scheduler;
-use weir_coordinator::scheduler::WorkerScheduler;
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::{HostConfig, WasmRuntime};
 use weir_model::access::AllowedDirs;
@@ -171,22 +170,16 @@ pub async fn serve(o: ServeOptions) -> anyhow::Result<()> {
     let slots = SlotManager::new(o.heartbeats);
     // Checkpoints go under the data directory; workers on other machines
     // need it mounted at the same path (or another storage, later).
-    let checkpoints = weir_state::storage::file_url(&o.data_dir.join("checkpoints"))?;
+    let checkpoints = weir_model::storage::file_url(&o.data_dir.join("checkpoints"))?;
     let access = Access {
         tokens: Arc::new(o.tokens),
         tls: o.tls,
     };
     let tokens = access.tokens.clone();
     let scheme = weir_model::tls::scheme(access.tls.as_ref());
-    let on_workers = WorkerScheduler::new(slots.clone(), Some(checkpoints), access.present());
-    let scheduler: Box<dyn Scheduler> = Box::new(on_workers.clone());
-    let jobs = Jobs::open(
-        &o.data_dir,
-        bundles.clone(),
-        runtime.clone(),
-        scheduler,
-        allowed.clone(),
-    )?;
+    let on_workers = JobMasters::new(slots.clone(), Some(checkpoints), access.present());
+    let runner: Box<dyn JobRunner> = Box::new(on_workers.clone());
+    let jobs = Jobs::open(&o.data_dir, bundles.clone(), runner, allowed.clone())?;
     let lost = on_workers.clone();
     slots.watch(move |worker| {
         let (lost, worker) = (lost.clone(), worker.to_owned());

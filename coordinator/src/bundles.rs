@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 use weir_host::types::OperatorKind;
 use weir_host::{JobComponents, WasmRuntime};
-use weir_model::bundle::{BundleError, BundleFiles, unpack};
+use weir_model::bundle::{BundleError, BundleFiles, DEFAULT_COMPONENT, unpack};
 use weir_model::manifest::ParamSpec;
-use weir_model::{Manifest, ManifestError};
+use weir_model::{ExportedOperator, Manifest, ManifestError, OperatorRole};
 
 use crate::blob::{BlobStore, sha256_hex};
 use crate::error::ApiError;
@@ -64,6 +64,30 @@ pub struct OperatorInfo {
     /// The component that exports it.
     #[serde(default)]
     pub component: String,
+}
+
+impl BundleInfo {
+    /// What its components export, as checked at upload: what a
+    /// submission is planned against (no component is compiled again).
+    pub fn exported(&self) -> Vec<ExportedOperator> {
+        self.operators
+            .iter()
+            .filter_map(|o| {
+                let role = OperatorRole::of_kind(&o.kind)?;
+                // Bundles stored before bundles had several components.
+                let component = match o.component.as_str() {
+                    "" => DEFAULT_COMPONENT.to_owned(),
+                    c => c.to_owned(),
+                };
+                Some(ExportedOperator {
+                    component,
+                    name: o.name.clone(),
+                    keyed: role.keyed(),
+                    role,
+                })
+            })
+            .collect()
+    }
 }
 
 /// A declared parameter.
@@ -219,7 +243,7 @@ impl BundleStore {
                     (name.clone(), ParamInfo { default, doc })
                 })
                 .collect(),
-            uploaded_at_ms: weir_host::now_ms(),
+            uploaded_at_ms: weir_model::now_ms(),
         };
 
         let mut index = self.index.write().await;

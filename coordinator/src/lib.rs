@@ -19,10 +19,18 @@
 //! - [`slot_manager`]: the resource manager: workers register their slots
 //!   over gRPC and send heartbeats; silent workers are removed.
 //!
-//! - [`jobs`]: the dispatcher: accepts jobs, plans them, runs them through a
-//!   [`scheduler::Scheduler`] ([`scheduler::WorkerScheduler`] onto workers'
-//!   slots) and follows each through the states of [`job_state`]; the job
-//!   records and their REST views.
+//! - [`jobs`]: the dispatcher: accepts jobs, plans them against what their
+//!   bundle exports, hands each to a [`job_master::JobRunner`] and follows
+//!   it through the states of [`job_state`]; the job records and their REST
+//!   views.
+//! - [`job_master`]: one master per running job ([`job_master::JobMasters`]):
+//!   its attempts, its restart strategy (every restart decided in one
+//!   place), its checkpoint coordinator and its subtasks.
+//! - [`scheduler`]: where an attempt's subtasks run (slot sharing over the
+//!   workers' slots).
+//!
+//! The coordinator runs no user code: wasmtime inspects a component once,
+//! at upload ([`bundles`]); workers compile and run it.
 
 pub mod auth;
 pub mod blob;
@@ -31,6 +39,7 @@ pub mod checkpoint;
 pub mod dashboard;
 pub mod data_dir;
 pub mod error;
+pub mod job_master;
 pub mod job_state;
 pub mod jobs;
 pub mod metrics;

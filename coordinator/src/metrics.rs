@@ -239,7 +239,7 @@ impl Metrics {
                 })
                 .collect();
             h.samples.push_back(Sample {
-                at_ms: weir_host::now_ms(),
+                at_ms: weir_model::now_ms(),
                 vertices,
             });
             while h.samples.len() > HISTORY {
@@ -310,7 +310,7 @@ impl Metrics {
             .collect();
         JobMetrics {
             job: id.to_owned(),
-            at_ms: weir_host::now_ms(),
+            at_ms: weir_model::now_ms(),
             vertices,
             history: h
                 .map(|h| h.samples.iter().cloned().collect())

@@ -202,13 +202,7 @@ fn backend_error(e: anyhow::Error) -> wasmtime::Error {
     wasmtime::format_err!("state backend: {e:#}")
 }
 
-/// Processing time: the wall clock in ms since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use weir_model::now_ms;
 
 impl types::Host for TaskState {}
 

@@ -47,7 +47,7 @@ impl LoadedComponent {
                 weir_model::ExportedOperator {
                     component: component.to_owned(),
                     name: o.name.clone(),
-                    keyed: matches!(role, R::KeyedProcess | R::Window),
+                    keyed: role.keyed(),
                     role,
                 }
             })

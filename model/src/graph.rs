@@ -943,6 +943,25 @@ pub enum OperatorRole {
     Window,
 }
 
+impl OperatorRole {
+    /// The role of an operator of kind `kind`, as the contract names kinds
+    /// (`map`, `keyed-process`, `window-process`, ...).
+    pub fn of_kind(kind: &str) -> Option<OperatorRole> {
+        Some(match kind {
+            "map" | "flat-map" | "filter" => OperatorRole::Transform,
+            "keyed-process" => OperatorRole::KeyedProcess,
+            "timestamp-assigner" => OperatorRole::TimestampAssigner,
+            "window" | "window-process" => OperatorRole::Window,
+            _ => return None,
+        })
+    }
+
+    /// Whether an operator of this role needs a keyed input.
+    pub fn keyed(self) -> bool {
+        matches!(self, OperatorRole::KeyedProcess | OperatorRole::Window)
+    }
+}
+
 impl JobGraph {
     /// Check every operator vertex against what the components export and
     /// settle which component runs it: the function exists (in the

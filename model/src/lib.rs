@@ -24,6 +24,8 @@
 //!   worker's.
 //! - [`metrics`]: what subtasks did so far (counts, times, watermark, state),
 //!   in the one shape workers report and the coordinator keeps.
+//! - [`storage`]: the checkpoint storage, which workers write and the
+//!   coordinator reads back.
 
 pub mod access;
 pub mod auth;
@@ -42,6 +44,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod msgpack;
 pub mod record;
+pub mod storage;
 pub mod tls;
 
 /// The gRPC services and messages between coordinator and workers
@@ -49,6 +52,14 @@ pub mod tls;
 #[allow(missing_docs, clippy::all)]
 pub mod proto {
     tonic::include_proto!("weir.v1");
+}
+
+/// Processing time: the wall clock in ms since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 pub use execution::ExecutionGraph;

@@ -18,13 +18,12 @@
 //! [`StateBackend::apply_all`]), as the host receives them from a guest.
 //!
 //! [`snapshot`]: what a checkpoint keeps of a backend, and how it is read
-//! back (by key group, for rescaling); [`storage`]: the blob store that
-//! checkpoints go to.
+//! back (by key group, for rescaling). The blob store that checkpoints go
+//! to is `weir_model::storage` (the coordinator reads it too).
 
 pub mod memory;
 pub mod rocksdb;
 pub mod snapshot;
-pub mod storage;
 
 pub use self::rocksdb::RocksDbStateBackend;
 pub use memory::MemoryStateBackend;

@@ -103,8 +103,8 @@ fn job(graph: &JobGraph, state: StateSetup) -> LocalJob {
 async fn restored_counts_go_on_from_the_checkpoint(backend: StateBackendKind) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let url = weir_state::storage::file_url(&dir.path().join("storage")).unwrap();
-    let store = weir_state::storage::open(&url).unwrap();
+    let url = weir_model::storage::file_url(&dir.path().join("storage")).unwrap();
+    let store = weir_model::storage::open(&url).unwrap();
 
     // The run without failures: the counts to end with.
     let golden = dir.path().join("golden.jsonl");

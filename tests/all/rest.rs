@@ -12,34 +12,39 @@ use weir_coordinator::auth::{Role, Tokens};
 use weir_coordinator::blob::BlobStore;
 use weir_coordinator::bundles::{BundleInfo, BundleStore};
 use weir_coordinator::error::ErrorBody;
+use weir_coordinator::job_master::{Done, Events, Execution, JobRunner};
 use weir_coordinator::jobs::{JobInfo, JobState, Jobs, TaskState, subtasks_of};
 use weir_coordinator::rest::{AppState, app};
-use weir_coordinator::scheduler::{Done, Events, Execution, Scheduler};
 use weir_coordinator::slot_manager::{HeartbeatConfig, SlotManager};
 use weir_host::WasmRuntime;
 use weir_model::JobGraph;
 use weir_model::bundle::{BundleFiles, pack};
+use weir_model::proto::JobComponent;
 use weir_worker::{LocalJob, WasmOperatorFactory, run_job};
 
 use crate::runtime;
 
 /// Runs every task of a job in this test's process (no workers): the
-/// dispatcher's tests need only its `Scheduler` interface.
-struct EmbeddedScheduler {
+/// dispatcher's tests need only its `JobRunner` interface.
+struct EmbeddedRunner {
     runtime: Arc<WasmRuntime>,
 }
 
 #[tonic::async_trait]
-impl Scheduler for EmbeddedScheduler {
+impl JobRunner for EmbeddedRunner {
     async fn start(
         &self,
         _id: &str,
         graph: JobGraph,
-        components: weir_host::JobComponents,
+        components: Vec<JobComponent>,
         done: Done,
         _events: Events,
     ) -> Result<Execution, weir_coordinator::error::ApiError> {
         let params = graph.params.clone().into_iter().collect();
+        let files = components.into_iter().map(|c| (c.name, c.wasm)).collect();
+        let components = weir_host::JobComponents::load(&self.runtime, files).map_err(|e| {
+            weir_coordinator::error::ApiError::unprocessable("component_invalid", e.to_string())
+        })?;
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.runtime.clone(),
             components,
@@ -72,12 +77,12 @@ fn router_with(data: &Path, max_upload: usize, tokens: Tokens) -> axum::Router {
     let rt = runtime();
     let blobs = BlobStore::local(&data.join("blobs")).unwrap();
     let bundles = Arc::new(BundleStore::open(data, blobs, rt.clone(), 64 << 20).unwrap());
-    let scheduler = Box::new(EmbeddedScheduler {
+    let runner = Box::new(EmbeddedRunner {
         runtime: rt.clone(),
     });
     // Jobs read and write files in the test's directory.
     let allowed = weir_model::access::AllowedDirs::new([data]).unwrap();
-    let jobs = Jobs::open(data, bundles.clone(), rt, scheduler, allowed).unwrap();
+    let jobs = Jobs::open(data, bundles.clone(), runner, allowed).unwrap();
     if let Ok(handle) = tokio::runtime::Handle::try_current() {
         let jobs = jobs.clone();
         handle.spawn(async move { jobs.resume_recovering().await });

@@ -311,7 +311,7 @@ impl TaskExecutor for ExecutorService {
         } else {
             let checkpoint: CheckpointMetadata = serde_json::from_str(&r.restore_json)
                 .map_err(|e| Status::invalid_argument(format!("the checkpoint to restore: {e}")))?;
-            let store = weir_state::storage::open(&r.checkpoint_storage)
+            let store = weir_model::storage::open(&r.checkpoint_storage)
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
             let mine = self.0.server.addr();
             let here = |task: usize, subtask: u32| at.get(&(task, subtask)) == Some(&mine);
@@ -338,7 +338,7 @@ impl TaskExecutor for ExecutorService {
         let mut reporting = None;
         let mut checkpointing = None;
         if checkpointed {
-            let store = weir_state::storage::open(&r.checkpoint_storage)
+            let store = weir_model::storage::open(&r.checkpoint_storage)
                 .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
             let dir = self.0.data_dir.join("checkpoints").join(&local);
             let (channels, acks) = CheckpointChannels::new(dir);

@@ -2,7 +2,7 @@
 
 use super::JobState;
 use super::{Canceled, Failed, Finished, State, TransitionTo};
-use crate::scheduler::Execution;
+use crate::job_master::Execution;
 
 /// A cancel was asked; its tasks are stopping.
 pub struct Canceling {

@@ -28,7 +28,7 @@
 //!
 //! ```compile_fail
 //! use weir_coordinator::job_state::{Finished, Job, Running};
-//! fn restart(job: Job<Finished>, execution: weir_coordinator::scheduler::Execution) -> Job<Running> {
+//! fn restart(job: Job<Finished>, execution: weir_coordinator::job_master::Execution) -> Job<Running> {
 //!     job.to(Running { execution })
 //! }
 //! ```
@@ -176,7 +176,7 @@ impl<S: State> Job<S> {
         let mut info = self.info;
         info.state = T::STATE;
         if T::STATE.is_terminal() {
-            info.ended_at_ms = Some(weir_host::now_ms());
+            info.ended_at_ms = Some(weir_model::now_ms());
         }
         Job {
             info,
@@ -221,7 +221,7 @@ impl Lifecycle {
     }
 
     /// Its live execution, while it has one.
-    pub fn execution(&self) -> Option<&crate::scheduler::Execution> {
+    pub fn execution(&self) -> Option<&crate::job_master::Execution> {
         match self {
             Lifecycle::Running(j) => Some(&j.state.execution),
             Lifecycle::Canceling(j) => Some(&j.state.execution),
@@ -261,7 +261,7 @@ impl Lifecycle {
             }
             JobState::Canceling => {
                 info.state = JobState::Canceled;
-                info.ended_at_ms = Some(weir_host::now_ms());
+                info.ended_at_ms = Some(weir_model::now_ms());
                 Lifecycle::Canceled(Job {
                     info,
                     state: Canceled,
@@ -270,7 +270,7 @@ impl Lifecycle {
             JobState::Created => {
                 info.state = JobState::Failed;
                 info.error = Some("the coordinator stopped while the job was deployed".into());
-                info.ended_at_ms = Some(weir_host::now_ms());
+                info.ended_at_ms = Some(weir_model::now_ms());
                 Lifecycle::Failed(Job {
                     info,
                     state: Failed,

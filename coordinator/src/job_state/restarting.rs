@@ -5,7 +5,7 @@
 
 use super::JobState;
 use super::{Canceling, Failed, Running, State, TransitionTo};
-use crate::scheduler::Execution;
+use crate::job_master::Execution;
 
 /// Between two attempts.
 pub struct Restarting {

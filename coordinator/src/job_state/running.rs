@@ -2,7 +2,7 @@
 
 use super::JobState;
 use super::{Canceling, Failed, Finished, Restarting, State, TransitionTo};
-use crate::scheduler::Execution;
+use crate::job_master::Execution;
 
 /// Its tasks run.
 pub struct Running {

@@ -1,15 +1,15 @@
 //! The dispatcher: accepts jobs, plans them, runs them through a
-//! [`Scheduler`] and follows each through the states of [`crate::job_state`].
+//! [`JobRunner`] and follows each through the states of [`crate::job_state`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::RwLock;
-use weir_host::WasmRuntime;
 use weir_model::Manifest;
 use weir_model::access::AllowedDirs;
 use weir_model::metrics::JobCounters;
+use weir_model::proto::JobComponent;
 
 use super::store::JobStore;
 use super::{GraphView, JobInfo, JobRequest, VertexStatus, count_subtasks, subtasks_of};
@@ -22,12 +22,12 @@ use crate::job_state::{
 };
 use weir_model::JobGraph;
 
-/// What the scheduler tells of a job, in order.
+/// What a job's runner tells of it, in order.
 enum Told {
     Event(ExecutionEvent),
     Done(anyhow::Result<()>),
 }
-use crate::scheduler::{Done, Events, Execution, ExecutionEvent, Resume, Scheduler};
+use crate::job_master::{Done, Events, Execution, ExecutionEvent, JobRunner, Resume};
 use crate::{Submission, plan};
 
 /// The jobs of a coordinator: the dispatcher. Each job moves through the
@@ -35,8 +35,7 @@ use crate::{Submission, plan};
 pub struct Jobs {
     store: JobStore,
     bundles: Arc<BundleStore>,
-    runtime: Arc<WasmRuntime>,
-    scheduler: Box<dyn Scheduler>,
+    runner: Box<dyn JobRunner>,
     /// The directories jobs' connectors may reach.
     allowed: AllowedDirs,
     entries: RwLock<BTreeMap<String, Lifecycle>>,
@@ -83,8 +82,7 @@ impl Jobs {
     pub fn open(
         data_dir: &std::path::Path,
         bundles: Arc<BundleStore>,
-        runtime: Arc<WasmRuntime>,
-        scheduler: Box<dyn Scheduler>,
+        runner: Box<dyn JobRunner>,
         allowed: AllowedDirs,
     ) -> anyhow::Result<Arc<Jobs>> {
         let (store, records) = JobStore::open(data_dir)?;
@@ -100,8 +98,7 @@ impl Jobs {
         let jobs = Arc::new(Jobs {
             store,
             bundles,
-            runtime,
-            scheduler,
+            runner,
             allowed,
             entries: RwLock::new(entries),
             next: AtomicU64::new(0),
@@ -129,31 +126,29 @@ impl Jobs {
 
     fn new_id(&self) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let seed = format!("{}-{}-{n}", weir_host::now_ms(), std::process::id());
+        let seed = format!("{}-{}-{n}", weir_model::now_ms(), std::process::id());
         crate::blob::sha256_hex(seed.as_bytes())[..16].to_owned()
     }
 
-    /// Plan the job `request` asks for: its graph and its components.
-    async fn plan(
-        &self,
-        request: &JobRequest,
-    ) -> Result<(JobGraph, weir_host::JobComponents), ApiError> {
+    /// Plan the job `request` asks for: its graph and its components
+    /// (planned against what they export, as checked at upload).
+    async fn plan(&self, request: &JobRequest) -> Result<(JobGraph, Vec<JobComponent>), ApiError> {
+        let bundle = self.bundles.get(&request.bundle).await?;
         let files = self.bundles.files(&request.bundle).await?;
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
-        let runtime = self.runtime.clone();
-        let files = files.components;
-        let components =
-            tokio::task::spawn_blocking(move || weir_host::JobComponents::load(&runtime, files))
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
-                .map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+        let mut components: Vec<JobComponent> = files
+            .components
+            .into_iter()
+            .map(|(name, wasm)| JobComponent { name, wasm })
+            .collect();
+        components.sort_by(|a, b| a.name.cmp(&b.name));
         let submission = Submission {
             params: request.params.clone().into_iter().collect(),
             parallelism: request.parallelism,
             builtin_params: vec![("bundle_dir".into(), ".".into())],
         };
-        let mut graph = plan(&manifest, &submission, &components.exported())
+        let mut graph = plan(&manifest, &submission, &bundle.exported())
             .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
         super::access::check(&self.allowed, &graph)?;
         // Every subtask of every attempt cuts its file's splits from the
@@ -195,7 +190,7 @@ impl Jobs {
             subtasks: subtasks_of(&graph, TaskState::Created),
             graph: GraphView::of(&graph),
             exceptions: Vec::new(),
-            submitted_at_ms: weir_host::now_ms(),
+            submitted_at_ms: weir_model::now_ms(),
             ended_at_ms: None,
             checkpoints: None,
             attempt: 0,
@@ -217,7 +212,7 @@ impl Jobs {
 
         let (started, done, events) = self.follow(&id);
         let execution = self
-            .scheduler
+            .runner
             .start(&id, graph, components, done, events)
             .await;
 
@@ -259,7 +254,7 @@ impl Jobs {
         persisted.map(|()| info)
     }
 
-    /// What the scheduler tells of job `id` (restarts, its end), handled
+    /// What its runner tells of job `id` (restarts, its end), handled
     /// in order once `started` is sent (the job is recorded as running).
     fn follow(self: &Arc<Self>, id: &str) -> (tokio::sync::oneshot::Sender<()>, Done, Events) {
         let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
@@ -308,7 +303,7 @@ impl Jobs {
     }
 
     /// Resume job `id` (recovering): plan it again from its bundle and
-    /// hand it to the scheduler as its next attempt, under its restart
+    /// hand it to its runner as its next attempt, under its restart
     /// strategy; it fails if it cannot.
     async fn resume(self: &Arc<Self>, id: &str) {
         let Some((info, was)) = self.entries.read().await.get(id).and_then(|j| match j {
@@ -334,10 +329,6 @@ impl Jobs {
                 return self.recovery_failed(id, why).await;
             }
         };
-        let Some(delay) = graph.restart.delay_before(attempt) else {
-            let why = format!("{stopped}; its restart strategy allows no further attempt");
-            return self.recovery_failed(id, why).await;
-        };
         // Recorded as restarting before anything is deployed, so that a
         // coordinator stopping again resumes it with a newer attempt.
         let mut restarting = info.clone();
@@ -351,12 +342,9 @@ impl Jobs {
             return self.recovery_failed(id, e.message).await;
         }
         let (started, done, events) = self.follow(id);
-        let resume = Resume {
-            attempt,
-            delay: std::time::Duration::from_millis(delay),
-        };
+        let resume = Resume { attempt };
         let execution = self
-            .scheduler
+            .runner
             .resume(id, graph, components, done, events, resume)
             .await;
         let mut entries = self.entries.write().await;

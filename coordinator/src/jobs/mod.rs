@@ -1,7 +1,7 @@
 //! Jobs: submitted against a bundle, planned, run, watched and canceled.
 //!
 //! - [`dispatcher`]: [`Jobs`], which accepts jobs, plans them, hands them to
-//!   a [`crate::scheduler::Scheduler`] and follows each through the states
+//!   a [`crate::job_master::JobRunner`] and follows each through the states
 //!   of [`crate::job_state`].
 //! - [`view`]: what the REST API shows of a job ([`JobInfo`]) and takes for
 //!   one ([`JobRequest`]).

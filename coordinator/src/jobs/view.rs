@@ -238,7 +238,7 @@ impl JobInfo {
     /// Add a failure of attempt `attempt` to the job's history: the same
     /// message as the newest one there counts once more instead.
     pub fn record_exception(&mut self, message: String, attempt: u32) {
-        let now = weir_host::now_ms();
+        let now = weir_model::now_ms();
         if let Some(last) = self.exceptions.last_mut()
             && last.message == message
         {

@@ -1,118 +1,68 @@
-//! Schedulers: how a job's tasks get to run. The dispatcher hands a planned
-//! job to a [`Scheduler`]; [`workers::WorkerScheduler`] deploys it onto the
-//! slots that workers registered (`weir local` runs its workers in process,
-//! over the same gRPC and TCP paths).
+//! The scheduler: where an attempt's subtasks run.
+//!
+//! Slot sharing, as in Flink: a slot holds one subtask of every task of a
+//! job, so a job needs as many slots as its largest parallelism; subtask `i`
+//! of every task goes to slot `i`. Slots are spread over the workers by the
+//! [`SlotManager`]; each worker involved gets the whole graph and every
+//! subtask's place, and runs its share. What runs there, and when, is the
+//! job's master's business ([`crate::job_master`]).
 
-mod gateway;
-mod reports;
-mod restart;
-pub mod workers;
+use std::collections::BTreeSet;
+use std::time::Duration;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use weir_model::ExecutionGraph;
+use weir_model::proto::SubtaskPlace;
 
-use weir_model::JobGraph;
-use weir_model::metrics::JobCounters;
-
-pub use reports::ReportsService;
-pub use workers::WorkerScheduler;
-
-use crate::checkpoint::CheckpointStats;
 use crate::error::ApiError;
-use crate::jobs::SubtaskStatus;
+use crate::slot_manager::{SlotGrant, SlotManager};
 
-/// A job's tasks as the scheduler runs them: how to stop them and watch them.
-pub struct Execution {
-    /// Set to stop it.
-    pub cancel: Arc<AtomicBool>,
-    /// Its live counts.
-    pub counters: Arc<JobCounters>,
-    /// Its subtasks, live.
-    pub subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
-    /// Its checkpoints, live (when it takes them).
-    pub checkpoints: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
+/// How long a restart waits for enough free slots (a lost worker's
+/// replacement registering).
+const RESTART_SLOT_WAIT: Duration = Duration::from_secs(30);
+
+/// Where one attempt runs.
+pub struct Placement {
+    /// The slots it holds, slot `i` for subtask `i` of every task.
+    pub grants: Vec<SlotGrant>,
+    /// Every subtask's place: its slot's data server.
+    pub places: Vec<SubtaskPlace>,
+    /// The workers involved: id and task executor address.
+    pub workers: BTreeSet<(String, String)>,
 }
 
-/// How a scheduler tells the end of a job.
-pub type Done = Box<dyn FnOnce(anyhow::Result<()>) + Send>;
-
-/// What a scheduler tells the dispatcher while a job runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecutionEvent {
-    /// Attempt `attempt` failed with `failure`; the restart strategy allows
-    /// another.
-    Restarting {
-        /// The attempt that failed.
-        attempt: u32,
-        /// Why.
-        failure: String,
-    },
-    /// Attempt `attempt` could not start from checkpoint `checkpoint`
-    /// (`reason`); an older one is tried, if any.
-    RestoreFailed {
-        /// The attempt.
-        attempt: u32,
-        /// The checkpoint that could not be read.
-        checkpoint: u64,
-        /// Why.
-        reason: String,
-    },
-    /// Attempt `attempt` was deployed, from checkpoint `checkpoint` if any.
-    Restarted {
-        /// The new attempt.
-        attempt: u32,
-        /// The completed checkpoint it starts from.
-        checkpoint: Option<u64>,
-    },
-}
-
-/// Where a scheduler sends [`ExecutionEvent`]s.
-pub type Events = Arc<dyn Fn(ExecutionEvent) + Send + Sync>;
-
-/// How a job that ran when the coordinator stopped goes on: as attempt
-/// `attempt`, after `delay`, from its latest completed checkpoint in the
-/// checkpoint storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Resume {
-    /// The attempt to deploy.
-    pub attempt: u32,
-    /// The restart strategy's wait before it.
-    pub delay: std::time::Duration,
-}
-
-/// Runs jobs. It reports the end of a job through `done`.
-#[tonic::async_trait]
-pub trait Scheduler: Send + Sync {
-    /// Start job `id` (`graph`, with its `components`); call `done`
-    /// with the outcome, and `events` when it restarts. Fails (and never
-    /// calls `done`) if it cannot start.
-    async fn start(
-        &self,
-        id: &str,
-        graph: JobGraph,
-        components: weir_host::JobComponents,
-        done: Done,
-        events: Events,
-    ) -> Result<Execution, ApiError>;
-
-    /// Resume job `id`, which ran when the coordinator stopped, as
-    /// `resume` says; as [`Scheduler::start`] otherwise, except that the
-    /// deployment happens after this returns (it waits for workers to
-    /// register again), and its failure ends the job through `done`.
-    #[allow(clippy::too_many_arguments)]
-    async fn resume(
-        &self,
-        id: &str,
-        graph: JobGraph,
-        components: weir_host::JobComponents,
-        done: Done,
-        events: Events,
-        resume: Resume,
-    ) -> Result<Execution, ApiError> {
-        let _ = (id, graph, components, done, events, resume);
-        Err(ApiError::unprocessable(
-            "cannot_resume",
-            "this scheduler cannot resume a job",
-        ))
-    }
+/// Take the slots `exec` needs, waiting a bounded time for them when
+/// `wait` (a restart, while a lost worker's replacement registers).
+pub async fn assign(
+    slots: &SlotManager,
+    exec: &ExecutionGraph,
+    wait: bool,
+) -> Result<Placement, ApiError> {
+    let waited = tokio::time::Instant::now();
+    let grants = loop {
+        match slots.allocate(exec.slots_needed()).await {
+            Ok(g) => break g,
+            Err(e) if !wait || waited.elapsed() > RESTART_SLOT_WAIT => {
+                return Err(ApiError::unprocessable("not_enough_slots", e));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let places = exec
+        .vertices
+        .iter()
+        .map(|v| SubtaskPlace {
+            task: v.task as u32,
+            subtask: v.subtask,
+            data_address: grants[v.slot as usize].data_address.clone(),
+        })
+        .collect();
+    let workers = grants
+        .iter()
+        .map(|g| (g.worker_id.clone(), g.rpc_address.clone()))
+        .collect();
+    Ok(Placement {
+        grants,
+        places,
+        workers,
+    })
 }

@@ -26,9 +26,9 @@ use object_store::{
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
-/// let url = weir_state::storage::file_url(dir.path()).unwrap();
-/// assert!(weir_state::storage::open(&url).is_ok());
-/// assert!(weir_state::storage::open("ftp://x/y").is_err());
+/// let url = weir_model::storage::file_url(dir.path()).unwrap();
+/// assert!(weir_model::storage::open(&url).is_ok());
+/// assert!(weir_model::storage::open("ftp://x/y").is_err());
 /// ```
 pub fn open(url: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
     let Some(path) = url.strip_prefix("file://") else {

@@ -11,22 +11,22 @@ use weir_model::proto::{
     DeclineCheckpointResponse, JobEndedRequest, JobEndedResponse,
 };
 
+use super::JobMasters;
 use super::gateway::cancel_on;
-use super::workers::WorkerScheduler;
 use crate::checkpoint::CheckpointCoordinator;
 use crate::job_state::TaskState;
 
 /// The gRPC service workers report job ends to.
-pub struct ReportsService(pub(super) Arc<WorkerScheduler>);
+pub struct ReportsService(pub(super) Arc<JobMasters>);
 
 impl ReportsService {
     /// The checkpoint coordinator of attempt `attempt` of job `job`.
     async fn checkpoints(&self, job: &str, attempt: u32) -> Option<Arc<CheckpointCoordinator>> {
-        let pending = self.0.pending.lock().await;
-        pending
-            .get(job)
-            .filter(|p| p.attempt == attempt)
-            .and_then(|p| p.checkpoints.clone())
+        let master = self.0.master(job)?;
+        let m = master.lock().await;
+        (m.attempt == attempt && !m.restarting)
+            .then(|| m.checkpoints.clone())
+            .flatten()
     }
 }
 
@@ -62,10 +62,10 @@ impl JobReports for ReportsService {
         request: Request<JobEndedRequest>,
     ) -> Result<Response<JobEndedResponse>, Status> {
         let r = request.into_inner();
-        let mut pending = self.0.pending.lock().await;
-        let Some(p) = pending.get_mut(&r.job_id) else {
+        let Some(master) = self.0.master(&r.job_id) else {
             return Ok(Response::new(JobEndedResponse {}));
         };
+        let mut p = master.lock().await;
         if r.attempt != p.attempt || p.restarting {
             // A report of an attempt the job no longer runs.
             return Ok(Response::new(JobEndedResponse {}));
@@ -108,7 +108,7 @@ impl JobReports for ReportsService {
                 }
             }
         }
-        self.0.maybe_end(&mut pending, &r.job_id).await;
+        self.0.attempt_over(&r.job_id, &mut p, true).await;
         Ok(Response::new(JobEndedResponse {}))
     }
 }

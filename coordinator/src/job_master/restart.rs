@@ -1,6 +1,7 @@
-//! Restarts: the attempt after a failure, from the newest retained
-//! checkpoint whose files can all be read back; and the quick check of the
-//! other workers when a data connection breaks.
+//! Restarts: whether a job restarts ([`JobMaster::next_attempt`], the one
+//! place it is decided); the attempt after a failure, from the newest
+//! retained checkpoint whose files can all be read back; and the quick
+//! check of the other workers when a data connection breaks.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,10 +10,9 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 use weir_model::JobGraph;
 use weir_model::checkpoint::CheckpointMetadata;
-use weir_model::fault_tolerance::{OnLostCommit, RestartBackoff, RestartStrategy};
+use weir_model::fault_tolerance::OnLostCommit;
 
-use super::ExecutionEvent;
-use super::workers::{Plan, WorkerScheduler};
+use super::{ExecutionEvent, JobMaster, JobMasters};
 use crate::error::ApiError;
 
 /// The code of a deployment that failed because a worker could not read
@@ -76,7 +76,7 @@ enum Unreadable {
 /// download).
 async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), Unreadable> {
     use sha2::Digest;
-    let store = weir_state::storage::open(url).map_err(|e| Unreadable::ForNow(format!("{e:#}")))?;
+    let store = weir_model::storage::open(url).map_err(|e| Unreadable::ForNow(format!("{e:#}")))?;
     for f in checkpoint.files() {
         let path = object_store::path::Path::from(f.path.as_str());
         let bytes = match store.get(&path).await {
@@ -118,11 +118,28 @@ async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), U
     Ok(())
 }
 
+impl JobMaster {
+    /// Whether the job restarts, decided here only: its attempt has ended
+    /// on every worker with a failure that restarting may heal (`heals`),
+    /// the job is not canceled and its restart strategy allows one more
+    /// attempt — then the wait before it. Otherwise `None`: the job ends
+    /// (finished, canceled or failed).
+    pub(super) fn next_attempt(&mut self, heals: bool) -> Option<Duration> {
+        self.failure.as_ref()?;
+        if !heals || self.cancel.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.backoff
+            .on_failure(self.started_ms, weir_model::now_ms())
+            .map(Duration::from_millis)
+    }
+}
+
 /// How long a worker may take to accept a connection when a broken data
 /// connection makes the coordinator ask whether it is still there.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-impl WorkerScheduler {
+impl JobMasters {
     /// Treat every worker of `workers` (id, executor address) that does not
     /// accept a connection within [`PROBE_TIMEOUT`] as lost.
     pub(super) async fn probe(self: &Arc<Self>, workers: Vec<(String, String)>) {
@@ -148,38 +165,34 @@ impl WorkerScheduler {
         }
     }
 
-    /// Restart job `id` after `delay`, from the newest of `retained`.
-    pub(super) fn restart(
-        self: &Arc<Self>,
-        id: String,
-        attempt: u32,
-        delay: Duration,
-        retained: Vec<CheckpointMetadata>,
-    ) {
+    /// Deploy attempt `attempt` of job `id` after `delay`, from the newest
+    /// of its retained checkpoints that can be read; if that fails, the
+    /// attempt is over, and [`JobMaster::next_attempt`] decides again.
+    pub(super) fn restart(self: &Arc<Self>, id: String, attempt: u32, delay: Duration) {
         let me = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            {
-                let mut pending = me.pending.lock().await;
-                let Some(p) = pending.get_mut(&id) else {
-                    return;
-                };
-                if p.cancel.load(Ordering::Relaxed) {
+            let Some(master) = me.master(&id) else {
+                return;
+            };
+            let (storage, graph, mut retained) = {
+                let mut m = master.lock().await;
+                if m.cancel.load(Ordering::Relaxed) {
                     // Canceled while it waited: it ends canceled.
-                    p.restarting = false;
-                    p.failure = Some("canceled".into());
-                    me.maybe_end(&mut pending, &id).await;
+                    m.restarting = false;
+                    m.failure = Some("canceled".into());
+                    me.attempt_over(&id, &mut m, false).await;
                     return;
                 }
-            }
+                (
+                    m.plan.storage.clone(),
+                    m.plan.graph.clone(),
+                    m.retained.clone(),
+                )
+            };
             // The newest retained checkpoint first; one that cannot be read
             // (a missing or corrupt file) is reported and the previous one
             // is tried — unless its output may have been committed.
-            let mut retained = retained;
-            let (storage, graph) = match me.pending.lock().await.get(&id) {
-                Some(p) => (p.plan.storage.clone(), p.plan.graph.clone()),
-                None => return,
-            };
             let outcome = loop {
                 let restore = retained.last().cloned();
                 let checked = match (&restore, &storage) {
@@ -196,13 +209,11 @@ impl WorkerScheduler {
                 }
                 if let (Some(c), Err(Unreadable::Lost(reason))) = (&restore, checked) {
                     retained.pop();
-                    if let Some(p) = me.pending.lock().await.get(&id) {
-                        (p.events)(ExecutionEvent::RestoreFailed {
-                            attempt,
-                            checkpoint: c.id,
-                            reason: reason.clone(),
-                        });
-                    }
+                    (master.lock().await.events)(ExecutionEvent::RestoreFailed {
+                        attempt,
+                        checkpoint: c.id,
+                        reason: reason.clone(),
+                    });
                     let Some(older) = retained.last() else {
                         break Err(ApiError::new(
                             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -220,46 +231,29 @@ impl WorkerScheduler {
                     .deploy(&id, attempt, restore, retained.clone(), true)
                     .await;
             };
-            if let Err(e) = outcome {
-                let mut pending = me.pending.lock().await;
-                if let Some(p) = pending.get_mut(&id) {
-                    let failure = match e.code {
-                        LOST_COMMIT | NO_CHECKPOINT => e.message.clone(),
-                        _ => format!("restarting (attempt {attempt}) failed: {}", e.message),
-                    };
-                    // A deployment that failed for a reason that may pass
-                    // (no slots in time, a worker that did not answer or
-                    // could not download) is one more failed attempt.
-                    let retry = retriable(e.code) && !p.cancel.load(Ordering::Relaxed);
-                    let now = weir_host::now_ms();
-                    if retry && let Some(delay) = p.backoff.on_failure(now, now) {
-                        tracing::warn!(job = %id, "{failure}; trying again");
-                        // Between two attempts: late reports of this one
-                        // are ignored.
-                        p.restarting = true;
-                        p.attempt = p.attempt.max(attempt);
-                        p.waiting.clear();
-                        (p.events)(ExecutionEvent::Restarting { attempt, failure });
-                        drop(pending);
-                        me.restart(id, attempt + 1, Duration::from_millis(delay), retained);
-                        return;
-                    }
-                    p.restarting = false;
-                    p.attempt = p.attempt.max(attempt);
-                    p.failure = Some(failure);
-                    p.waiting.clear();
-                    // No further restart after a failed deployment.
-                    p.backoff = RestartBackoff::new(RestartStrategy::None);
-                    p.plan = Arc::new(Plan {
-                        graph: JobGraph {
-                            restart: RestartStrategy::None,
-                            ..p.plan.graph.clone()
-                        },
-                        ..(*p.plan).clone()
-                    });
-                }
-                me.maybe_end(&mut pending, &id).await;
+            let Err(e) = outcome else {
+                return;
+            };
+            let mut m = master.lock().await;
+            let failure = match e.code {
+                LOST_COMMIT | NO_CHECKPOINT => e.message.clone(),
+                _ => format!("restarting (attempt {attempt}) failed: {}", e.message),
+            };
+            // A deployment that failed for a reason that may pass (no slots
+            // in time, a worker that did not answer or could not download)
+            // is one more failed attempt; it used its attempt number.
+            let heals = retriable(e.code);
+            if heals {
+                tracing::warn!(job = %id, "{failure}; the restart strategy decides what follows");
             }
+            m.attempt = m.attempt.max(attempt);
+            m.failure = Some(failure);
+            m.secondary = false;
+            m.waiting.clear();
+            m.restarting = false;
+            m.retained = retained;
+            m.started_ms = weir_model::now_ms();
+            me.attempt_over(&id, &mut m, heals).await;
         });
     }
 }

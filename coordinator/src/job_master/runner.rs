@@ -1,0 +1,110 @@
+//! What the dispatcher sees of a running job: the [`JobRunner`] that runs
+//! it ([`super::JobMasters`] onto workers' slots; `weir local` runs its
+//! workers in process, over the same gRPC and TCP paths), the
+//! [`Execution`] it watches, and the [`ExecutionEvent`]s it is told.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use weir_model::JobGraph;
+use weir_model::metrics::JobCounters;
+use weir_model::proto::JobComponent;
+
+use crate::checkpoint::CheckpointStats;
+use crate::error::ApiError;
+use crate::jobs::SubtaskStatus;
+
+/// A job's tasks as the scheduler runs them: how to stop them and watch them.
+pub struct Execution {
+    /// Set to stop it.
+    pub cancel: Arc<AtomicBool>,
+    /// Its live counts.
+    pub counters: Arc<JobCounters>,
+    /// Its subtasks, live.
+    pub subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
+    /// Its checkpoints, live (when it takes them).
+    pub checkpoints: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
+}
+
+/// How a runner tells the end of a job.
+pub type Done = Box<dyn FnOnce(anyhow::Result<()>) + Send>;
+
+/// What a runner tells the dispatcher while a job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionEvent {
+    /// Attempt `attempt` failed with `failure`; the restart strategy allows
+    /// another.
+    Restarting {
+        /// The attempt that failed.
+        attempt: u32,
+        /// Why.
+        failure: String,
+    },
+    /// Attempt `attempt` could not start from checkpoint `checkpoint`
+    /// (`reason`); an older one is tried, if any.
+    RestoreFailed {
+        /// The attempt.
+        attempt: u32,
+        /// The checkpoint that could not be read.
+        checkpoint: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Attempt `attempt` was deployed, from checkpoint `checkpoint` if any.
+    Restarted {
+        /// The new attempt.
+        attempt: u32,
+        /// The completed checkpoint it starts from.
+        checkpoint: Option<u64>,
+    },
+}
+
+/// Where a runner sends [`ExecutionEvent`]s.
+pub type Events = Arc<dyn Fn(ExecutionEvent) + Send + Sync>;
+
+/// How a job that ran when the coordinator stopped goes on: as attempt
+/// `attempt`, from its latest completed checkpoint in the checkpoint
+/// storage, if its restart strategy allows one more attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// The attempt to deploy.
+    pub attempt: u32,
+}
+
+/// Runs jobs. It reports the end of a job through `done`.
+#[tonic::async_trait]
+pub trait JobRunner: Send + Sync {
+    /// Start job `id` (`graph`, with its `components`); call `done`
+    /// with the outcome, and `events` when it restarts. Fails (and never
+    /// calls `done`) if it cannot start.
+    async fn start(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        components: Vec<JobComponent>,
+        done: Done,
+        events: Events,
+    ) -> Result<Execution, ApiError>;
+
+    /// Resume job `id`, which ran when the coordinator stopped, as
+    /// `resume` says; as [`JobRunner::start`] otherwise, except that the
+    /// deployment happens after this returns (it waits for workers to
+    /// register again), and its failure ends the job through `done`. Fails
+    /// if the restart strategy allows no further attempt.
+    #[allow(clippy::too_many_arguments)]
+    async fn resume(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        components: Vec<JobComponent>,
+        done: Done,
+        events: Events,
+        resume: Resume,
+    ) -> Result<Execution, ApiError> {
+        let _ = (id, graph, components, done, events, resume);
+        Err(ApiError::unprocessable(
+            "cannot_resume",
+            "this runner cannot resume a job",
+        ))
+    }
+}
