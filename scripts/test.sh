@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build outputs live outside the clone so that repeated runs reuse them.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
+# One build per run: incremental compilation's bookkeeping would only cost.
+export CARGO_INCREMENTAL=0
 scripts/setup.sh
 cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p windowed-counts -p fraud -p sessions -p mixed-rust -p test-guests -p bench-operators
 # The Python and JavaScript SDKs' unit tests, and their examples' tests,

@@ -186,13 +186,15 @@ async fn hostile_guests_fail_alone_while_a_good_job_beside_them_stays_exact() {
         hostile.push(submit(&rest, &b));
     }
     // The log filler: 20 records of 10 MB of stderr each; it finishes, its
-    // log over 64 KiB a second dropped.
+    // log over 64 KiB a second dropped. Two records a second, so that one
+    // call writes at most a few records' worth well within its deadline
+    // while the hostile guests beside it keep both cores busy.
     let filler = submit(
         &rest,
         &bundle(
             dir.path(),
             "log-filler",
-            (20, 5),
+            (20, 2),
             "[[operator]]\nname = 'chatter'\nfunction = 'log-filler'\n",
             &dir.path().join("log-filler.jsonl"),
         ),
