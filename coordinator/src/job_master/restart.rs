@@ -257,3 +257,75 @@ impl JobMasters {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use weir_model::auth::{PresentToken, Tokens};
+    use weir_model::{JobGraph, Manifest};
+
+    use super::super::{JobMaster, JobMasters, Resume};
+    use crate::slot_manager::{HeartbeatConfig, SlotManager};
+
+    fn graph(restart: &str) -> JobGraph {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='generator'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n[restart]\n{restart}"
+        ))
+        .unwrap();
+        JobGraph::build(&m, Default::default(), None).unwrap()
+    }
+
+    async fn master(restart: &str, restarts: u32) -> Arc<tokio::sync::Mutex<JobMaster>> {
+        let masters = JobMasters::new(
+            SlotManager::new(HeartbeatConfig::default()),
+            None,
+            PresentToken::of(&Tokens::open()),
+        );
+        let done = Box::new(|_| {});
+        let events = Arc::new(|_| {});
+        let (master, _) = masters
+            .prepare("j", graph(restart), Vec::new(), done, events, restarts, 1)
+            .await
+            .unwrap();
+        master
+    }
+
+    #[tokio::test]
+    async fn the_one_restart_decision() {
+        let m = master("strategy='fixed-delay'\nattempts=2\ndelay-ms=7", 0).await;
+        let mut m = m.lock().await;
+        assert_eq!(m.next_attempt(true), None, "no failure: the job ends");
+        m.failure = Some("boom".into());
+        assert_eq!(m.next_attempt(false), None, "a failure that cannot heal");
+        assert_eq!(m.next_attempt(true), Some(Duration::from_millis(7)));
+        assert_eq!(m.next_attempt(true), Some(Duration::from_millis(7)));
+        assert_eq!(m.next_attempt(true), None, "two restarts allowed");
+
+        let m = master("strategy='fixed-delay'\nattempts=5\ndelay-ms=7", 0).await;
+        let mut m = m.lock().await;
+        m.failure = Some("boom".into());
+        m.cancel.store(true, Ordering::Relaxed);
+        assert_eq!(m.next_attempt(true), None, "canceled: it ends canceled");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_job_counts_the_restarts_before_it() {
+        // Resumed as attempt 2 (two restarts so far, the coordinator's stop
+        // the second): one restart of the three allowed is left.
+        let resume = Resume { attempt: 2 };
+        let m = master(
+            "strategy='fixed-delay'\nattempts=3\ndelay-ms=7",
+            resume.attempt - 1,
+        )
+        .await;
+        let mut m = m.lock().await;
+        m.failure = Some("the coordinator stopped".into());
+        assert_eq!(m.next_attempt(true), Some(Duration::from_millis(7)));
+        assert_eq!(m.next_attempt(true), Some(Duration::from_millis(7)));
+        assert_eq!(m.next_attempt(true), None);
+    }
+}
