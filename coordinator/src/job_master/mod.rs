@@ -260,7 +260,7 @@ impl JobRunner for Arc<JobMasters> {
         events: Events,
     ) -> Result<Execution, ApiError> {
         let (master, running) = self
-            .prepare(id, graph, components, done, events, 0, 1)
+            .prepare(id, graph, components, done, events, 0, 1, false)
             .await?;
         if let Err(e) = self.deploy(id, 0, None, Vec::new(), false).await {
             // Nothing half-started: the job was never accepted.
@@ -314,6 +314,9 @@ impl JobRunner for Arc<JobMasters> {
                 events,
                 resume.attempt.saturating_sub(1),
                 stored.highest_id + 1,
+                // Between attempts from the start: reports of the attempt
+                // the stopped coordinator ran are late ones.
+                true,
             )
             .await?;
         let mut m = master.lock().await;
@@ -327,7 +330,6 @@ impl JobRunner for Arc<JobMasters> {
                 "its restart strategy allows no further attempt",
             ));
         };
-        m.restarting = true;
         drop(m);
         self.restart(id.to_owned(), resume.attempt, delay);
         self.watch_cancel(id, running.cancel.clone());
@@ -339,7 +341,8 @@ impl JobMasters {
     /// Make job `id`'s master before its first deployment (a fast worker
     /// may report at once): what every attempt deploys, its counters and
     /// subtasks, at `attempt` (the restarts so far); its checkpoint ids
-    /// start at `first_checkpoint_id`.
+    /// start at `first_checkpoint_id`; `restarting`: between attempts
+    /// (reports of the one before are ignored).
     #[allow(clippy::too_many_arguments)]
     async fn prepare(
         &self,
@@ -350,6 +353,7 @@ impl JobMasters {
         events: Events,
         attempt: u32,
         first_checkpoint_id: u64,
+        restarting: bool,
     ) -> Result<(Arc<Mutex<JobMaster>>, Execution), ApiError> {
         let graph_json =
             serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -395,7 +399,7 @@ impl JobMasters {
             plan,
             cancel: running.cancel.clone(),
             events,
-            restarting: false,
+            restarting,
             backoff,
             started_ms: weir_model::now_ms(),
         }));

@@ -288,7 +288,16 @@ mod tests {
         let done = Box::new(|_| {});
         let events = Arc::new(|_| {});
         let (master, _) = masters
-            .prepare("j", graph(restart), Vec::new(), done, events, restarts, 1)
+            .prepare(
+                "j",
+                graph(restart),
+                Vec::new(),
+                done,
+                events,
+                restarts,
+                1,
+                false,
+            )
             .await
             .unwrap();
         master
