@@ -360,6 +360,14 @@ impl TaskExecutor for ExecutorService {
         }
         let asked = Arc::new(AtomicBool::new(false));
         let mut jobs = self.0.jobs();
+        if let Some(newer) = jobs.get(&r.job_id).filter(|j| j.attempt > r.attempt) {
+            // A deployment that arrives after a newer attempt's: the
+            // coordinator has given its attempt up.
+            return Err(Status::aborted(format!(
+                "worker `{}`: attempt {} of job {} runs here, not the older {}",
+                self.0.worker_id, newer.attempt, r.job_id, r.attempt
+            )));
+        }
         if let Some(older) = jobs.get(&r.job_id).filter(|j| j.attempt < r.attempt) {
             // The coordinator runs a newer attempt: whatever is left of an
             // older one here (a cancel that never came) stops.
@@ -392,6 +400,12 @@ impl TaskExecutor for ExecutorService {
         tokio::spawn(async move {
             let counters = job.counters.clone();
             let result = run_placed(job, Some(placement)).await;
+            if let Err(e) = &result
+                && !asked.load(Ordering::Relaxed)
+                && e.downcast_ref::<Canceled>().is_none()
+            {
+                tracing::warn!(job = %job_id, attempt, "failed: {e:#}");
+            }
             state.remove();
             // Unless a newer attempt of the job took its place here.
             executor.forget(&job_id, attempt, &counters);
@@ -503,19 +517,18 @@ impl TaskExecutor for ExecutorService {
 mod tests {
     use super::*;
 
-    /// A cancel of an earlier attempt, arriving late, leaves the attempt
-    /// running here alone; one of this attempt (or of any, unnamed) stops
-    /// it.
-    #[tokio::test]
-    async fn a_late_cancel_of_an_earlier_attempt_does_not_stop_the_newer_one() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A worker whose executor runs attempt 1 of job `j`, with the flags
+    /// that attempt's cancel sets.
+    async fn running_attempt_one(
+        dir: &std::path::Path,
+    ) -> (ExecutorService, Arc<AtomicBool>, Arc<AtomicBool>) {
         let executor = Executor::new(
             "w".into(),
             WasmRuntime::new(weir_host::HostConfig::default()).unwrap(),
             Arc::new(DataServer::bind("127.0.0.1:0").await.unwrap()),
             "http://127.0.0.1:1".into(),
             ExecutorSettings {
-                data_dir: dir.path().to_owned(),
+                data_dir: dir.to_owned(),
                 default_backend: StateBackendKind::Memory,
                 allowed: AllowedDirs::unrestricted(),
                 present: PresentToken::of(&weir_model::auth::Tokens::open()),
@@ -536,7 +549,16 @@ mod tests {
                 checkpointing: None,
             },
         );
-        let service = ExecutorService(executor);
+        (ExecutorService(executor), asked, cancel)
+    }
+
+    /// A cancel of an earlier attempt, arriving late, leaves the attempt
+    /// running here alone; one of this attempt (or of any, unnamed) stops
+    /// it.
+    #[tokio::test]
+    async fn a_late_cancel_of_an_earlier_attempt_does_not_stop_the_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (service, asked, cancel) = running_attempt_one(dir.path()).await;
         let cancel_of = |attempt| {
             Request::new(CancelJobRequest {
                 job_id: "j".into(),
@@ -547,5 +569,34 @@ mod tests {
         assert!(!cancel.load(Ordering::Relaxed) && !asked.load(Ordering::Relaxed));
         service.cancel_job(cancel_of(Some(1))).await.unwrap();
         assert!(cancel.load(Ordering::Relaxed) && asked.load(Ordering::Relaxed));
+    }
+
+    /// A deployment of an earlier attempt, arriving late, is refused: the
+    /// attempt running here goes on, and stays the one recorded. (Without
+    /// the check, attempt 0 took attempt 1's place in the map of jobs.)
+    #[tokio::test]
+    async fn a_late_deployment_of_an_earlier_attempt_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (service, asked, cancel) = running_attempt_one(dir.path()).await;
+        let manifest = weir_model::Manifest::parse(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='generator'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n",
+        )
+        .unwrap();
+        let graph = JobGraph::build(&manifest, Default::default(), None).unwrap();
+        let request = DeployJobRequest {
+            job_id: "j".into(),
+            graph_json: serde_json::to_string(&graph).unwrap(),
+            components: Vec::new(),
+            places: Vec::new(),
+            attempt: 0,
+            checkpoint_storage: String::new(),
+            restore_json: String::new(),
+        };
+        let refused = service.deploy_job(Request::new(request)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Aborted, "{refused:?}");
+        assert!(refused.message().contains("attempt 1"), "{refused:?}");
+        assert!(!cancel.load(Ordering::Relaxed) && !asked.load(Ordering::Relaxed));
+        assert_eq!(service.0.jobs().get("j").map(|j| j.attempt), Some(1));
     }
 }

@@ -3,6 +3,7 @@
 //! coordinator.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tonic::Status;
 use weir_model::ExecutionGraph;
@@ -54,6 +55,9 @@ impl JobMasters {
             }
             m.grants = placed.grants.clone();
             m.waiting = placed.workers.clone();
+            // Until the deployment is over, an end of this attempt (a
+            // worker lost, a task failing at once) is decided here, once.
+            m.deploying = true;
             m.attempt = attempt;
             m.retained = retained.clone();
             m.started_ms = weir_model::now_ms();
@@ -114,18 +118,17 @@ impl JobMasters {
                     ),
                 };
                 let mut m = master.lock().await;
-                if m.attempt == attempt {
-                    for (_, other) in &m.waiting {
-                        cancel_on(other, id, attempt, &self.present);
-                    }
-                    m.waiting.clear();
-                    // Still between attempts: reports of the workers just
-                    // canceled are late ones, and whoever called decides
-                    // what follows.
-                    m.restarting = true;
-                    self.slots.release(&m.grants).await;
-                    m.grants.clear();
+                for (_, other) in &m.waiting {
+                    cancel_on(other, id, attempt, &self.present);
                 }
+                m.waiting.clear();
+                // Still between attempts: reports of the workers just
+                // canceled are late ones, and whoever called decides what
+                // follows.
+                m.restarting = true;
+                m.deploying = false;
+                self.slots.release(&m.grants).await;
+                m.grants.clear();
                 let message = match e.downcast_ref::<Status>() {
                     Some(s) => s.message().to_owned(),
                     None => format!("{e:#}"),
@@ -147,6 +150,7 @@ impl JobMasters {
                 m.set_state(worker, TaskState::Running);
             }
         }
+        let mut coordinator = None;
         if let (Some(config), Some(store), Some(stats)) = (&graph.checkpoint, store, &plan.stats) {
             let topology = Topology {
                 job: id.to_owned(),
@@ -188,7 +192,7 @@ impl JobMasters {
                     .first()
                     .map_or(1, |s| s.id + 1),
             );
-            let coordinator = CheckpointCoordinator::start(
+            coordinator = Some(CheckpointCoordinator::start(
                 config.clone(),
                 topology,
                 store,
@@ -196,16 +200,23 @@ impl JobMasters {
                 stats.clone(),
                 first_id,
                 retained,
-            );
-            let mut m = master.lock().await;
-            if m.attempt == attempt && !m.waiting.is_empty() && !m.ended() {
-                m.checkpoints = Some(coordinator);
-            } else {
-                // It ended already.
-                drop(m);
-                coordinator.stop("the job's attempt ended").await;
+            ));
+        }
+        let mut m = master.lock().await;
+        m.deploying = false;
+        match coordinator {
+            Some(c) if m.ended() => c.stop("the job ended").await,
+            c => m.checkpoints = c,
+        }
+        if m.failure.is_some() || m.cancel.load(Ordering::Relaxed) {
+            // The attempt failed or was canceled while it deployed: a
+            // cancel may have reached a worker before its share did.
+            for (_, rpc) in &m.waiting {
+                cancel_on(rpc, id, attempt, &self.present);
             }
         }
+        // If it ended meanwhile, what follows is decided now.
+        self.attempt_over(id, &mut m, true).await;
         Ok(())
     }
 }

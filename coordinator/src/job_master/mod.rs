@@ -82,6 +82,9 @@ pub(crate) struct JobMaster {
     events: Events,
     /// Between two attempts.
     restarting: bool,
+    /// Its attempt is being deployed: the deployment, not a report, decides
+    /// what follows if the attempt ends meanwhile (one restart in flight).
+    deploying: bool,
     /// The restart strategy, with the failures it has seen.
     backoff: RestartBackoff,
     /// When the running attempt was deployed, ms since the epoch (an
@@ -221,7 +224,7 @@ impl JobMasters {
     /// ends, or restarts as [`JobMaster::next_attempt`] decides (`heals`:
     /// whether restarting may heal the failure).
     async fn attempt_over(self: &Arc<Self>, id: &str, m: &mut JobMaster, heals: bool) {
-        if !m.waiting.is_empty() || m.restarting || m.ended() {
+        if !m.waiting.is_empty() || m.restarting || m.deploying || m.ended() {
             return;
         }
         if let Some(c) = m.checkpoints.take() {
@@ -400,6 +403,7 @@ impl JobMasters {
             cancel: running.cancel.clone(),
             events,
             restarting,
+            deploying: false,
             backoff,
             started_ms: weir_model::now_ms(),
         }));

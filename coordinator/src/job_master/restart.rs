@@ -337,4 +337,59 @@ mod tests {
         assert_eq!(m.next_attempt(true), Some(Duration::from_millis(7)));
         assert_eq!(m.next_attempt(true), None);
     }
+
+    /// A worker lost while an attempt deploys ends the attempt, and the
+    /// deployment — not the loss — decides what follows: one restart, not
+    /// two. (Without the `deploying` check in `attempt_over`, the loss
+    /// scheduled a restart and the failed deployment a second one, two
+    /// deployments of the same attempt number.)
+    #[tokio::test]
+    async fn a_worker_lost_while_deploying_leads_to_one_restart() {
+        use std::sync::atomic::AtomicUsize;
+        let masters = JobMasters::new(
+            SlotManager::new(HeartbeatConfig::default()),
+            None,
+            PresentToken::of(&Tokens::open()),
+        );
+        let restarts = Arc::new(AtomicUsize::new(0));
+        let counted = restarts.clone();
+        let events = Arc::new(move |e: super::super::ExecutionEvent| {
+            if matches!(e, super::super::ExecutionEvent::Restarting { .. }) {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let graph = graph("strategy='fixed-delay'\nattempts=5\ndelay-ms=60000");
+        let (master, _) = masters
+            .prepare(
+                "j",
+                graph,
+                Vec::new(),
+                Box::new(|_| {}),
+                events,
+                1,
+                1,
+                false,
+            )
+            .await
+            .unwrap();
+        {
+            let mut m = master.lock().await;
+            m.waiting.insert(("w".into(), "http://127.0.0.1:1".into()));
+            m.deploying = true;
+        }
+        masters.worker_lost("w", "gone").await;
+        {
+            let m = master.lock().await;
+            assert!(m.failure.as_deref().unwrap().contains("`w` was lost"));
+            assert!(!m.restarting && !m.ended(), "the deployment decides");
+        }
+        assert_eq!(restarts.load(Ordering::Relaxed), 0);
+        // The deployment to `w` fails, and is over: one restart follows.
+        let mut m = master.lock().await;
+        m.deploying = false;
+        masters.attempt_over("j", &mut m, true).await;
+        assert!(m.restarting);
+        masters.attempt_over("j", &mut m, true).await;
+        assert_eq!(restarts.load(Ordering::Relaxed), 1);
+    }
 }
