@@ -35,6 +35,7 @@ pub mod checkpoint;
 pub mod codec;
 pub mod execution;
 pub mod fault_tolerance;
+pub mod faults;
 pub mod frame;
 pub mod graph;
 pub mod json;

@@ -446,23 +446,29 @@ impl CheckpointCoordinator {
                 })
                 .collect(),
         };
+        // Written beside its place and then renamed into it: a write that
+        // fails half-way (a store that is not atomic) never leaves a torn
+        // `_metadata`, which a restarted coordinator would take for a
+        // completed checkpoint it cannot read.
+        let path = CheckpointMetadata::path(&metadata.job, id);
+        let writing = format!("{path}.inprogress");
         let written = async {
             let bytes = serde_json::to_vec_pretty(&metadata)?;
+            let at = ObjectPath::from(writing.as_str());
+            self.storage.put(&at, PutPayload::from(bytes)).await?;
             self.storage
-                .put(
-                    &ObjectPath::from(CheckpointMetadata::path(&metadata.job, id)),
-                    PutPayload::from(bytes),
-                )
+                .rename(&at, &ObjectPath::from(path.as_str()))
                 .await?;
             anyhow::Ok(())
         }
         .await;
         if let Err(e) = written {
-            let unused: Vec<String> = pending
+            let mut unused: Vec<String> = pending
                 .acks
                 .values()
                 .flat_map(|s| Self::unshared(&inner.registry, s))
                 .collect();
+            unused.push(writing);
             drop(inner);
             self.delete(unused).await;
             self.failed(&pending, format!("writing its metadata: {e:#}"));

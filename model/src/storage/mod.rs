@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
+
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
@@ -40,7 +41,7 @@ pub fn open(url: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
         .map_err(|e| anyhow::anyhow!("checkpoint storage {url:?}: {e}"))?;
     // The store's own paths are canonical: so is the root its syncs stop at.
     let root = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
-    Ok(Arc::new(Durable { inner: fs, root }))
+    Ok(crate::faults::wrap(Arc::new(Durable { inner: fs, root })))
 }
 
 /// A local directory whose writes are synced before they return: the file,

@@ -294,6 +294,8 @@ impl Sink for PartFileSink {
     }
 
     fn commit(&mut self, _checkpoint: u64, handle: &[u8]) -> anyhow::Result<()> {
+        // Fault injection (tests only): a commit that comes late.
+        weir_model::faults::hold("commit");
         let parts: Vec<(u64, u32)> = serde_json::from_slice(handle)
             .map_err(|e| anyhow::anyhow!("a part file sink's commit handle: {e}"))?;
         for (id, attempt) in parts {
