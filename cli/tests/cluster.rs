@@ -7,7 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    checkpoints_until, committed, exactly_once, job_info, job_until, start, submit, urls, weir,
+    NetNs, checkpoints_until, committed, exactly_once, free_port, job_info, job_until, start,
+    submit, urls, weir,
 };
 
 use weir_coordinator::slot_manager::ClusterInfo;
@@ -1081,14 +1082,6 @@ async fn a_corrupt_or_missing_checkpoint_file_falls_back_to_the_previous_checkpo
 
 /// A free port on loopback, for a process that must come back on the same
 /// address.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A coordinator killed and started again while a job runs: the worker
 /// registers with the new one and stops the tasks the old one deployed, so
 /// nothing goes on writing for a job the coordinator no longer runs.
@@ -1257,130 +1250,6 @@ async fn a_restarted_coordinator_resumes_a_running_job_from_its_latest_checkpoin
     });
 }
 
-/// A network namespace joined to this one by a veth pair, `10.231.N.1`
-/// here and `10.231.N.2` there; removed when dropped (also when the test
-/// fails).
-struct NetNs {
-    name: String,
-    host_link: String,
-    subnet: String,
-}
-
-fn ip(args: &[&str]) {
-    let o = std::process::Command::new("ip")
-        .args(args)
-        .output()
-        .expect("`ip` (iproute2) runs");
-    assert!(
-        o.status.success(),
-        "ip {}: {} (network namespaces need root)",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-impl NetNs {
-    fn new() -> NetNs {
-        let pid = std::process::id();
-        let ns = NetNs {
-            name: format!("weir-t{pid}"),
-            host_link: format!("wh{pid}"),
-            subnet: format!("10.231.{}", 20 + pid % 200),
-        };
-        // Leftovers of runs that were killed before they cleaned up.
-        let listed = std::process::Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for pid in listed
-            .lines()
-            .filter_map(|l| l.split_whitespace().next()?.strip_prefix("weir-t"))
-            .filter_map(|p| p.parse::<u32>().ok())
-            .filter(|p| *p == pid || !std::path::Path::new(&format!("/proc/{p}")).exists())
-        {
-            NetNs {
-                name: format!("weir-t{pid}"),
-                host_link: format!("wh{pid}"),
-                subnet: format!("10.231.{}", 20 + pid % 200),
-            }
-            .remove();
-        }
-        ns.remove();
-        let peer = format!("wn{pid}");
-        let (here, there) = (ns.here(), ns.there());
-        ip(&["netns", "add", &ns.name]);
-        ip(&[
-            "link",
-            "add",
-            &ns.host_link,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &peer,
-        ]);
-        ip(&["link", "set", &peer, "netns", &ns.name]);
-        ip(&["addr", "add", &format!("{here}/24"), "dev", &ns.host_link]);
-        ip(&["link", "set", &ns.host_link, "up"]);
-        // While the link is down its route is gone: without this one the
-        // subnet's packets would take the default route off the machine.
-        ip(&["route", "add", "unreachable", &ns.net(), "metric", "4000"]);
-        let inside = |args: &[&str]| {
-            let mut all = vec!["netns", "exec", &ns.name, "ip"];
-            all.extend_from_slice(args);
-            ip(&all);
-        };
-        inside(&["addr", "add", &format!("{there}/24"), "dev", &peer]);
-        inside(&["link", "set", &peer, "up"]);
-        inside(&["link", "set", "lo", "up"]);
-        ns
-    }
-
-    fn here(&self) -> String {
-        format!("{}.1", self.subnet)
-    }
-
-    fn net(&self) -> String {
-        format!("{}.0/24", self.subnet)
-    }
-
-    fn there(&self) -> String {
-        format!("{}.2", self.subnet)
-    }
-
-    /// Cut the link (`false`) or heal it (`true`).
-    fn link(&self, up: bool) {
-        ip(&[
-            "link",
-            "set",
-            &self.host_link,
-            if up { "up" } else { "down" },
-        ]);
-    }
-}
-
-impl NetNs {
-    fn remove(&self) {
-        for args in [
-            vec!["link", "del", &self.host_link],
-            vec!["netns", "del", &self.name],
-        ] {
-            let _ = std::process::Command::new("ip").args(args).output();
-        }
-        let net = self.net();
-        let _ = std::process::Command::new("ip")
-            .args(["route", "del", "unreachable", &net, "metric", "4000"])
-            .output();
-    }
-}
-
-impl Drop for NetNs {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
-
 /// A worker cut off from the others while it stays alive (in its own
 /// network namespace, its link taken down): the job recovers on the other
 /// workers; when the link comes back the cut-off worker registers again
@@ -1418,26 +1287,9 @@ async fn a_worker_cut_off_while_alive_is_fenced_off_and_the_output_stays_exact()
     // on one here; the third takes over.
     let worker = |name: &str, netns: Option<&str>, at: &str| {
         let d = dir.path().join(name);
-        common::start_in(
-            netns,
-            &[
-                "worker",
-                "--coordinator",
-                &rpc,
-                "--rpc-listen",
-                &format!("{at}:0"),
-                "--data-listen",
-                &format!("{at}:0"),
-                "--slots",
-                "1",
-                "--data-dir",
-                d.to_str().unwrap(),
-                "--allow-dir",
-                dir.path().to_str().unwrap(),
-                "--insecure",
-            ],
-        )
-        .0
+        let args = common::one_slot_worker(&rpc, at, &d, dir.path());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::start_in(netns, &args).0
     };
     let cut_off = worker("w1", Some(&net.name), &net.there());
     let _w2 = worker("w2", None, &here);

@@ -8,7 +8,7 @@ mod common;
 
 use std::io::Write;
 
-use common::{checkpoints_until, committed, exactly_once, job_until, submit};
+use common::{checkpoints_until, exactly_once, job_until, submit};
 use weir_coordinator::jobs::JobState;
 
 /// `n` JSON lines `{"k": "<prefix><i % keys>"}` appended to `path`.
@@ -24,21 +24,6 @@ fn append(path: &std::path::Path, prefix: &str, keys: u32, n: u32) {
     }
     f.write_all(text.as_bytes()).unwrap();
     f.sync_all().unwrap();
-}
-
-/// Per key, the counts the built-in count committed, sorted.
-fn counts(output: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u64>> {
-    let mut counts = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    for v in committed(output).0 {
-        counts
-            .entry(v["key"].as_str().unwrap().to_owned())
-            .or_default()
-            .push(v["count"].as_u64().unwrap());
-    }
-    for c in counts.values_mut() {
-        c.sort_unstable();
-    }
-    counts
 }
 
 /// A bounded file read beside a followed one (which never ends), and the
@@ -80,7 +65,7 @@ async fn a_finished_source_beside_an_unbounded_one_does_not_stop_checkpoints() {
     let want = |k: &str| if k.starts_with('b') { 50 } else { 60 };
     let started = std::time::Instant::now();
     loop {
-        let got = counts(&output);
+        let got = common::committed_counts(&output);
         if got.len() == 15 && got.iter().all(|(k, c)| c.len() as u64 == want(k)) {
             break;
         }
@@ -95,7 +80,7 @@ async fn a_finished_source_beside_an_unbounded_one_does_not_stop_checkpoints() {
     })
     .await;
     assert_eq!(later.counts.failed, 0, "{later:#?}");
-    for (k, c) in counts(&output) {
+    for (k, c) in common::committed_counts(&output) {
         assert_eq!(
             c,
             (1..=want(&k)).collect::<Vec<_>>(),

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -25,6 +26,50 @@ pub fn start(args: &[&str]) -> (Proc, String) {
 /// As [`start`], in the network namespace `netns` if given (`ip netns
 /// exec` runs the process itself there: its pid is the worker's).
 pub fn start_in(netns: Option<&str>, args: &[&str]) -> (Proc, String) {
+    start_with(netns, &[], args)
+}
+
+/// The arguments of a clear-text worker of one slot that registers with
+/// the coordinator at `rpc`, listens on `at`, keeps its data in `data` and
+/// lets jobs reach `allow`.
+pub fn one_slot_worker(rpc: &str, at: &str, data: &Path, allow: &Path) -> Vec<String> {
+    let listen = format!("{at}:0");
+    [
+        "worker",
+        "--coordinator",
+        rpc,
+        "--rpc-listen",
+        &listen,
+        "--data-listen",
+        &listen,
+        "--slots",
+        "1",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-dir",
+        allow.to_str().unwrap(),
+        "--insecure",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// As [`start_in`], with the variables `env` set in its environment.
+pub fn start_with(netns: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> (Proc, String) {
+    start_logged(netns, env, args, None)
+}
+
+/// As [`start_with`], its standard error written to `log` if given.
+pub fn start_logged(
+    netns: Option<&str>,
+    env: &[(&str, &str)],
+    args: &[&str],
+    log: Option<&Path>,
+) -> (Proc, String) {
+    let stderr = match log {
+        Some(log) => Stdio::from(std::fs::File::create(log).unwrap()),
+        None => Stdio::inherit(),
+    };
     let mut command = match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -35,13 +80,14 @@ pub fn start_in(netns: Option<&str>, args: &[&str]) -> (Proc, String) {
     };
     let mut child = command
         .args(args)
+        .envs(env.iter().copied())
         .env(
             "WEIR_CACHE_DIR",
             std::env::temp_dir().join("weir-cli-tests-cache"),
         )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -269,6 +315,24 @@ pub fn committed(output: &std::path::Path) -> (Vec<serde_json::Value>, usize) {
     (lines, parts)
 }
 
+/// Per key, the counts a built-in `count` committed to the exactly-once
+/// file sink in `output` (nothing when it has not been created), sorted.
+pub fn committed_counts(output: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u64>> {
+    let mut counts = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    if output.exists() {
+        for v in committed(output).0 {
+            counts
+                .entry(v["key"].as_str().unwrap().to_owned())
+                .or_default()
+                .push(v["count"].as_u64().unwrap());
+        }
+    }
+    for c in counts.values_mut() {
+        c.sort_unstable();
+    }
+    counts
+}
+
 /// The committed output of an exactly-once file sink (the part files in
 /// view in the directory `output`): for every word, each count from 1 to
 /// its total exactly once, and the totals add up to `total`. `read` takes a
@@ -333,4 +397,137 @@ pub fn submit(rest: &str, bundle: &std::path::Path) -> String {
         "--coordinator",
         rest,
     ]))
+}
+
+/// A free port on loopback (free when asked).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A network namespace joined to this one by a veth pair, `10.231.N.1`
+/// here and `10.231.N.2` there; removed when dropped (also when the test
+/// fails).
+pub struct NetNs {
+    pub name: String,
+    host_link: String,
+    subnet: String,
+}
+
+fn ip(args: &[&str]) {
+    let o = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("`ip` (iproute2) runs");
+    assert!(
+        o.status.success(),
+        "ip {}: {} (network namespaces need root)",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl NetNs {
+    pub fn new() -> NetNs {
+        let pid = std::process::id();
+        let ns = NetNs {
+            name: format!("weir-t{pid}"),
+            host_link: format!("wh{pid}"),
+            subnet: format!("10.231.{}", 20 + pid % 200),
+        };
+        // Leftovers of runs that were killed before they cleaned up.
+        let listed = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in listed
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.strip_prefix("weir-t"))
+            .filter_map(|p| p.parse::<u32>().ok())
+            .filter(|p| *p == pid || !std::path::Path::new(&format!("/proc/{p}")).exists())
+        {
+            NetNs {
+                name: format!("weir-t{pid}"),
+                host_link: format!("wh{pid}"),
+                subnet: format!("10.231.{}", 20 + pid % 200),
+            }
+            .remove();
+        }
+        ns.remove();
+        let peer = format!("wn{pid}");
+        let (here, there) = (ns.here(), ns.there());
+        ip(&["netns", "add", &ns.name]);
+        ip(&[
+            "link",
+            "add",
+            &ns.host_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+        ]);
+        ip(&["link", "set", &peer, "netns", &ns.name]);
+        ip(&["addr", "add", &format!("{here}/24"), "dev", &ns.host_link]);
+        ip(&["link", "set", &ns.host_link, "up"]);
+        // While the link is down its route is gone: without this one the
+        // subnet's packets would take the default route off the machine.
+        ip(&["route", "add", "unreachable", &ns.net(), "metric", "4000"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &ns.name, "ip"];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inside(&["addr", "add", &format!("{there}/24"), "dev", &peer]);
+        inside(&["link", "set", &peer, "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    pub fn here(&self) -> String {
+        format!("{}.1", self.subnet)
+    }
+
+    fn net(&self) -> String {
+        format!("{}.0/24", self.subnet)
+    }
+
+    pub fn there(&self) -> String {
+        format!("{}.2", self.subnet)
+    }
+
+    /// Cut the link (`false`) or heal it (`true`).
+    pub fn link(&self, up: bool) {
+        ip(&[
+            "link",
+            "set",
+            &self.host_link,
+            if up { "up" } else { "down" },
+        ]);
+    }
+}
+
+impl NetNs {
+    fn remove(&self) {
+        for args in [
+            vec!["link", "del", &self.host_link],
+            vec!["netns", "del", &self.name],
+        ] {
+            let _ = std::process::Command::new("ip").args(args).output();
+        }
+        let net = self.net();
+        let _ = std::process::Command::new("ip")
+            .args(["route", "del", "unreachable", &net, "metric", "4000"])
+            .output();
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        self.remove();
+    }
 }
