@@ -233,7 +233,11 @@ fn an_open_api_is_refused_where_other_machines_reach_it() {
 async fn a_cluster_with_a_token_admits_only_processes_that_present_it() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "admin cluster-secret-0123456789\n").unwrap();
+    std::fs::write(
+        &tokens,
+        "admin cluster-secret-0123456789\nread reader-secret-0123456789\n",
+    )
+    .unwrap();
     let token_file = tokens.to_str().unwrap();
     let io = dir.path().join("io");
     std::fs::create_dir_all(&io).unwrap();
@@ -244,11 +248,14 @@ async fn a_cluster_with_a_token_admits_only_processes_that_present_it() {
     );
     // One slot each: a job at parallelism 2 sends data from one worker to
     // the other, which checks the token of every data connection.
-    let worker = |name: &str| {
+    let w1_rpc = format!("127.0.0.1:{}", common::free_port());
+    let worker = |name: &str, rpc_listen: &str| {
         start(&[
             "worker",
             "--coordinator",
             &rpc,
+            "--rpc-listen",
+            rpc_listen,
             "--slots",
             "1",
             "--data-dir",
@@ -260,7 +267,7 @@ async fn a_cluster_with_a_token_admits_only_processes_that_present_it() {
         ])
         .0
     };
-    let (_w1, _w2) = (worker("w1"), worker("w2"));
+    let (_w1, _w2) = (worker("w1", &w1_rpc), worker("w2", "127.0.0.1:0"));
     // A worker without the token is refused and says why.
     let stranger = weir_with_token(
         None,
@@ -283,6 +290,44 @@ async fn a_cluster_with_a_token_admits_only_processes_that_present_it() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     registered(&rest, 2, Some("cluster-secret-0123456789")).await;
+
+    // A worker's own service (the coordinator's deploys, cancels and
+    // checkpoint triggers) serves the admin token only: a call without a
+    // token, or with a reader's, is refused; the cluster's goes through.
+    let cancel = |token: Option<&'static str>| {
+        let url = format!("http://{w1_rpc}");
+        async move {
+            let mut client =
+                weir_model::proto::task_executor_client::TaskExecutorClient::connect(url)
+                    .await
+                    .unwrap();
+            let mut request = tonic::Request::new(weir_model::proto::CancelJobRequest {
+                job_id: "no-such-job".into(),
+                attempt: None,
+            });
+            if let Some(t) = token {
+                request
+                    .metadata_mut()
+                    .insert("authorization", format!("Bearer {t}").parse().unwrap());
+            }
+            client.cancel_job(request).await.map(|_| ())
+        }
+    };
+    for token in [
+        None,
+        Some("reader-secret-0123456789"),
+        Some("not-a-token-0123456789"),
+    ] {
+        let refused = cancel(token).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::Unauthenticated,
+            "{token:?}: {refused}"
+        );
+    }
+    if let Err(e) = cancel(Some("cluster-secret-0123456789")).await {
+        assert_ne!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    }
     let input = io.join("in.txt");
     std::fs::write(&input, "to be or not to be\n".repeat(100)).unwrap();
     let output = io.join("out.jsonl");

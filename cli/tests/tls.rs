@@ -62,12 +62,16 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
     );
     let mut workers = Vec::new();
     let mut metrics = Vec::new();
+    let mut services = Vec::new();
     for name in ["w1", "w2"] {
         let data = dir.path().join(name);
+        let service = format!("127.0.0.1:{}", common::free_port());
         let mut args = vec![
             "worker",
             "--coordinator",
             &rpc,
+            "--rpc-listen",
+            &service,
             "--slots",
             "1",
             "--data-dir",
@@ -82,6 +86,7 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
         assert!(m.starts_with("https://"), "{line}");
         metrics.push(m);
         workers.push(worker);
+        services.push(service);
     }
 
     let https = client(&cert);
@@ -204,6 +209,72 @@ async fn the_cluster_serves_and_talks_only_tls_when_given_a_certificate() {
             Err(_) => panic!("the data server neither refused nor closed clear text"),
         }
     }
+    // A worker's own gRPC service does not speak clear text either (a
+    // refusal of the token would mean it read the request).
+    for service in &services {
+        let plain = format!("http://{service}");
+        let answered = async {
+            let mut c =
+                weir_model::proto::task_executor_client::TaskExecutorClient::connect(plain).await?;
+            c.cancel_job(weir_model::proto::CancelJobRequest {
+                job_id: "no-such-job".into(),
+                attempt: None,
+            })
+            .await?;
+            anyhow::Ok(())
+        };
+        let answered = tokio::time::timeout(Duration::from_secs(20), answered)
+            .await
+            .expect("clear text to a worker's service is refused or closed");
+        match answered {
+            Ok(()) => panic!("a worker's service answered clear text"),
+            Err(e) => {
+                let status = e.downcast_ref::<tonic::Status>();
+                assert!(
+                    status.is_none_or(|s| s.code() != tonic::Code::Unauthenticated),
+                    "a worker's service read a clear-text request: {e:#}"
+                );
+            }
+        }
+    }
+    // A worker that trusts another authority cannot join: it does not
+    // take the coordinator's certificate, and says so.
+    let other_ca = dir.path().join("other-ca.pem");
+    std::fs::write(&other_ca, self_signed_elsewhere()).unwrap();
+    let log = dir.path().join("stranger.log");
+    let data = dir.path().join("w4");
+    let mut args = vec![
+        "worker",
+        "--coordinator",
+        &rpc,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--tls-ca",
+        other_ca.to_str().unwrap(),
+    ];
+    args.extend(tls);
+    let (_stranger, _) = common::start_logged(None, &[], &args, Some(&log));
+    let started = Instant::now();
+    loop {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if said.contains("cannot reach the coordinator") {
+            assert!(said.to_lowercase().contains("certificate"), "{said}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{said}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c: serde_json::Value = https
+        .get(format!("{rest}/v1/cluster"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(c["workers"].as_array().unwrap().len(), 2, "{c}");
+
     // A worker given an https:// coordinator but no certificate, and one
     // given a certificate but an http:// coordinator, stop saying why.
     for (coordinator, extra, says) in [

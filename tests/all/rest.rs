@@ -801,8 +801,21 @@ async fn jobs_reach_only_granted_files_and_sinks_write_only_their_own() {
         data.join("out.jsonl").to_str().unwrap().to_owned(),
     );
     let granted = data.canonicalize().unwrap().display().to_string();
-    // Outside the granted directory, through `..`, through a link, a device.
+    // A FIFO inside the granted directory: granted, and still not a file.
+    let fifo = data.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Outside the granted directory, through `..`, through a link, a
+    // device; inside it, a FIFO.
     for (input, output, needle) in [
+        (
+            fifo.to_str().unwrap(),
+            out.as_str(),
+            "is not a regular file",
+        ),
         ("/etc/passwd", out.as_str(), "\"/etc/passwd\" is outside"),
         (outside.to_str().unwrap(), out.as_str(), "is outside"),
         (
