@@ -24,3 +24,20 @@ weir.map('js-membomb', () => {
   const hoard = [];
   for (;;) hoard.push(new Uint8Array(1 << 20).fill(7));
 });
+
+const windowCount = (window, count) => ({
+  key: window.key, window_start: window.start, window_end: window.end, count,
+});
+
+// The windowed-counts example's count, folded as records come.
+weir.windowAggregate('js-window-count', class {
+  createAccumulator() { return 0; }
+  add(value, acc) { return acc + 1; }
+  merge(a, b) { return a + b; }
+  getResult(acc, window) { return windowCount(window, acc); }
+});
+
+// The same count, from all of a window's records at once.
+weir.windowProcess('js-window-records', class {
+  *process(window, elements) { yield windowCount(window, elements.length); }
+});

@@ -33,3 +33,33 @@ def membomb(line):
     hoard = []
     while True:
         hoard.append(bytearray(1 << 20))
+
+
+def window_count(window, count):
+    return {"key": window.key, "window_start": window.start,
+            "window_end": window.end, "count": count}
+
+
+@weir.window_aggregate("py-window-count")
+class WindowCount(weir.Aggregate):
+    """The windowed-counts example's count, folded as records come."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, acc):
+        return acc + 1
+
+    def merge(self, a, b):
+        return a + b
+
+    def get_result(self, acc, window):
+        return window_count(window, acc)
+
+
+@weir.window_process("py-window-records")
+class WindowRecords(weir.ProcessWindow):
+    """The same count, from all of a window's records at once."""
+
+    def process(self, window, elements):
+        yield window_count(window, len(elements))
