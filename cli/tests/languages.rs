@@ -467,7 +467,7 @@ fn python_and_javascript_window_functions_fire_as_the_rust_one_does() {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let back = if (seed >> 33) % 10 == 0 {
+        let back = if (seed >> 33).is_multiple_of(10) {
             (seed >> 40) % 1200
         } else {
             (seed >> 40) % 150
