@@ -67,6 +67,22 @@ pub fn arm(dir: &std::path::Path, fault: Fault) -> std::io::Result<()> {
     std::fs::rename(tmp, dir.join("next"))
 }
 
+/// Arm `fault` for the next write whose path contains `target` (a part
+/// of a path, such as `_metadata`), in any process whose [`ENV`] names
+/// `dir`; other writes pass.
+pub fn arm_for(dir: &std::path::Path, fault: Fault, target: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".next-{}", std::process::id()));
+    std::fs::write(&tmp, fault.name())?;
+    std::fs::rename(
+        tmp,
+        dir.join(format!("{TARGETED}{}", target.replace('/', "%2F"))),
+    )
+}
+
+/// The start of the name of a fault armed for some paths only.
+const TARGETED: &str = "next-for-";
+
 /// How many armed storage faults writes have taken in `dir`.
 pub fn taken(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| {
@@ -129,10 +145,11 @@ pub fn release(dir: &std::path::Path, point: &str) -> std::io::Result<()> {
 }
 
 /// How long a held point waits for its release at most.
-const HOLD_AT_MOST: Duration = Duration::from_secs(120);
+const HOLD_AT_MOST: Duration = Duration::from_secs(300);
 
 /// A hold point: if a hold is armed for `point` (see [`arm_hold`]), take it
-/// and block until it is released (at most two minutes). Nothing, and no
+/// and block until it is released (at most five minutes: longer than any
+/// test waits for a job to go on without the held process). Nothing, and no
 /// cost beyond reading an environment variable, without [`ENV`].
 pub fn hold(point: &str) {
     let Some(dir) = dir() else {
@@ -178,7 +195,18 @@ impl fmt::Display for Faulty {
 impl Faulty {
     /// The armed fault, if this write is the one to take it.
     fn take(&self, location: &Path) -> Option<Fault> {
-        let text = take_file(&self.dir, "next", "taken", |t| {
+        // A fault armed for this path first, then one for any write.
+        let targeted = std::fs::read_dir(&self.dir)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.to_owned();
+                let target = name.strip_prefix(TARGETED)?.replace("%2F", "/");
+                location.as_ref().contains(&target).then_some(name)
+            })
+            .next();
+        let armed = targeted.as_deref().unwrap_or("next");
+        let text = take_file(&self.dir, armed, "taken", |t| {
             format!("{} {location}\n", t.trim())
         })?;
         let fault = Fault::named(&text)?;
@@ -267,16 +295,22 @@ mod tests {
     use super::*;
     use object_store::ObjectStoreExt;
 
-    #[tokio::test]
-    async fn an_armed_fault_fails_one_write_and_a_torn_one_leaves_half() {
-        let dir = tempfile::tempdir().unwrap();
-        let inner = crate::storage::open(&crate::storage::file_url(&dir.path().join("s")).unwrap())
-            .unwrap();
-        let faults = dir.path().join("faults");
+    /// A file store in `dir` with the faults armed in `dir/faults`.
+    fn faulty(dir: &std::path::Path) -> (Faulty, PathBuf) {
+        let inner =
+            crate::storage::open(&crate::storage::file_url(&dir.join("s")).unwrap()).unwrap();
+        let faults = dir.join("faults");
         let store = Faulty {
             inner,
             dir: faults.clone(),
         };
+        (store, faults)
+    }
+
+    #[tokio::test]
+    async fn an_armed_fault_fails_one_write_and_a_torn_one_leaves_half() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, faults) = faulty(dir.path());
         let (a, b) = (Path::from("a"), Path::from("b"));
         store.put(&a, Bytes::from("1234").into()).await.unwrap();
         arm(&faults, Fault::Fail).unwrap();
@@ -288,5 +322,27 @@ mod tests {
         let torn = store.get(&a).await.unwrap().bytes().await.unwrap();
         assert_eq!(&torn[..], b"ab");
         assert_eq!(taken(&faults), 2);
+    }
+
+    #[tokio::test]
+    async fn a_fault_armed_for_a_path_lets_other_writes_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, faults) = faulty(dir.path());
+        arm_for(&faults, Fault::Fail, "chk-1/_metadata").unwrap();
+        let state = Path::from("j/chk-1/state");
+        store.put(&state, Bytes::from("1").into()).await.unwrap();
+        assert_eq!(taken(&faults), 0);
+        let metadata = Path::from("j/chk-1/_metadata");
+        assert!(
+            store
+                .put(&metadata, Bytes::from("{}").into())
+                .await
+                .is_err()
+        );
+        assert_eq!(taken(&faults), 1);
+        store
+            .put(&metadata, Bytes::from("{}").into())
+            .await
+            .unwrap();
     }
 }

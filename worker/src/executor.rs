@@ -197,6 +197,23 @@ impl Executor {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Refuse a deployment of attempt `attempt` of `job` when a newer one
+    /// runs here: the coordinator has given the older attempt up.
+    fn refuse_older(
+        &self,
+        jobs: &HashMap<String, RunningJob>,
+        job: &str,
+        attempt: u32,
+    ) -> Result<(), Status> {
+        match jobs.get(job).filter(|j| j.attempt > attempt) {
+            Some(newer) => Err(Status::aborted(format!(
+                "worker `{}`: attempt {} of job {job} runs here, not the older {attempt}",
+                self.worker_id, newer.attempt
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn checkpointing_of(&self, job: &str, attempt: u32) -> Option<Arc<JobCheckpointing>> {
         self.jobs()
             .get(job)
@@ -274,6 +291,8 @@ impl TaskExecutor for ExecutorService {
         request: Request<DeployJobRequest>,
     ) -> Result<Response<DeployJobResponse>, Status> {
         let r = request.into_inner();
+        // Before any download: checked again when the job is entered.
+        self.0.refuse_older(&self.0.jobs(), &r.job_id, r.attempt)?;
         let graph: JobGraph = serde_json::from_str(&r.graph_json)
             .map_err(|e| Status::invalid_argument(format!("the job graph: {e}")))?;
         // The coordinator checked the paths too; this worker opens them.
@@ -316,9 +335,13 @@ impl TaskExecutor for ExecutorService {
             let mine = self.0.server.addr();
             let here = |task: usize, subtask: u32| at.get(&(task, subtask)) == Some(&mine);
             let dir = self.0.data_dir.join("restore").join(&local);
-            let restore = Restore::download(store, checkpoint, &dir, here)
-                .await
-                .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
+            let restore = match Restore::download(store, checkpoint, &dir, here).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tokio::fs::remove_dir_all(&dir).await;
+                    return Err(Status::failed_precondition(format!("{e:#}")));
+                }
+            };
             Some(Arc::new(restore))
         };
         state.restore = restore.clone();
@@ -360,13 +383,13 @@ impl TaskExecutor for ExecutorService {
         }
         let asked = Arc::new(AtomicBool::new(false));
         let mut jobs = self.0.jobs();
-        if let Some(newer) = jobs.get(&r.job_id).filter(|j| j.attempt > r.attempt) {
-            // A deployment that arrives after a newer attempt's: the
-            // coordinator has given its attempt up.
-            return Err(Status::aborted(format!(
-                "worker `{}`: attempt {} of job {} runs here, not the older {}",
-                self.0.worker_id, newer.attempt, r.job_id, r.attempt
-            )));
+        if let Err(refused) = self.0.refuse_older(&jobs, &r.job_id, r.attempt) {
+            // A newer attempt's deployment came while this one downloaded:
+            // nothing of this one stays.
+            drop(jobs);
+            state.remove();
+            let _ = std::fs::remove_dir_all(self.0.data_dir.join("restore").join(&local));
+            return Err(refused);
         }
         if let Some(older) = jobs.get(&r.job_id).filter(|j| j.attempt < r.attempt) {
             // The coordinator runs a newer attempt: whatever is left of an

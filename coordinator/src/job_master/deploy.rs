@@ -46,6 +46,12 @@ impl JobMasters {
             ),
             _ => None,
         };
+        let restore_json = match &restore {
+            Some(c) => serde_json::to_string(c).map_err(|e| ApiError::internal(e.to_string()))?,
+            None => String::new(),
+        };
+        // From here on, every way out of this function clears `deploying`
+        // (set below) and decides what follows.
         let placed = crate::scheduler::assign(&self.slots, &exec, wait_for_slots).await?;
         {
             let mut m = master.lock().await;
@@ -79,10 +85,6 @@ impl JobMasters {
             }
             *m.subtasks.lock().unwrap_or_else(|p| p.into_inner()) = subtasks;
         }
-        let restore_json = match &restore {
-            Some(c) => serde_json::to_string(c).map_err(|e| ApiError::internal(e.to_string()))?,
-            None => String::new(),
-        };
         for (worker, rpc) in &placed.workers {
             master.lock().await.set_state(worker, TaskState::Deploying);
             let request = DeployJobRequest {

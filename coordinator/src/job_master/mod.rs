@@ -265,12 +265,22 @@ impl JobRunner for Arc<JobMasters> {
         let (master, running) = self
             .prepare(id, graph, components, done, events, 0, 1, false)
             .await?;
-        if let Err(e) = self.deploy(id, 0, None, Vec::new(), false).await {
-            // Nothing half-started: the job was never accepted.
-            self.forget(id);
-            master.lock().await.done.take();
-            return Err(e);
-        }
+        // Deployed in a task of its own: a submission whose client goes
+        // away does not leave a deployment half-done.
+        let me = self.clone();
+        let job = id.to_owned();
+        let deployed = tokio::spawn(async move {
+            let deployed = me.deploy(&job, 0, None, Vec::new(), false).await;
+            if deployed.is_err() {
+                // Nothing half-started: the job was never accepted.
+                me.forget(&job);
+                master.lock().await.done.take();
+            }
+            deployed
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("deploying: {e}")))?;
+        deployed?;
         self.watch_cancel(id, running.cancel.clone());
         Ok(running)
     }

@@ -251,6 +251,7 @@ impl JobMasters {
             m.secondary = false;
             m.waiting.clear();
             m.restarting = false;
+            m.deploying = false;
             m.retained = retained;
             m.started_ms = weir_model::now_ms();
             me.attempt_over(&id, &mut m, heals).await;
