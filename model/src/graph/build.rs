@@ -1,0 +1,584 @@
+//! The graph of a manifest: its parameters applied, every setting checked.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::builtin::BuiltinTable;
+use crate::fault_tolerance::{checkpoint_config, restart_strategy, state_backend};
+use crate::keygroup::{DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM};
+use crate::manifest::{Manifest, ManifestError, Setting, SinkKind, SourceKind, substitute};
+
+fn invalid(msg: String) -> ManifestError {
+    ManifestError::Invalid(msg)
+}
+
+/// A generator's whole-number setting (`count = 5` or `count = "${n}"`):
+/// `None` when absent or empty; a negative number is refused.
+fn whole(
+    what: &str,
+    setting: &Option<Setting>,
+    source: &str,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<u64>, ManifestError> {
+    let Some(setting) = setting else {
+        return Ok(None);
+    };
+    match setting.resolve(&format!("{what} of `{source}`"), params)? {
+        None => Ok(None),
+        Some(n) => u64::try_from(n).map(Some).map_err(|_| {
+            ManifestError::BadParam(format!(
+                "{what} of `{source}` is {n}; it cannot be negative"
+            ))
+        }),
+    }
+}
+
+/// A source's event-time settings, if it has any.
+fn event_time(
+    s: &crate::manifest::SourceSpec,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<EventTime>, ManifestError> {
+    let setting = |what: &str, v: &Option<Setting>| -> Result<Option<i64>, ManifestError> {
+        let Some(v) = v else { return Ok(None) };
+        match v.resolve(&format!("{what} of `{}`", s.name), params)? {
+            Some(n) if n < 0 => Err(ManifestError::BadParam(format!(
+                "{what} of `{}` is {n}; it cannot be negative",
+                s.name
+            ))),
+            n => Ok(n),
+        }
+    };
+    let max_delay = setting("max-delay-ms", &s.max_delay_ms)?;
+    let interval = setting("watermark-interval-ms", &s.watermark_interval_ms)?;
+    let idle = setting("idle-timeout-ms", &s.idle_timeout_ms)?;
+    let timestamp = s
+        .timestamp
+        .as_deref()
+        .map(|t| substitute(t, params))
+        .transpose()?;
+    if let Some(t) = &timestamp {
+        if !t.starts_with('/') {
+            return Err(invalid(format!(
+                "source `{}`: timestamp {t:?} is not a JSON pointer such as \"/ts\"",
+                s.name
+            )));
+        }
+        if s.timestamp_assigner.is_some() {
+            return Err(invalid(format!(
+                "source `{}` has both `timestamp` and `timestamp-assigner`",
+                s.name
+            )));
+        }
+    }
+    let has_timestamps = timestamp.is_some() || s.timestamp_assigner.is_some();
+    let max_delay_ms = match (s.watermark.as_deref(), max_delay) {
+        (None, None) if !has_timestamps => {
+            if interval.is_some() || idle.is_some() {
+                return Err(invalid(format!(
+                    "source `{}` sets watermark options but has no `timestamp` or `timestamp-assigner`",
+                    s.name
+                )));
+            }
+            return Ok(None);
+        }
+        (Some(_), _) | (None, Some(_)) if !has_timestamps => {
+            return Err(invalid(format!(
+                "source `{}` has a watermark strategy but no `timestamp` or `timestamp-assigner`",
+                s.name
+            )));
+        }
+        (None | Some("monotonous"), None) => 0,
+        (Some("monotonous"), Some(_)) => {
+            return Err(invalid(format!(
+                "source `{}`: a monotonous watermark takes no `max-delay-ms`",
+                s.name
+            )));
+        }
+        (None | Some("bounded"), Some(d)) => d,
+        (Some("bounded"), None) => {
+            return Err(invalid(format!(
+                "source `{}`: a bounded watermark needs `max-delay-ms`",
+                s.name
+            )));
+        }
+        (Some(other), _) => {
+            return Err(invalid(format!(
+                "source `{}`: watermark {other:?} is not \"bounded\" or \"monotonous\"",
+                s.name
+            )));
+        }
+    };
+    Ok(Some(EventTime {
+        timestamp,
+        max_delay_ms,
+        interval_ms: interval.map_or(DEFAULT_WATERMARK_INTERVAL_MS, |i| i as u64),
+        idle_timeout_ms: idle.map(|i| i as u64),
+    }))
+}
+
+/// An operator's windows, if it has any.
+fn window_spec(
+    o: &crate::manifest::OperatorSpec,
+    params: &BTreeMap<String, String>,
+) -> Result<Option<WindowSpec>, ManifestError> {
+    let Some(w) = &o.window else {
+        if o.allowed_lateness_ms.is_some() {
+            return Err(invalid(format!(
+                "operator `{}` has `allowed-lateness-ms` but no `window`",
+                o.name
+            )));
+        }
+        return Ok(None);
+    };
+    let positive = |what: &str, v: &Option<Setting>| -> Result<Option<i64>, ManifestError> {
+        let Some(v) = v else { return Ok(None) };
+        match v.resolve(&format!("window {what} of `{}`", o.name), params)? {
+            Some(n) if n <= 0 => Err(ManifestError::BadParam(format!(
+                "window {what} of `{}` is {n}; it must be positive",
+                o.name
+            ))),
+            n => Ok(n),
+        }
+    };
+    let need = |what: &str, v: Option<i64>| {
+        v.ok_or_else(|| {
+            invalid(format!(
+                "operator `{}`: a {} window needs `{what}`",
+                o.name, w.kind
+            ))
+        })
+    };
+    let size = positive("size-ms", &w.size_ms)?;
+    let slide = positive("slide-ms", &w.slide_ms)?;
+    let gap = positive("gap-ms", &w.gap_ms)?;
+    let assigner = match w.kind.as_str() {
+        "tumbling" => WindowAssigner::Tumbling {
+            size_ms: need("size-ms", size)?,
+        },
+        "sliding" => {
+            let size_ms = need("size-ms", size)?;
+            match slide {
+                None => WindowAssigner::Tumbling { size_ms },
+                Some(s) if s == size_ms => WindowAssigner::Tumbling { size_ms },
+                // Any slide: a record is in every window [k·slide, k·slide
+                // + size) that holds it, as in Flink.
+                Some(slide_ms) => WindowAssigner::Sliding { size_ms, slide_ms },
+            }
+        }
+        "session" => WindowAssigner::Session {
+            gap_ms: need("gap-ms", gap)?,
+        },
+        other => {
+            return Err(invalid(format!(
+                "operator `{}`: window type {other:?} is not \"tumbling\", \"sliding\" or \"session\"",
+                o.name
+            )));
+        }
+    };
+    let time = match w.time.as_deref() {
+        None | Some("event") => TimeCharacteristic::Event,
+        Some("processing") => TimeCharacteristic::Processing,
+        Some(other) => {
+            return Err(invalid(format!(
+                "operator `{}`: window time {other:?} is not \"event\" or \"processing\"",
+                o.name
+            )));
+        }
+    };
+    let allowed_lateness_ms = match &o.allowed_lateness_ms {
+        None => 0,
+        Some(v) => match v.resolve(&format!("allowed-lateness-ms of `{}`", o.name), params)? {
+            None => 0,
+            Some(n) if n < 0 => {
+                return Err(ManifestError::BadParam(format!(
+                    "allowed-lateness-ms of `{}` is {n}; it cannot be negative",
+                    o.name
+                )));
+            }
+            Some(n) => n,
+        },
+    };
+    if o.key_by.is_none() {
+        return Err(invalid(format!(
+            "operator `{}`: windows need a keyed input (`key-by`)",
+            o.name
+        )));
+    }
+    Ok(Some(WindowSpec {
+        assigner,
+        time,
+        allowed_lateness_ms,
+    }))
+}
+
+impl JobGraph {
+    /// Build the graph of `manifest` with the given parameter values and an
+    /// optional parallelism that overrides the manifest's default.
+    ///
+    /// ```
+    /// use weir_model::{JobGraph, Manifest};
+    /// let m = Manifest::parse(r#"
+    ///     [job]
+    ///     name = "wc"
+    ///     [params]
+    ///     n = "100"
+    ///     [[source]]
+    ///     name = "gen"
+    ///     type = "generator"
+    ///     count = "${n}"
+    ///     pattern = "words"
+    ///     [[operator]]
+    ///     name = "split"
+    ///     function = "split-words"
+    ///     [[operator]]
+    ///     name = "count"
+    ///     function = "count"
+    ///     key-by = "value"
+    ///     [[sink]]
+    ///     name = "out"
+    ///     type = "stdout"
+    /// "#).unwrap();
+    /// let params = m.resolve_params(&[]).unwrap();
+    /// let g = JobGraph::build(&m, params, Some(4)).unwrap();
+    /// let tasks = g.tasks();
+    /// // gen+split chain, then a hash edge, then count+out.
+    /// assert_eq!(tasks.len(), 2);
+    /// assert_eq!(tasks[0].vertices, [0, 1]);
+    /// assert_eq!(tasks[1].vertices, [2, 3]);
+    /// ```
+    pub fn build(
+        manifest: &Manifest,
+        params: BTreeMap<String, String>,
+        parallelism: Option<u32>,
+    ) -> Result<JobGraph, ManifestError> {
+        let max_parallelism = manifest
+            .job
+            .max_parallelism
+            .unwrap_or(DEFAULT_MAX_PARALLELISM);
+        if max_parallelism == 0 || max_parallelism > MAX_MAX_PARALLELISM {
+            return Err(invalid(format!(
+                "max-parallelism is {max_parallelism}; it must be between 1 and {MAX_MAX_PARALLELISM}"
+            )));
+        }
+        let default_parallelism = parallelism.or(manifest.job.parallelism).unwrap_or(1);
+        let check = |name: &str, p: u32| -> Result<u32, ManifestError> {
+            if p == 0 || p > max_parallelism {
+                Err(ManifestError::BadParam(format!(
+                    "parallelism of `{name}` is {p}; it must be between 1 and max-parallelism ({max_parallelism})"
+                )))
+            } else {
+                Ok(p)
+            }
+        };
+        if manifest.sources.is_empty() {
+            return Err(invalid("a job needs at least one [[source]]".into()));
+        }
+        if manifest.sinks.is_empty() {
+            return Err(invalid("a job needs at least one [[sink]]".into()));
+        }
+
+        let mut vertices = Vec::new();
+        let mut edges = Vec::new();
+        let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+        let mut add = |vertices: &mut Vec<Vertex>, name: &str, kind, p| {
+            if by_name.contains_key(name) {
+                return Err(invalid(format!("two elements are named `{name}`")));
+            }
+            let id = vertices.len();
+            by_name.insert(name.to_owned(), id);
+            vertices.push(Vertex {
+                id,
+                name: name.to_owned(),
+                kind,
+                parallelism: p,
+                event_time: None,
+            });
+            Ok(id)
+        };
+        // A source with a timestamp assigner is read through it.
+        let mut read_as: BTreeMap<String, usize> = BTreeMap::new();
+
+        for s in &manifest.sources {
+            let config = match &s.kind {
+                SourceKind::TextFile { path } => SourceConfig::TextFile {
+                    path: substitute(path, &params)?,
+                },
+                SourceKind::JsonLinesFile { path, follow } => SourceConfig::JsonLinesFile {
+                    path: substitute(path, &params)?,
+                    follow: *follow,
+                },
+                SourceKind::Generator {
+                    count,
+                    pattern,
+                    rate,
+                    start_at_ms,
+                } => {
+                    let start_at_ms =
+                        whole("start-at-ms", start_at_ms, &s.name, &params)?.filter(|&t| t > 0);
+                    let count = whole("count", count, &s.name, &params)?;
+                    let rate = whole("rate", rate, &s.name, &params)?;
+                    let pattern = match pattern
+                        .as_deref()
+                        .map(|p| substitute(p, &params))
+                        .transpose()?
+                        .as_deref()
+                    {
+                        None | Some("sequence") => GeneratorPattern::Sequence,
+                        Some("words") => GeneratorPattern::Words,
+                        Some("bids") => GeneratorPattern::Bids,
+                        Some("numbers") => GeneratorPattern::Numbers,
+                        Some(other) => {
+                            return Err(invalid(format!(
+                                "generator `{}`: pattern {other:?} is not \"sequence\", \"words\", \"bids\" or \"numbers\"",
+                                s.name
+                            )));
+                        }
+                    };
+                    SourceConfig::Generator {
+                        count,
+                        pattern,
+                        rate,
+                        start_at_ms,
+                    }
+                }
+            };
+            let p = check(&s.name, s.parallelism.unwrap_or(default_parallelism))?;
+            let id = add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
+            let event_time = event_time(s, &params)?;
+            match &s.timestamp_assigner {
+                None => vertices[id].event_time = event_time,
+                Some(function) => {
+                    let name = format!("{}.timestamps", s.name);
+                    let a = add(
+                        &mut vertices,
+                        &name,
+                        VertexKind::Operator {
+                            function: function.clone(),
+                            component: String::new(),
+                            key_by: None,
+                            window: None,
+                            builtin: None,
+                        },
+                        p,
+                    )?;
+                    vertices[a].event_time = event_time.or(Some(EventTime {
+                        timestamp: None,
+                        max_delay_ms: 0,
+                        interval_ms: DEFAULT_WATERMARK_INTERVAL_MS,
+                        idle_timeout_ms: None,
+                    }));
+                    edges.push(Edge {
+                        from: id,
+                        side_output: None,
+                        to: a,
+                        partitioning: Partitioning::Forward,
+                    });
+                    read_as.insert(s.name.clone(), a);
+                }
+            }
+        }
+
+        let single_source = (manifest.sources.len() == 1)
+            .then(|| read_as.get(&manifest.sources[0].name).copied().unwrap_or(0));
+        let mut previous: Option<usize> = single_source;
+        let lookup = |vertices: &Vec<Vertex>,
+                      input: &str,
+                      who: &str|
+         -> Result<(usize, Option<String>), ManifestError> {
+            let (name, side) = match input.split_once(':') {
+                Some((n, s)) => (n, Some(s.to_owned())),
+                None => (input, None),
+            };
+            let v = vertices.iter().find(|v| v.name == name).ok_or_else(|| {
+                invalid(format!(
+                    "`{who}` reads `{name}`, which is not a source or operator defined before it"
+                ))
+            })?;
+            let v = match (read_as.get(name), &side) {
+                (Some(&a), None) => &vertices[a],
+                _ => v,
+            };
+            match (&v.kind, &side) {
+                (VertexKind::Sink(_), _) => {
+                    Err(invalid(format!("`{who}` reads the sink `{name}`")))
+                }
+                (VertexKind::Source(_), Some(_)) => Err(invalid(format!(
+                    "`{who}` reads a side output of the source `{name}`; only operators have side outputs"
+                ))),
+                _ => Ok((v.id, side)),
+            }
+        };
+
+        for o in &manifest.operators {
+            let inputs: Vec<(usize, Option<String>)> = match (&o.input, &o.inputs) {
+                (Some(_), Some(_)) => {
+                    return Err(invalid(format!(
+                        "operator `{}` has both `input` and `inputs`",
+                        o.name
+                    )));
+                }
+                (None, Some(list)) if list.is_empty() => {
+                    return Err(invalid(format!("operator `{}`: `inputs` is empty", o.name)));
+                }
+                (None, Some(list)) => list
+                    .iter()
+                    .map(|i| lookup(&vertices, i, &o.name))
+                    .collect::<Result<_, _>>()?,
+                (Some(input), None) => vec![lookup(&vertices, input, &o.name)?],
+                (None, None) => vec![(
+                    previous.ok_or_else(|| {
+                        invalid(format!(
+                            "operator `{}` must name its `input`: the job has several sources",
+                            o.name
+                        ))
+                    })?,
+                    None,
+                )],
+            };
+            let key_by = o.key_by.as_deref().map(str::parse::<KeyBy>).transpose()?;
+            let p = check(&o.name, o.parallelism.unwrap_or(default_parallelism))?;
+            let window = window_spec(o, &params)?;
+            let (function, builtin) = match (&o.function, &o.builtin) {
+                (Some(f), None) => (f.clone(), None),
+                (None, Some(b)) => {
+                    let planned = Builtin::plan(&BuiltinTable {
+                        name: &o.name,
+                        builtin: b,
+                        field: o.field.as_deref(),
+                        emit: o.emit.as_deref(),
+                        filter: o.filter.as_deref(),
+                        columns: o.columns.as_deref(),
+                        keyed: key_by.is_some(),
+                        windowed: window.is_some(),
+                    })
+                    .map_err(invalid)?;
+                    (b.clone(), Some(planned))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid(format!(
+                        "operator `{}` has both `function` and `builtin`",
+                        o.name
+                    )));
+                }
+                (None, None) => {
+                    return Err(invalid(format!(
+                        "operator `{}` needs a `function` (exported by the component) or a `builtin`",
+                        o.name
+                    )));
+                }
+            };
+            if builtin.is_none() {
+                for (what, given) in [
+                    ("field", o.field.is_some()),
+                    ("emit", o.emit.is_some()),
+                    ("where", o.filter.is_some()),
+                    ("columns", o.columns.is_some()),
+                ] {
+                    if given {
+                        return Err(invalid(format!(
+                            "operator `{}`: `{what}` is for built-in operators (`builtin = ...`)",
+                            o.name
+                        )));
+                    }
+                }
+            }
+            let id = add(
+                &mut vertices,
+                &o.name,
+                VertexKind::Operator {
+                    function,
+                    component: o.component.clone().unwrap_or_default(),
+                    key_by: key_by.clone(),
+                    window,
+                    builtin,
+                },
+                p,
+            )?;
+            for (from, side) in inputs {
+                let partitioning = match &key_by {
+                    Some(k) => Partitioning::Hash(k.clone()),
+                    None if vertices[from].parallelism == p => Partitioning::Forward,
+                    None => Partitioning::Rebalance,
+                };
+                edges.push(Edge {
+                    from,
+                    side_output: side,
+                    to: id,
+                    partitioning,
+                });
+            }
+            previous = Some(id);
+        }
+
+        for s in &manifest.sinks {
+            let (from, side) = match &s.input {
+                Some(input) => lookup(&vertices, input, &s.name)?,
+                None => (
+                    previous.ok_or_else(|| {
+                        invalid(format!(
+                            "sink `{}` must name its `input`: the job has several sources",
+                            s.name
+                        ))
+                    })?,
+                    None,
+                ),
+            };
+            let config = match &s.kind {
+                SinkKind::Stdout => SinkConfig::Stdout,
+                SinkKind::JsonLinesFile { path, mode } => SinkConfig::JsonLinesFile {
+                    path: substitute(path, &params)?,
+                    overwrite: match mode.as_deref() {
+                        None | Some("create") => false,
+                        Some("overwrite") => true,
+                        Some(other) => {
+                            return Err(invalid(format!(
+                                "sink `{}`: mode {other:?} is not \"create\" or \"overwrite\"",
+                                s.name
+                            )));
+                        }
+                    },
+                },
+            };
+            // A sink runs beside what it reads.
+            let p = vertices[from].parallelism;
+            let id = add(&mut vertices, &s.name, VertexKind::Sink(config), p)?;
+            edges.push(Edge {
+                from,
+                side_output: side,
+                to: id,
+                partitioning: Partitioning::Forward,
+            });
+        }
+
+        let checkpoint = manifest
+            .checkpoint
+            .as_ref()
+            .map(|c| checkpoint_config(c, &params))
+            .transpose()?
+            .flatten();
+        let restart = restart_strategy(manifest.restart.as_ref(), checkpoint.is_some(), &params)?;
+        let on_lost_commit = crate::fault_tolerance::on_lost_commit(manifest.restart.as_ref())?;
+        let state_backend = manifest
+            .state
+            .as_ref()
+            .map(state_backend)
+            .transpose()?
+            .flatten();
+        let limits = manifest.limits.unwrap_or_default();
+        limits.check().map_err(invalid)?;
+        Ok(JobGraph {
+            name: manifest.job.name.clone(),
+            max_parallelism,
+            vertices,
+            edges,
+            params,
+            state_backend,
+            checkpoint,
+            restart,
+            on_lost_commit,
+            codec: manifest.job.codec.unwrap_or(Codec::Msgpack),
+            limits,
+            file_sizes: BTreeMap::new(),
+        })
+    }
+}

@@ -1,0 +1,350 @@
+//! Tests of building graphs from manifests.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::manifest::{Manifest, ManifestError};
+
+mod time_tests {
+    use super::*;
+
+    fn build(extra_source: &str, extra_op: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n{extra_source}\n\
+             [[operator]]\nname='w'\nfunction='f'\nkey-by='/k'\n{extra_op}\n[[sink]]\nname='o'\ntype='stdout'\n"
+        ))?;
+        JobGraph::build(&m, BTreeMap::new(), None)
+    }
+
+    fn err(extra_source: &str, extra_op: &str) -> String {
+        build(extra_source, extra_op).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn event_time_settings_become_the_source_strategy() {
+        let g = build(
+            "timestamp='/ts'\nwatermark='bounded'\nmax-delay-ms=250\nidle-timeout-ms='5000'",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            g.vertices[0].event_time,
+            Some(EventTime {
+                timestamp: Some("/ts".into()),
+                max_delay_ms: 250,
+                interval_ms: DEFAULT_WATERMARK_INTERVAL_MS,
+                idle_timeout_ms: Some(5000),
+            })
+        );
+        let g = build("timestamp='/ts'", "").unwrap();
+        assert_eq!(g.vertices[0].event_time.as_ref().unwrap().max_delay_ms, 0);
+        assert_eq!(build("", "").unwrap().vertices[0].event_time, None);
+    }
+
+    #[test]
+    fn a_timestamp_assigner_is_chained_after_its_source() {
+        let g = build("timestamp-assigner='ts'\nwatermark-interval-ms=0", "").unwrap();
+        assert_eq!(g.vertices[1].name, "s.timestamps");
+        assert_eq!(g.vertices[1].event_time.as_ref().unwrap().interval_ms, 0);
+        // The operator reads the assigner, and they chain.
+        assert!(g.edges.iter().any(|e| e.from == 1 && e.to == 2));
+        assert_eq!(g.tasks()[0].vertices, [0, 1]);
+    }
+
+    #[test]
+    fn bad_event_time_settings_are_named() {
+        assert!(err("watermark='bounded'\nmax-delay-ms=5", "").contains("no `timestamp`"));
+        assert!(err("timestamp='/ts'\nwatermark='bounded'", "").contains("needs `max-delay-ms`"));
+        assert!(err("timestamp='/ts'\nwatermark='late'", "").contains("\"late\""));
+        assert!(err("timestamp='ts'", "").contains("not a JSON pointer"));
+        assert!(err("timestamp='/ts'\nmax-delay-ms=-1", "").contains("cannot be negative"));
+        assert!(err("timestamp='/ts'\nmax-delay-ms='soon'", "").contains("not a whole number"));
+        assert!(err("timestamp='/ts'\ntimestamp-assigner='f'", "").contains("both `timestamp`"));
+    }
+
+    #[test]
+    fn windows_are_checked() {
+        let g = build(
+            "timestamp='/ts'",
+            "window={type='sliding', size-ms=60000, slide-ms=''}\nallowed-lateness-ms=5",
+        )
+        .unwrap();
+        let VertexKind::Operator { window, .. } = &g.vertices[1].kind else {
+            panic!()
+        };
+        assert_eq!(
+            window,
+            &Some(WindowSpec {
+                assigner: WindowAssigner::Tumbling { size_ms: 60000 },
+                time: TimeCharacteristic::Event,
+                allowed_lateness_ms: 5,
+            })
+        );
+        let g = build(
+            "timestamp='/ts'",
+            "window={type='sliding', size-ms=100, slide-ms=30}",
+        )
+        .unwrap();
+        let VertexKind::Operator { window, .. } = &g.vertices[1].kind else {
+            panic!()
+        };
+        assert_eq!(
+            window.as_ref().unwrap().assigner,
+            WindowAssigner::Sliding {
+                size_ms: 100,
+                slide_ms: 30
+            },
+            "a slide that does not divide the size"
+        );
+        assert!(err("", "window={type='session'}").contains("needs `gap-ms`"));
+        assert!(err("", "window={type='hopping', size-ms=1}").contains("\"hopping\""));
+        assert!(err("", "window={type='tumbling', size-ms=0}").contains("must be positive"));
+        assert!(err("", "allowed-lateness-ms=5").contains("no `window`"));
+        assert!(err("", "window={type='tumbling', size-ms=10, time='wall'}").contains("\"wall\""));
+    }
+
+    #[test]
+    fn operators_find_their_component() {
+        let m = |component: &str| {
+            Manifest::parse(&format!(
+                "[job]\nname='j'\n[components.py]\npath='p.wasm'\n[components.rs]\npath='r.wasm'\n\
+                 [[source]]\nname='s'\ntype='text-file'\npath='x'\n\
+                 [[operator]]\nname='a'\nfunction='split'\n\
+                 [[operator]]\nname='b'\nfunction='count'\nkey-by='value'\n{component}\n\
+                 [[sink]]\nname='o'\ntype='stdout'\n"
+            ))
+            .unwrap()
+        };
+        let export = |component: &str, name: &str, role| ExportedOperator {
+            component: component.into(),
+            name: name.into(),
+            keyed: role == OperatorRole::KeyedProcess,
+            role,
+        };
+        let exported = [
+            export("rs", "split", OperatorRole::Transform),
+            export("py", "count", OperatorRole::KeyedProcess),
+            export("rs", "count", OperatorRole::KeyedProcess),
+        ];
+        let resolved = |component: &str| {
+            let mut g = JobGraph::build(&m(component), BTreeMap::new(), None).unwrap();
+            g.resolve_operators(&exported)?;
+            let names: Vec<String> = g
+                .vertices
+                .iter()
+                .filter_map(|v| match &v.kind {
+                    VertexKind::Operator { component, .. } => Some(component.clone()),
+                    _ => None,
+                })
+                .collect();
+            Ok::<_, ManifestError>(names)
+        };
+        assert_eq!(resolved("component='py'").unwrap(), ["rs", "py"]);
+        let e = resolved("").unwrap_err().to_string();
+        assert!(e.contains("exported by several components (py, rs)"), "{e}");
+        let e = Manifest::parse(
+            "[job]\nname='j'\n[components.py]\npath='p.wasm'\n[[operator]]\nname='a'\nfunction='f'\ncomponent='js'\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("names component `js`"), "{e}");
+        let e = Manifest::parse("[job]\nname='j'\n[component]\n[components.py]\npath='p'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn window_functions_and_windows_go_together() {
+        let exported = |role| {
+            vec![ExportedOperator {
+                component: "main".into(),
+                name: "f".into(),
+                keyed: true,
+                role,
+            }]
+        };
+        let mut windowed = build("", "window={type='tumbling', size-ms=10}").unwrap();
+        let mut plain = build("", "").unwrap();
+        assert!(
+            windowed
+                .resolve_operators(&exported(OperatorRole::Window))
+                .is_ok()
+        );
+        let e = plain
+            .resolve_operators(&exported(OperatorRole::Window))
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a `window`"), "{e}");
+        let e = windowed
+            .resolve_operators(&exported(OperatorRole::KeyedProcess))
+            .unwrap_err();
+        assert!(e.to_string().contains("not a window function"), "{e}");
+    }
+}
+
+mod builtin_tests {
+    use super::*;
+
+    fn build(op: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n\
+             [[operator]]\nname='b'\n{op}\n[[sink]]\nname='o'\ntype='stdout'\n"
+        ))?;
+        JobGraph::build(&m, BTreeMap::new(), None)
+    }
+
+    fn err(op: &str) -> String {
+        build(op).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn builtins_plan_and_need_no_export() {
+        let mut g = build("builtin='sum'\nkey-by='/user'\nfield='/amount'").unwrap();
+        let VertexKind::Operator {
+            function, builtin, ..
+        } = &g.vertices[1].kind
+        else {
+            panic!()
+        };
+        assert_eq!(function, "sum");
+        assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
+        // Nothing exported: a built-in is not checked against the component.
+        g.resolve_operators(&[]).unwrap();
+        let g = build("builtin='select'\ncolumns=['a = /a * 2']\nwhere='/a > 1'").unwrap();
+        assert_eq!(g.edges[0].partitioning, Partitioning::Forward);
+    }
+
+    #[test]
+    fn builtin_mistakes_are_named() {
+        assert!(
+            err("function='f'\nbuiltin='count'\nkey-by='/k'")
+                .contains("both `function` and `builtin`")
+        );
+        assert!(err("key-by='/k'").contains("needs a `function`"));
+        assert!(err("function='f'\nfield='/x'").contains("`field` is for built-in operators"));
+        assert!(err("builtin='count'").contains("needs `key-by`"));
+        assert!(err("builtin='select'\ncolumns=['a = /a +']").contains("column `a`"));
+        assert!(
+            err("builtin='select'\ncolumns=['a = /a']\nkey-by='/a'\nwindow={type='tumbling', size-ms=10}")
+                .contains("takes no `window`")
+        );
+        assert!(
+            err("builtin='count'\nkey-by='/k'\nemit='batch'\nwindow={type='tumbling', size-ms=10}")
+                .contains("`emit` is for running aggregates")
+        );
+    }
+
+    #[test]
+    fn windowed_builtins_plan() {
+        let g = build("builtin='avg'\nkey-by='/k'\nfield='/x'\nwindow={type='sliding', size-ms=30, slide-ms=7}")
+            .unwrap();
+        let VertexKind::Operator {
+            builtin, window, ..
+        } = &g.vertices[1].kind
+        else {
+            panic!("an operator")
+        };
+        assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
+        assert!(window.is_some());
+    }
+}
+
+mod limit_tests {
+    use super::*;
+
+    fn build(job: &str, source: &str, sink: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n{job}\n[params]\nn={{default='7'}}\n[[source]]\nname='s'\n{source}\n\
+             [[sink]]\nname='o'\n{sink}\n"
+        ))?;
+        let params = m.resolve_params(&[])?;
+        JobGraph::build(&m, params, None)
+    }
+
+    #[test]
+    fn generator_settings_are_numbers_or_parameters() {
+        for source in [
+            "type='generator'\ncount=5\nrate=100\nstart-at-ms=0",
+            "type='generator'\ncount='5'\nrate='100'",
+            "type='generator'\ncount='${n}'",
+        ] {
+            let g = build("", source, "type='stdout'").unwrap();
+            let VertexKind::Source(SourceConfig::Generator { count, .. }) = &g.vertices[0].kind
+            else {
+                panic!("{g:?}")
+            };
+            assert!(matches!(count, Some(5 | 7)), "{source}: {count:?}");
+        }
+        let e = build("", "type='generator'\ncount=-1", "type='stdout'").unwrap_err();
+        assert!(e.to_string().contains("count of `s` is -1"), "{e}");
+        let e = build("", "type='generator'\ncount='many'", "type='stdout'").unwrap_err();
+        assert!(e.to_string().contains("not a whole number"), "{e}");
+    }
+
+    #[test]
+    fn max_parallelism_is_bounded_before_any_work_per_subtask() {
+        let g = build(
+            "max-parallelism=32768\nparallelism=4",
+            "type='generator'",
+            "type='stdout'",
+        )
+        .unwrap();
+        assert_eq!(g.max_parallelism, 32768);
+        for max in ["32769", "4000000000", "0"] {
+            let e = build(
+                &format!("max-parallelism={max}"),
+                "type='generator'",
+                "type='stdout'",
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("between 1 and 32768"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_job_may_set_its_guest_limits() {
+        let g = build(
+            "",
+            "type='generator'",
+            "type='stdout'\n[limits]\ncall-timeout-ms=100\nmax-emit-records=10",
+        )
+        .unwrap();
+        assert_eq!(g.limits.call_timeout_ms, Some(100));
+        assert_eq!(g.limits.max_emit_records, Some(10));
+        assert_eq!(g.limits.memory_limit_mib, None);
+        let e = build(
+            "",
+            "type='generator'",
+            "type='stdout'\n[limits]\nmax-emit-bytes=0",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("max-emit-bytes must be at least 1"),
+            "{e}"
+        );
+        assert!(
+            build("", "type='generator'", "type='stdout'\n[limits]\ncpu=1").is_err(),
+            "an unknown limit"
+        );
+    }
+
+    #[test]
+    fn a_file_sink_may_say_it_overwrites() {
+        let sink = |mode: &str| {
+            build(
+                "",
+                "type='generator'",
+                &format!("type='json-lines-file'\npath='out'\n{mode}"),
+            )
+        };
+        let overwrite = |g: JobGraph| match &g.vertices[1].kind {
+            VertexKind::Sink(SinkConfig::JsonLinesFile { overwrite, .. }) => *overwrite,
+            other => panic!("{other:?}"),
+        };
+        assert!(!overwrite(sink("").unwrap()));
+        assert!(!overwrite(sink("mode='create'").unwrap()));
+        assert!(overwrite(sink("mode='overwrite'").unwrap()));
+        let e = sink("mode='append'").unwrap_err();
+        assert!(e.to_string().contains("\"append\""), "{e}");
+    }
+}
