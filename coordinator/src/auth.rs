@@ -24,11 +24,11 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::ApiError;
+use crate::error::{CoordinatorError, ErrorKind};
 pub use weir_model::auth::{Role, Tokens};
 
 /// The host names the REST API answers to, besides IP addresses and
@@ -101,8 +101,8 @@ pub async fn check_host(
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.to_string()));
     match named {
-        Some(host) if !hosts.allows(&host) => ApiError::new(
-            StatusCode::FORBIDDEN,
+        Some(host) if !hosts.allows(&host) => CoordinatorError::new(
+            ErrorKind::Forbidden,
             "host_not_allowed",
             format!(
                 "this server does not serve the host `{host}`: it answers requests for its IP addresses, localhost and the names given with --public-name"
@@ -169,8 +169,8 @@ pub async fn authorize(
 ) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     if changes(&method) && cross_site(request.headers()) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
+        return CoordinatorError::new(
+            ErrorKind::Forbidden,
             "cross_origin",
             "a change requested by another site's page is refused",
         )
@@ -192,8 +192,8 @@ pub async fn authorize(
     };
     match presented.and_then(|t| tokens.role_of(t)) {
         Some(role) if role >= needed => next.run(request).await,
-        Some(_) => ApiError::new(
-            StatusCode::FORBIDDEN,
+        Some(_) => CoordinatorError::new(
+            ErrorKind::Forbidden,
             "forbidden",
             "this token may only read: uploading, submitting, canceling and deleting need an admin token",
         )
@@ -205,7 +205,7 @@ pub async fn authorize(
                 "this coordinator needs a token: send `Authorization: Bearer <token>` (the weir CLI sends WEIR_TOKEN)"
             };
             let mut response =
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+                CoordinatorError::new(ErrorKind::Unauthenticated, "unauthorized", message).into_response();
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
+use crate::error::ErrorKind;
 use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 use weir_host::types::OperatorKind;
@@ -18,7 +18,7 @@ use weir_model::manifest::ParamSpec;
 use weir_model::{ExportedOperator, Manifest, ManifestError, OperatorRole};
 
 use crate::blob::{BlobStore, sha256_hex};
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::{Submission, plan};
 
 /// What the API tells about a bundle.
@@ -125,16 +125,12 @@ fn kind_name(kind: OperatorKind) -> &'static str {
     }
 }
 
-fn archive_error(e: BundleError) -> ApiError {
+fn archive_error(e: BundleError) -> CoordinatorError {
     match e {
         BundleError::TooLarge(_) | BundleError::FileTooLarge(..) | BundleError::Bomb(_) => {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "bundle_too_large",
-                e.to_string(),
-            )
+            CoordinatorError::new(ErrorKind::TooLarge, "bundle_too_large", e.to_string())
         }
-        _ => ApiError::bad_request("bundle_invalid_archive", e.to_string()),
+        _ => CoordinatorError::invalid("bundle_invalid_archive", e.to_string()),
     }
 }
 
@@ -169,7 +165,7 @@ impl BundleStore {
 
     /// Check and store an uploaded archive. Uploading the same archive again
     /// returns the stored bundle.
-    pub async fn upload(&self, archive: Vec<u8>) -> Result<BundleInfo, ApiError> {
+    pub async fn upload(&self, archive: Vec<u8>) -> Result<BundleInfo, CoordinatorError> {
         let id = sha256_hex(&archive);
         if let Some(info) = self.index.read().await.get(&id) {
             return Ok(info.clone());
@@ -181,21 +177,21 @@ impl BundleStore {
             .unpacking
             .acquire()
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| CoordinatorError::internal(e.to_string()))?;
         let max_unpacked = self.max_unpacked;
         let (files, archive) =
             tokio::task::spawn_blocking(move || (unpack(&archive, max_unpacked), archive))
                 .await
-                .map_err(|e| ApiError::internal(format!("unpacking the bundle: {e}")))?;
+                .map_err(|e| CoordinatorError::internal(format!("unpacking the bundle: {e}")))?;
         let files = files.map_err(archive_error)?;
         let manifest = Manifest::parse(&files.manifest)
-            .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
+            .map_err(|e| CoordinatorError::unprocessable("manifest_invalid", e.to_string()))?;
         let runtime = self.runtime.clone();
         let files = files.components;
         let components = tokio::task::spawn_blocking(move || JobComponents::load(&runtime, files))
             .await
-            .map_err(|e| ApiError::internal(format!("checking the component: {e}")))?
-            .map_err(|e| ApiError::unprocessable("component_invalid", e.to_string()))?;
+            .map_err(|e| CoordinatorError::internal(format!("checking the component: {e}")))?
+            .map_err(|e| CoordinatorError::unprocessable("component_invalid", e.to_string()))?;
         // The manifest must be runnable by this component (parameters
         // without defaults are given at submission).
         let check = Submission {
@@ -204,7 +200,12 @@ impl BundleStore {
         };
         match plan(&manifest, &check, &components.exported()) {
             Ok(_) | Err(ManifestError::MissingParam { .. }) => {}
-            Err(e) => return Err(ApiError::unprocessable("manifest_invalid", e.to_string())),
+            Err(e) => {
+                return Err(CoordinatorError::unprocessable(
+                    "manifest_invalid",
+                    e.to_string(),
+                ));
+            }
         }
         let info = BundleInfo {
             id: id.clone(),
@@ -250,7 +251,9 @@ impl BundleStore {
         if let Err(e) = self.store(&info, archive, &components).await {
             // Nothing half-stored: the blobs go unless another bundle uses them.
             self.forget_blobs(&info, &index).await;
-            return Err(ApiError::internal(format!("storing the bundle: {e:#}")));
+            return Err(CoordinatorError::internal(format!(
+                "storing the bundle: {e:#}"
+            )));
         }
         index.insert(id, info.clone());
         Ok(info)
@@ -295,7 +298,7 @@ impl BundleStore {
     }
 
     /// One bundle.
-    pub async fn get(&self, id: &str) -> Result<BundleInfo, ApiError> {
+    pub async fn get(&self, id: &str) -> Result<BundleInfo, CoordinatorError> {
         self.index
             .read()
             .await
@@ -305,26 +308,26 @@ impl BundleStore {
     }
 
     /// The manifest and component of a bundle.
-    pub async fn files(&self, id: &str) -> Result<BundleFiles, ApiError> {
+    pub async fn files(&self, id: &str) -> Result<BundleFiles, CoordinatorError> {
         self.get(id).await?;
         let archive = self
             .blobs
             .get(id)
             .await
-            .map_err(|e| ApiError::internal(format!("reading bundle {id}: {e:#}")))?;
+            .map_err(|e| CoordinatorError::internal(format!("reading bundle {id}: {e:#}")))?;
         unpack(&archive, self.max_unpacked)
-            .map_err(|e| ApiError::internal(format!("reading bundle {id}: {e}")))
+            .map_err(|e| CoordinatorError::internal(format!("reading bundle {id}: {e}")))
     }
 
     /// Remove a bundle, its archive, and its component unless another bundle
     /// uses it.
-    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
+    pub async fn delete(&self, id: &str) -> Result<(), CoordinatorError> {
         let mut index = self.index.write().await;
         let info = index.get(id).cloned().ok_or_else(|| unknown(id))?;
         let path = self.meta_dir.join(format!("{id}.json"));
         tokio::fs::remove_file(&path)
             .await
-            .map_err(|e| ApiError::internal(format!("removing {}: {e}", path.display())))?;
+            .map_err(|e| CoordinatorError::internal(format!("removing {}: {e}", path.display())))?;
         index.remove(id);
         self.forget_blobs(&info, &index).await;
         Ok(())
@@ -341,6 +344,6 @@ fn blob_ids(info: &BundleInfo) -> Vec<String> {
     ids
 }
 
-fn unknown(id: &str) -> ApiError {
-    ApiError::not_found("bundle_not_found", format!("no bundle with id `{id}`"))
+fn unknown(id: &str) -> CoordinatorError {
+    CoordinatorError::not_found("bundle_not_found", format!("no bundle with id `{id}`"))
 }

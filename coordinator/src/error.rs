@@ -1,24 +1,48 @@
-//! Errors of the REST API: an HTTP status, a stable machine-readable code and
-//! a message for people, as `{"code": "...", "message": "..."}`.
+//! The coordinator's errors: what kind of failure (the request is invalid,
+//! a resource is missing or taken, the coordinator failed), a stable
+//! machine-readable code and a message for people. The REST API
+//! ([`crate::rest`]) maps the kind to an HTTP status and answers
+//! `{"code": "...", "message": "..."}` ([`ErrorBody`]).
 
-use axum::Json;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// An error answer of the API.
+/// What kind of failure an error is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed or names something that cannot be.
+    Invalid,
+    /// The caller did not say who it is (no token, a wrong one).
+    Unauthenticated,
+    /// The caller may not do this.
+    Forbidden,
+    /// No such resource.
+    NotFound,
+    /// The resource is taken or in use (a sink another job owns, a bundle a
+    /// job uses).
+    Conflict,
+    /// The request is larger than the coordinator takes.
+    TooLarge,
+    /// Well-formed, but it cannot be used (a component that does not load,
+    /// a path no worker grants).
+    Unprocessable,
+    /// The coordinator failed (its storage, a worker it deployed to);
+    /// retrying may help.
+    Internal,
+}
+
+/// An error of the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
-pub struct ApiError {
-    /// The HTTP status.
-    pub status: StatusCode,
+pub struct CoordinatorError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
     /// Stable code, e.g. `bundle_invalid`.
     pub code: &'static str,
     /// What went wrong and, where it helps, what to do.
     pub message: String,
 }
 
-/// The JSON body of an error.
+/// The JSON body of an error answer.
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ErrorBody {
     /// Stable code.
@@ -27,49 +51,38 @@ pub struct ErrorBody {
     pub message: String,
 }
 
-impl ApiError {
-    /// An error with `status`, `code` and `message`.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
+impl CoordinatorError {
+    /// An error of `kind` with `code` and `message`.
+    pub fn new(kind: ErrorKind, code: &'static str, message: impl Into<String>) -> Self {
+        CoordinatorError {
+            kind,
             code,
             message: message.into(),
         }
     }
 
-    /// 400: the request is malformed.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
+    /// The request is malformed.
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Invalid, code, message)
     }
 
-    /// 404: no such resource.
+    /// No such resource.
     pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code, message)
+        Self::new(ErrorKind::NotFound, code, message)
     }
 
-    /// 422: well-formed, but cannot be used.
+    /// Taken or in use.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, code, message)
+    }
+
+    /// Well-formed, but it cannot be used.
     pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+        Self::new(ErrorKind::Unprocessable, code, message)
     }
 
-    /// 500: the coordinator failed (storage); retrying may help.
+    /// The coordinator failed (storage); retrying may help.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(code = self.code, "{}", self.message);
-        }
-        (
-            self.status,
-            Json(ErrorBody {
-                code: self.code.to_owned(),
-                message: self.message,
-            }),
-        )
-            .into_response()
+        Self::new(ErrorKind::Internal, "internal", message)
     }
 }

@@ -1,7 +1,7 @@
 //! # weir-coordinator: the JobManager
 //!
 //! - [`rest`]: the REST API (axum), `fn app(state) -> Router`; JSON errors
-//!   with a stable code ([`error::ApiError`]); the OpenAPI document.
+//!   with a stable code ([`error::CoordinatorError`]); the OpenAPI document.
 //! - [`auth`]: who may call it: bearer tokens (read or admin), and no
 //!   changes on behalf of another site's page.
 //! - [`bundles`]: uploaded bundles: checked (safe archive, a component of the

@@ -16,10 +16,46 @@ use axum::extract::rejection::JsonRejection;
 use axum::routing::post;
 
 use crate::bundles::{BundleInfo, BundleStore};
-use crate::error::ApiError;
+use crate::error::{CoordinatorError, ErrorBody, ErrorKind};
 use crate::jobs::{JobInfo, JobRequest, Jobs};
 use crate::metrics::{JobMetrics, gauge, job_families, prometheus_text};
 use crate::slot_manager::{ClusterInfo, SlotManager};
+
+/// The HTTP status of an error of `kind`: the one place the coordinator's
+/// errors become HTTP.
+fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl IntoResponse for CoordinatorError {
+    fn into_response(self) -> Response {
+        http_error(status_of(self.kind), self.code, self.message)
+    }
+}
+
+/// An error answer: `status`, with `{"code", "message"}`.
+fn http_error(status: StatusCode, code: &str, message: String) -> Response {
+    if status.is_server_error() {
+        tracing::error!(code, "{message}");
+    }
+    (
+        status,
+        Json(ErrorBody {
+            code: code.to_owned(),
+            message,
+        }),
+    )
+        .into_response()
+}
 
 /// The default limit of an upload's size.
 pub const DEFAULT_MAX_UPLOAD: usize = 64 << 20;
@@ -57,13 +93,13 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(prometheus_metrics))
         .merge(crate::dashboard::routes())
         .fallback(|| async {
-            ApiError::not_found("not_found", "no such endpoint: see /v1/openapi.json")
+            CoordinatorError::not_found("not_found", "no such endpoint: see /v1/openapi.json")
         })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(
+            http_error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "this endpoint does not take that method: see /v1/openapi.json",
+                "this endpoint does not take that method: see /v1/openapi.json".into(),
             )
         })
         .layer(DefaultBodyLimit::max(limit))
@@ -95,12 +131,11 @@ async fn refuse_long_uris(
         .path_and_query()
         .map_or(0, |p| p.as_str().len());
     if len > MAX_URI_BYTES {
-        return ApiError::new(
+        return http_error(
             StatusCode::URI_TOO_LONG,
             "uri_too_long",
             format!("the request's URI is {len} bytes; the limit is {MAX_URI_BYTES}"),
-        )
-        .into_response();
+        );
     }
     next.run(request).await
 }
@@ -138,23 +173,23 @@ async fn errors_as_json(response: Response) -> Response {
     } else {
         text
     };
-    ApiError::new(status, code, message).into_response()
+    http_error(status, code, message)
 }
 
 async fn upload_bundle(
     State(state): State<AppState>,
     multipart: Result<Multipart, MultipartRejection>,
-) -> Result<(StatusCode, Json<BundleInfo>), ApiError> {
+) -> Result<(StatusCode, Json<BundleInfo>), CoordinatorError> {
     let mut multipart = multipart.map_err(|e| {
-        ApiError::bad_request(
+        CoordinatorError::invalid(
             "upload_not_multipart",
             format!("send the archive as multipart/form-data, field `bundle`: {e}"),
         )
     })?;
     let too_large = |e: axum::extract::multipart::MultipartError| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            CoordinatorError::new(
+                ErrorKind::TooLarge,
                 "upload_too_large",
                 format!(
                     "the upload is larger than the limit of {} bytes",
@@ -162,7 +197,7 @@ async fn upload_bundle(
                 ),
             )
         } else {
-            ApiError::bad_request("upload_invalid", format!("reading the upload: {e}"))
+            CoordinatorError::invalid("upload_invalid", format!("reading the upload: {e}"))
         }
     };
     while let Some(field) = multipart.next_field().await.map_err(too_large)? {
@@ -172,7 +207,7 @@ async fn upload_bundle(
             return Ok((StatusCode::CREATED, Json(info)));
         }
     }
-    Err(ApiError::bad_request(
+    Err(CoordinatorError::invalid(
         "upload_missing_bundle",
         "the upload has no field named `bundle`",
     ))
@@ -185,17 +220,16 @@ async fn list_bundles(State(state): State<AppState>) -> Json<Vec<BundleInfo>> {
 async fn get_bundle(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<BundleInfo>, ApiError> {
+) -> Result<Json<BundleInfo>, CoordinatorError> {
     Ok(Json(state.bundles.get(&id).await?))
 }
 
 async fn delete_bundle(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode, CoordinatorError> {
     if let Some((job, job_state)) = state.jobs.using_bundle(&id).await {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
+        return Err(CoordinatorError::conflict(
             "bundle_in_use",
             format!(
                 "bundle `{id}` is used by job `{job}`, which is {}: cancel it (or wait for its end) first",
@@ -210,11 +244,11 @@ async fn delete_bundle(
 async fn submit_job(
     State(state): State<AppState>,
     request: Result<Json<JobRequest>, JsonRejection>,
-) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
+) -> Result<(StatusCode, Json<JobInfo>), CoordinatorError> {
     let Json(request) = request.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            CoordinatorError::new(
+                ErrorKind::TooLarge,
                 "request_too_large",
                 format!(
                     "the request is larger than the limit of {} bytes",
@@ -222,11 +256,11 @@ async fn submit_job(
                 ),
             )
         } else {
-            ApiError::bad_request("job_request_invalid", e.body_text())
+            CoordinatorError::invalid("job_request_invalid", e.body_text())
         }
     })?;
     if request.parallelism == Some(0) {
-        return Err(ApiError::unprocessable(
+        return Err(CoordinatorError::unprocessable(
             "job_invalid",
             "parallelism must be at least 1",
         ));
@@ -237,14 +271,14 @@ async fn submit_job(
 async fn job_checkpoints(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<crate::checkpoint::CheckpointStats>, ApiError> {
+) -> Result<Json<crate::checkpoint::CheckpointStats>, CoordinatorError> {
     Ok(Json(state.jobs.checkpoints(&id).await?))
 }
 
 async fn job_metrics(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<JobMetrics>, ApiError> {
+) -> Result<Json<JobMetrics>, CoordinatorError> {
     Ok(Json(state.jobs.metrics(&id).await?))
 }
 
@@ -252,8 +286,8 @@ async fn job_metrics(
 /// and slots, and the jobs per state.
 async fn prometheus_metrics(
     State(state): State<AppState>,
-) -> Result<([(axum::http::HeaderName, &'static str); 1], String), ApiError> {
-    let internal = |e: prometheus::Error| ApiError::internal(e.to_string());
+) -> Result<([(axum::http::HeaderName, &'static str); 1], String), CoordinatorError> {
+    let internal = |e: prometheus::Error| CoordinatorError::internal(e.to_string());
     let mut families = job_families(&state.jobs.running_metrics().await).map_err(internal)?;
     families.extend(
         crate::metrics::checkpoint_families(&state.jobs.fault_tolerance().await)
@@ -310,14 +344,14 @@ async fn list_jobs(State(state): State<AppState>) -> Json<Vec<JobInfo>> {
 async fn get_job(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<JobInfo>, ApiError> {
+) -> Result<Json<JobInfo>, CoordinatorError> {
     Ok(Json(state.jobs.get(&id).await?))
 }
 
 async fn cancel_job(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<JobInfo>, ApiError> {
+) -> Result<Json<JobInfo>, CoordinatorError> {
     Ok(Json(state.jobs.cancel(&id).await?))
 }
 

@@ -39,11 +39,14 @@ impl JobRunner for EmbeddedRunner {
         components: Vec<JobComponent>,
         done: Done,
         _events: Events,
-    ) -> Result<Execution, weir_coordinator::error::ApiError> {
+    ) -> Result<Execution, weir_coordinator::error::CoordinatorError> {
         let params = graph.params.clone().into_iter().collect();
         let files = components.into_iter().map(|c| (c.name, c.wasm)).collect();
         let components = weir_host::JobComponents::load(&self.runtime, files).map_err(|e| {
-            weir_coordinator::error::ApiError::unprocessable("component_invalid", e.to_string())
+            weir_coordinator::error::CoordinatorError::unprocessable(
+                "component_invalid",
+                e.to_string(),
+            )
         })?;
         let factory = Arc::new(WasmOperatorFactory {
             runtime: self.runtime.clone(),

@@ -15,12 +15,12 @@ use super::restart::RESTORE_FAILED;
 use super::{ExecutionEvent, JobMasters};
 use crate::checkpoint::stats::RestoredCheckpoint;
 use crate::checkpoint::{CheckpointCoordinator, Topology};
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::job_state::TaskState;
 use crate::jobs::subtasks_of;
 
-fn gone(id: &str) -> ApiError {
-    ApiError::internal(format!("job `{id}` is gone"))
+fn gone(id: &str) -> CoordinatorError {
+    CoordinatorError::internal(format!("job `{id}` is gone"))
 }
 
 impl JobMasters {
@@ -34,7 +34,7 @@ impl JobMasters {
         restore: Option<CheckpointMetadata>,
         retained: Vec<CheckpointMetadata>,
         wait_for_slots: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), CoordinatorError> {
         let master = self.master(id).ok_or_else(|| gone(id))?;
         let plan = master.lock().await.plan.clone();
         let graph = &plan.graph;
@@ -42,12 +42,15 @@ impl JobMasters {
         // The storage first: nothing is deployed that could not checkpoint.
         let store = match (&graph.checkpoint, &plan.storage) {
             (Some(_), Some(url)) => Some(
-                weir_model::storage::open(url).map_err(|e| ApiError::internal(format!("{e:#}")))?,
+                weir_model::storage::open(url)
+                    .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?,
             ),
             _ => None,
         };
         let restore_json = match &restore {
-            Some(c) => serde_json::to_string(c).map_err(|e| ApiError::internal(e.to_string()))?,
+            Some(c) => {
+                serde_json::to_string(c).map_err(|e| CoordinatorError::internal(e.to_string()))?
+            }
             None => String::new(),
         };
         // From here on, every way out of this function clears `deploying`
@@ -105,19 +108,14 @@ impl JobMasters {
             if let Err(e) = deployed {
                 // The worker could not read the checkpoint's files.
                 let (status, code) = match e.downcast_ref::<Status>() {
-                    Some(s) if s.code() == tonic::Code::FailedPrecondition => (
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        RESTORE_FAILED,
-                    ),
+                    Some(s) if s.code() == tonic::Code::FailedPrecondition => {
+                        (crate::error::ErrorKind::Internal, RESTORE_FAILED)
+                    }
                     // The worker does not grant a path the job names.
-                    Some(s) if s.code() == tonic::Code::PermissionDenied => (
-                        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                        "path_not_allowed",
-                    ),
-                    _ => (
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        "deploy_failed",
-                    ),
+                    Some(s) if s.code() == tonic::Code::PermissionDenied => {
+                        (crate::error::ErrorKind::Unprocessable, "path_not_allowed")
+                    }
+                    _ => (crate::error::ErrorKind::Internal, "deploy_failed"),
                 };
                 let mut m = master.lock().await;
                 for (_, other) in &m.waiting {
@@ -135,7 +133,7 @@ impl JobMasters {
                     Some(s) => s.message().to_owned(),
                     None => format!("{e:#}"),
                 };
-                return Err(ApiError::new(
+                return Err(CoordinatorError::new(
                     status,
                     code,
                     format!("deploying to worker `{worker}` at {rpc}: {message}"),

@@ -48,7 +48,7 @@ pub use runner::{Done, Events, Execution, ExecutionEvent, JobRunner, Resume};
 
 use crate::checkpoint::completed::{StoredCheckpoints, read_back};
 use crate::checkpoint::{CheckpointCoordinator, CheckpointStats};
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::job_state::TaskState;
 use crate::jobs::{SubtaskStatus, subtasks_of};
 use crate::slot_manager::{SlotGrant, SlotManager};
@@ -261,7 +261,7 @@ impl JobRunner for Arc<JobMasters> {
         components: Vec<JobComponent>,
         done: Done,
         events: Events,
-    ) -> Result<Execution, ApiError> {
+    ) -> Result<Execution, CoordinatorError> {
         let (master, running) = self
             .prepare(id, graph, components, done, events, 0, 1, false)
             .await?;
@@ -279,7 +279,7 @@ impl JobRunner for Arc<JobMasters> {
             deployed
         })
         .await
-        .map_err(|e| ApiError::internal(format!("deploying: {e}")))?;
+        .map_err(|e| CoordinatorError::internal(format!("deploying: {e}")))?;
         deployed?;
         self.watch_cancel(id, running.cancel.clone());
         Ok(running)
@@ -293,16 +293,16 @@ impl JobRunner for Arc<JobMasters> {
         done: Done,
         events: Events,
         resume: Resume,
-    ) -> Result<Execution, ApiError> {
+    ) -> Result<Execution, CoordinatorError> {
         // What the checkpoint storage holds of the job: the retained
         // checkpoints, and the highest id any checkpoint took.
         let mut stored = StoredCheckpoints::default();
         if let (Some(config), Some(url)) = (&graph.checkpoint, &self.checkpoint_storage) {
-            let store =
-                weir_model::storage::open(url).map_err(|e| ApiError::internal(format!("{e:#}")))?;
+            let store = weir_model::storage::open(url)
+                .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
             stored = read_back(store.as_ref(), id, config.retained as usize)
                 .await
-                .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+                .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
             // The newest checkpoint's metadata is corrupt: its output may
             // have been committed, and the older one would write it again.
             let newest = stored.completed.last().map_or(0, |c| c.id);
@@ -338,7 +338,7 @@ impl JobRunner for Arc<JobMasters> {
         let Some(delay) = m.next_attempt(true) else {
             self.forget(id);
             m.done.take();
-            return Err(ApiError::unprocessable(
+            return Err(CoordinatorError::unprocessable(
                 "no_further_attempt",
                 "its restart strategy allows no further attempt",
             ));
@@ -367,9 +367,9 @@ impl JobMasters {
         attempt: u32,
         first_checkpoint_id: u64,
         restarting: bool,
-    ) -> Result<(Arc<Mutex<JobMaster>>, Execution), ApiError> {
+    ) -> Result<(Arc<Mutex<JobMaster>>, Execution), CoordinatorError> {
         let graph_json =
-            serde_json::to_string(&graph).map_err(|e| ApiError::internal(e.to_string()))?;
+            serde_json::to_string(&graph).map_err(|e| CoordinatorError::internal(e.to_string()))?;
         let storage = match (&graph.checkpoint, &self.checkpoint_storage) {
             (Some(_), Some(url)) => Some(url.clone()),
             _ => None,

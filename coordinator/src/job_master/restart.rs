@@ -13,7 +13,7 @@ use weir_model::checkpoint::CheckpointMetadata;
 use weir_model::fault_tolerance::OnLostCommit;
 
 use super::{ExecutionEvent, JobMaster, JobMasters};
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 
 /// The code of a deployment that failed because a worker could not read
 /// the checkpoint to restore.
@@ -53,10 +53,10 @@ pub(super) fn fails_on_lost_commit(graph: &JobGraph) -> bool {
 
 /// The failure of a restart that would write committed output again:
 /// checkpoint `lost` cannot be restored (`why`), only the older `older`.
-pub(super) fn lost_commit(lost: u64, why: &str, older: Option<u64>) -> ApiError {
+pub(super) fn lost_commit(lost: u64, why: &str, older: Option<u64>) -> CoordinatorError {
     let older = older.map_or_else(|| "(none: the start)".to_owned(), |o| o.to_string());
-    ApiError::new(
-        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+    CoordinatorError::new(
+        crate::error::ErrorKind::Internal,
         LOST_COMMIT,
         format!(
             "checkpoint {lost} cannot be restored ({why}), and its sinks may have committed their output: restoring the older checkpoint {older} would write what came between them again. The job fails rather than duplicate committed output (with `[restart] on-lost-commit = \"duplicate\"` it restores the older checkpoint instead)"
@@ -201,8 +201,8 @@ impl JobMasters {
                 };
                 if let Err(Unreadable::ForNow(reason)) = &checked {
                     // The storage may answer on the next attempt.
-                    break Err(ApiError::new(
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    break Err(CoordinatorError::new(
+                        crate::error::ErrorKind::Internal,
                         RESTORE_FAILED,
                         reason.clone(),
                     ));
@@ -215,8 +215,8 @@ impl JobMasters {
                         reason: reason.clone(),
                     });
                     let Some(older) = retained.last() else {
-                        break Err(ApiError::new(
-                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        break Err(CoordinatorError::new(
+                            crate::error::ErrorKind::Internal,
                             NO_CHECKPOINT,
                             format!("no retained checkpoint can be restored: {reason}"),
                         ));

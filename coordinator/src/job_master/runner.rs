@@ -11,7 +11,7 @@ use weir_model::metrics::JobCounters;
 use weir_model::proto::JobComponent;
 
 use crate::checkpoint::CheckpointStats;
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::jobs::SubtaskStatus;
 
 /// A job's tasks as the scheduler runs them: how to stop them and watch them.
@@ -84,7 +84,7 @@ pub trait JobRunner: Send + Sync {
         components: Vec<JobComponent>,
         done: Done,
         events: Events,
-    ) -> Result<Execution, ApiError>;
+    ) -> Result<Execution, CoordinatorError>;
 
     /// Resume job `id`, which ran when the coordinator stopped, as
     /// `resume` says; as [`JobRunner::start`] otherwise, except that the
@@ -100,9 +100,9 @@ pub trait JobRunner: Send + Sync {
         done: Done,
         events: Events,
         resume: Resume,
-    ) -> Result<Execution, ApiError> {
+    ) -> Result<Execution, CoordinatorError> {
         let _ = (id, graph, components, done, events, resume);
-        Err(ApiError::unprocessable(
+        Err(CoordinatorError::unprocessable(
             "cannot_resume",
             "this runner cannot resume a job",
         ))

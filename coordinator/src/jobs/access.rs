@@ -22,16 +22,16 @@ use weir_model::JobGraph;
 use weir_model::access::{AllowedDirs, Use};
 use weir_model::graph::{SinkConfig, VertexKind};
 
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 
 /// Every path of `graph` inside the granted directories, or a 422 naming
 /// the path and the directories.
-pub(crate) fn check(allowed: &AllowedDirs, graph: &JobGraph) -> Result<(), ApiError> {
+pub(crate) fn check(allowed: &AllowedDirs, graph: &JobGraph) -> Result<(), CoordinatorError> {
     allowed.check_graph(graph).map_err(not_allowed)
 }
 
-fn not_allowed(e: weir_model::access::AccessError) -> ApiError {
-    ApiError::unprocessable("path_not_allowed", e.to_string())
+fn not_allowed(e: weir_model::access::AccessError) -> CoordinatorError {
+    CoordinatorError::unprocessable("path_not_allowed", e.to_string())
 }
 
 /// The files a new job's sinks made (its claims among them), removed again
@@ -88,7 +88,7 @@ fn claim(
     directory: bool,
     overwrite: bool,
     owners: &Owners<'_>,
-) -> Result<Claimed, ApiError> {
+) -> Result<Claimed, CoordinatorError> {
     let path = claim_path(target, directory);
     let create = |p: &Path| {
         std::fs::OpenOptions::new()
@@ -172,12 +172,12 @@ impl MadeFiles {
     }
 }
 
-fn conflict(message: String) -> ApiError {
-    ApiError::new(axum::http::StatusCode::CONFLICT, "sink_exists", message)
+fn conflict(message: String) -> CoordinatorError {
+    CoordinatorError::new(crate::error::ErrorKind::Conflict, "sink_exists", message)
 }
 
-fn io_error(path: &Path, e: std::io::Error) -> ApiError {
-    ApiError::unprocessable(
+fn io_error(path: &Path, e: std::io::Error) -> CoordinatorError {
+    CoordinatorError::unprocessable(
         "sink_unusable",
         format!("cannot prepare {}: {e}", path.display()),
     )
@@ -198,7 +198,7 @@ pub(crate) fn prepare_sinks(
     allowed: &AllowedDirs,
     graph: &JobGraph,
     owners: &Owners<'_>,
-) -> Result<MadeFiles, ApiError> {
+) -> Result<MadeFiles, CoordinatorError> {
     let mut made = MadeFiles::default();
     if allowed.roots().is_none() {
         return Ok(made);
@@ -261,7 +261,7 @@ fn prepare_file(
     target: &Path,
     overwrite: bool,
     how: &str,
-) -> Result<Option<PathBuf>, ApiError> {
+) -> Result<Option<PathBuf>, CoordinatorError> {
     match std::fs::symlink_metadata(target) {
         Ok(meta) if meta.is_dir() => Err(conflict(format!(
             "{what}: {} is a directory; without checkpoints the sink writes one file",
@@ -295,7 +295,12 @@ fn prepare_file(
 
 /// A directory of part files: it must hold none of an earlier job's, or
 /// they are removed when it may be overwritten (other files are left).
-fn prepare_parts(what: &str, target: &Path, overwrite: bool, how: &str) -> Result<(), ApiError> {
+fn prepare_parts(
+    what: &str,
+    target: &Path,
+    overwrite: bool,
+    how: &str,
+) -> Result<(), CoordinatorError> {
     let entries = match std::fs::read_dir(target) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

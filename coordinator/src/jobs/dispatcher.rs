@@ -15,7 +15,7 @@ use super::store::JobStore;
 use super::{GraphView, JobInfo, JobRequest, VertexStatus, count_subtasks, subtasks_of};
 use crate::bundles::BundleStore;
 use crate::checkpoint::CheckpointStats;
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::job_state::{
     Canceled, Canceling, Created, Failed, Finished, Job, JobState, Lifecycle, Restarting, Running,
     TaskState,
@@ -44,8 +44,8 @@ pub struct Jobs {
     pub metrics: crate::metrics::Metrics,
 }
 
-fn unknown(id: &str) -> ApiError {
-    ApiError::not_found("job_not_found", format!("no job with id `{id}`"))
+fn unknown(id: &str) -> CoordinatorError {
+    CoordinatorError::not_found("job_not_found", format!("no job with id `{id}`"))
 }
 
 /// Copy a job's counts and subtask states from its execution.
@@ -120,7 +120,7 @@ impl Jobs {
         Ok(jobs)
     }
 
-    async fn persist(&self, info: &JobInfo) -> Result<(), ApiError> {
+    async fn persist(&self, info: &JobInfo) -> Result<(), CoordinatorError> {
         self.store.persist(info).await
     }
 
@@ -132,11 +132,14 @@ impl Jobs {
 
     /// Plan the job `request` asks for: its graph and its components
     /// (planned against what they export, as checked at upload).
-    async fn plan(&self, request: &JobRequest) -> Result<(JobGraph, Vec<JobComponent>), ApiError> {
+    async fn plan(
+        &self,
+        request: &JobRequest,
+    ) -> Result<(JobGraph, Vec<JobComponent>), CoordinatorError> {
         let bundle = self.bundles.get(&request.bundle).await?;
         let files = self.bundles.files(&request.bundle).await?;
         let manifest = Manifest::parse(&files.manifest)
-            .map_err(|e| ApiError::unprocessable("manifest_invalid", e.to_string()))?;
+            .map_err(|e| CoordinatorError::unprocessable("manifest_invalid", e.to_string()))?;
         let mut components: Vec<JobComponent> = files
             .components
             .into_iter()
@@ -149,7 +152,7 @@ impl Jobs {
             builtin_params: vec![("bundle_dir".into(), ".".into())],
         };
         let mut graph = plan(&manifest, &submission, &bundle.exported())
-            .map_err(|e| ApiError::unprocessable("job_invalid", e.to_string()))?;
+            .map_err(|e| CoordinatorError::unprocessable("job_invalid", e.to_string()))?;
         super::access::check(&self.allowed, &graph)?;
         // Every subtask of every attempt cuts its file's splits from the
         // size it has now (a restore keeps the ranges its checkpoint holds).
@@ -158,7 +161,10 @@ impl Jobs {
     }
 
     /// Plan and start a job.
-    pub async fn submit(self: &Arc<Self>, request: JobRequest) -> Result<JobInfo, ApiError> {
+    pub async fn submit(
+        self: &Arc<Self>,
+        request: JobRequest,
+    ) -> Result<JobInfo, CoordinatorError> {
         let (graph, components) = self.plan(&request).await?;
         let id = self.new_id();
         // The jobs that may own a sink's output, and whether each ended.
@@ -218,7 +224,7 @@ impl Jobs {
 
         let mut entries = self.entries.write().await;
         let Some(Lifecycle::Created(job)) = entries.remove(&id) else {
-            return Err(ApiError::internal(format!(
+            return Err(CoordinatorError::internal(format!(
                 "job `{id}` left its created state"
             )));
         };
@@ -532,7 +538,7 @@ impl Jobs {
     }
 
     /// The metrics of job `id`: live while it runs, its last figures after.
-    pub async fn metrics(&self, id: &str) -> Result<crate::metrics::JobMetrics, ApiError> {
+    pub async fn metrics(&self, id: &str) -> Result<crate::metrics::JobMetrics, CoordinatorError> {
         let entries = self.entries.read().await;
         let job = entries.get(id).ok_or_else(|| unknown(id))?;
         let mut m = self
@@ -633,7 +639,7 @@ impl Jobs {
 
     /// The checkpoints of job `id`: live while it runs, as they were at
     /// its end after.
-    pub async fn checkpoints(&self, id: &str) -> Result<CheckpointStats, ApiError> {
+    pub async fn checkpoints(&self, id: &str) -> Result<CheckpointStats, CoordinatorError> {
         let entries = self.entries.read().await;
         let job = entries.get(id).ok_or_else(|| unknown(id))?;
         if let Some(c) = job.execution().and_then(|e| e.checkpoints.as_ref()) {
@@ -643,7 +649,7 @@ impl Jobs {
     }
 
     /// One job, with live counts.
-    pub async fn get(&self, id: &str) -> Result<JobInfo, ApiError> {
+    pub async fn get(&self, id: &str) -> Result<JobInfo, CoordinatorError> {
         self.entries
             .read()
             .await
@@ -654,7 +660,7 @@ impl Jobs {
 
     /// Ask a job to stop. A job still being deployed is canceled as soon as
     /// its tasks run.
-    pub async fn cancel(&self, id: &str) -> Result<JobInfo, ApiError> {
+    pub async fn cancel(&self, id: &str) -> Result<JobInfo, CoordinatorError> {
         let mut entries = self.entries.write().await;
         let job = entries.remove(id).ok_or_else(|| unknown(id))?;
         let (next, refused) = match job {
@@ -701,8 +707,8 @@ impl Jobs {
         entries.insert(id.to_owned(), next);
         drop(entries);
         if let Some(state) = refused {
-            return Err(ApiError::new(
-                axum::http::StatusCode::CONFLICT,
+            return Err(CoordinatorError::new(
+                crate::error::ErrorKind::Conflict,
                 "job_not_running",
                 format!("job `{id}` is {state:?}, not running"),
             ));

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::jobs::JobInfo;
 
 /// The job records of one coordinator.
@@ -71,14 +71,14 @@ impl JobStore {
 
     /// Write a job's record, as one replacement, durably: the change is on
     /// disk when this returns.
-    pub async fn persist(&self, info: &JobInfo) -> Result<(), ApiError> {
-        let bytes =
-            serde_json::to_vec_pretty(info).map_err(|e| ApiError::internal(e.to_string()))?;
+    pub async fn persist(&self, info: &JobInfo) -> Result<(), CoordinatorError> {
+        let bytes = serde_json::to_vec_pretty(info)
+            .map_err(|e| CoordinatorError::internal(e.to_string()))?;
         let (dir, id) = (self.dir.clone(), info.id.clone());
         tokio::task::spawn_blocking(move || replace(&dir, &id, &bytes))
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .map_err(|e| ApiError::internal(format!("{e:#}")))
+            .map_err(|e| CoordinatorError::internal(e.to_string()))?
+            .map_err(|e| CoordinatorError::internal(format!("{e:#}")))
     }
 
     /// Write a record while opening (before the runtime serves anything).

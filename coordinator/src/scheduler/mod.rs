@@ -13,7 +13,7 @@ use std::time::Duration;
 use weir_model::ExecutionGraph;
 use weir_model::proto::SubtaskPlace;
 
-use crate::error::ApiError;
+use crate::error::CoordinatorError;
 use crate::slot_manager::{SlotGrant, SlotManager};
 
 /// How long a restart waits for enough free slots (a lost worker's
@@ -36,13 +36,13 @@ pub async fn assign(
     slots: &SlotManager,
     exec: &ExecutionGraph,
     wait: bool,
-) -> Result<Placement, ApiError> {
+) -> Result<Placement, CoordinatorError> {
     let waited = tokio::time::Instant::now();
     let grants = loop {
         match slots.allocate(exec.slots_needed()).await {
             Ok(g) => break g,
             Err(e) if !wait || waited.elapsed() > RESTART_SLOT_WAIT => {
-                return Err(ApiError::unprocessable("not_enough_slots", e));
+                return Err(CoordinatorError::unprocessable("not_enough_slots", e));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
