@@ -12,6 +12,7 @@ mod progress;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -54,6 +55,11 @@ enum Command {
         /// `rocksdb`.
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
         state_backend: StateBackendKind,
+        /// Write the job's counters to this file while it runs: a JSON line
+        /// every 50 ms (`elapsed_ms`, and per vertex its records in and out),
+        /// and one when it ends.
+        #[arg(long, value_name = "FILE")]
+        metrics: Option<PathBuf>,
     },
     /// Create an operator project to start from: a word count with a
     /// manifest, a test and a sample input that `weir run` runs as it is.
@@ -359,7 +365,15 @@ async fn run(
     params: &[String],
     config: HostConfig,
     state_backend: StateBackendKind,
+    metrics: Option<&Path>,
 ) -> anyhow::Result<()> {
+    let mut metrics = metrics
+        .map(|path| {
+            std::fs::File::create(path)
+                .map(std::io::BufWriter::new)
+                .with_context(|| format!("cannot create {}", path.display()))
+        })
+        .transpose()?;
     let params = params
         .iter()
         .map(|p| weir_model::manifest::parse_param(p))
@@ -409,23 +423,32 @@ async fn run(
         .collect();
     let counters = job.counters.clone();
     let mut progress = progress::Progress::new(&name);
+    let started = std::time::Instant::now();
+    let tick = if metrics.is_some() { 50 } else { 200 };
     let running = tokio::spawn(run_job(job));
     tokio::pin!(running);
     let report = loop {
         tokio::select! {
             done = &mut running => break done.map_err(|e| anyhow::anyhow!("the job panicked: {e}"))?,
-            _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(tick)) => {
                 let read = sources
                     .iter()
                     .flat_map(|&v| counters.vertices[v].1.iter())
                     .map(|c| c.get().1)
                     .sum();
                 progress.update("running", read);
+                if let Some(out) = &mut metrics {
+                    write_metrics(out, started, &counters.report())?;
+                }
             }
         }
     };
     progress.finish();
     let report = report?;
+    if let Some(out) = &mut metrics {
+        write_metrics(out, started, &report.vertices)?;
+        out.flush().context("cannot write the metrics file")?;
+    }
     eprintln!(
         "job `{name}` finished in {:.2} s",
         report.duration.as_secs_f64()
@@ -437,6 +460,20 @@ async fn run(
         );
     }
     Ok(())
+}
+
+/// One line of `weir run --metrics`: the time since the job started and
+/// every vertex's counters.
+fn write_metrics(
+    out: &mut impl std::io::Write,
+    started: std::time::Instant,
+    vertices: &[weir_model::metrics::VertexReport],
+) -> anyhow::Result<()> {
+    let line = serde_json::json!({
+        "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
+        "vertices": vertices,
+    });
+    writeln!(out, "{line}").context("cannot write the metrics file")
 }
 
 fn build(path: &Path) -> anyhow::Result<()> {
@@ -617,6 +654,7 @@ fn main() {
             params,
             limits,
             state_backend,
+            metrics,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
             .and_then(|rt| {
@@ -626,6 +664,7 @@ fn main() {
                     &params,
                     limits.host_config(cache_dir()),
                     state_backend,
+                    metrics.as_deref(),
                 ))
             }),
         Command::New { path, lang } => new::create(&path, lang),

@@ -64,6 +64,12 @@ pub struct OperatorInfo {
     /// The component that exports it.
     #[serde(default)]
     pub component: String,
+    /// The type of the records it reads, when it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_type: Option<weir_model::types::Type>,
+    /// The type of the records it writes, when it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_type: Option<weir_model::types::Type>,
 }
 
 impl BundleInfo {
@@ -84,6 +90,9 @@ impl BundleInfo {
                     name: o.name.clone(),
                     keyed: role.keyed(),
                     role,
+                    input: o.input_type.clone(),
+                    output: o.output_type.clone(),
+                    passes_through: matches!(o.kind.as_str(), "filter" | "timestamp-assigner"),
                 })
             })
             .collect()
@@ -230,6 +239,9 @@ impl BundleStore {
                         name: o.name.clone(),
                         kind: kind_name(o.kind).into(),
                         component: c.name.clone(),
+                        // Checked when the component was loaded.
+                        input_type: o.input_type.as_deref().and_then(|t| t.parse().ok()),
+                        output_type: o.output_type.as_deref().and_then(|t| t.parse().ok()),
                     })
                 })
                 .collect(),

@@ -96,9 +96,24 @@ pub(crate) mod wire {
         }
     }
 
+    /// The codec of the keys of a stream in `codec`: a stream of rows has
+    /// MessagePack keys.
+    pub(crate) fn key_codec(codec: Codec) -> Codec {
+        match codec {
+            Codec::Row => Codec::Msgpack,
+            c => c,
+        }
+    }
+
     /// Encode `value` in `codec` at the end of `buf`.
     pub(crate) fn encode_into<T: Serialize + ?Sized>(codec: Codec, buf: &mut Vec<u8>, value: &T) {
         match codec {
+            // The host sends rows only to operators that declare their
+            // type (crate::coder): an untyped value never meets them.
+            Codec::Row => panic!(
+                "the host asked for rows of an untyped value ({})",
+                std::any::type_name::<T>()
+            ),
             Codec::Json => super::encode_into(buf, value),
             Codec::Msgpack => {
                 // Into a Vec this fails only on types serde cannot say
@@ -122,6 +137,11 @@ pub(crate) mod wire {
     /// Decode `bytes`, in `codec`, as a `T`.
     pub(crate) fn decode<T: DeserializeOwned>(codec: Codec, bytes: &[u8]) -> crate::Result<T> {
         match codec {
+            Codec::Row => Err(format!(
+                "a row reached an untyped reader ({})",
+                std::any::type_name::<T>()
+            )
+            .into()),
             Codec::Json => super::decode(bytes),
             Codec::Msgpack => rmp_serde::from_slice(bytes).map_err(|e| {
                 format!(
@@ -159,17 +179,20 @@ pub(crate) mod wire {
             format!("cannot re-encode a record: {e}").into()
         };
         match (from, to) {
-            (Codec::Json, Codec::Json) | (Codec::Msgpack, Codec::Msgpack) => {
+            _ if from == to => {
                 buf.extend_from_slice(bytes);
                 Ok(())
             }
-            (Codec::Json, Codec::Msgpack) => {
+            (Codec::Row, _) | (_, Codec::Row) => {
+                Err("rows of an untyped record cannot be re-encoded".into())
+            }
+            (Codec::Json, _) => {
                 let mut de = serde_json::Deserializer::from_slice(bytes);
                 let mut ser = rmp_serde::Serializer::new(&mut *buf).with_struct_map();
                 serde_transcode::transcode(&mut de, &mut ser).map_err(|e| failed(&e))?;
                 de.end().map_err(|e| failed(&e))
             }
-            (Codec::Msgpack, Codec::Json) => {
+            (Codec::Msgpack, _) => {
                 let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
                 let mut ser = serde_json::Serializer::new(&mut *buf);
                 serde_transcode::transcode(&mut de, &mut ser).map_err(|e| failed(&e))

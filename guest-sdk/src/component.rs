@@ -38,6 +38,8 @@ impl<R: Registry> Guest for Component<R> {
             .map(|e| OperatorDescriptor {
                 name: e.name.to_owned(),
                 kind: e.kind,
+                input_type: e.input_type.map(|t| t.to_string()),
+                output_type: e.output_type.map(|t| t.to_string()),
             })
             .collect()
     }

@@ -13,6 +13,7 @@ use crate::__private::bindings::weir::operator::types::{
 };
 use crate::batch::OutBatch;
 use crate::codec::wire::{self, Codec};
+use crate::coder::Encode;
 use crate::host;
 use crate::state::{ListState, MapState, ValueState, with_cache};
 
@@ -71,10 +72,11 @@ fn hand_over_early(_: Option<&str>, _: OutBatch) {
 }
 
 impl Pending {
-    pub(crate) fn push<T: Serialize + ?Sized>(&mut self, value: &T, key: Option<&[u8]>) {
+    /// Emit `value` on the main output, written by `enc`, with `key`.
+    pub(crate) fn push<T: ?Sized>(&mut self, enc: &dyn Encode<T>, value: &T, key: Option<&[u8]>) {
         let (timestamp, codec) = (self.timestamp, self.output);
         self.outputs
-            .push_with(key, timestamp, |buf| wire::encode_into(codec, buf, value));
+            .push_with(key, timestamp, |buf| enc.encode(codec, value, buf));
         if cfg!(target_family = "wasm") && self.outputs.is_large() {
             hand_over_early(None, std::mem::take(&mut self.outputs));
         }
@@ -179,10 +181,11 @@ impl From<WitDomain> for TimeDomain {
 /// ```
 pub struct Collector<'a, T> {
     pub(crate) batch: &'a mut Pending,
-    pub(crate) _type: PhantomData<fn(T)>,
+    /// How its records are written (rows for a typed `T`, serde otherwise).
+    pub(crate) enc: &'a dyn Encode<T>,
 }
 
-impl<T: Serialize> Collector<'_, T> {
+impl<T> Collector<'_, T> {
     /// Send a record to the main output (it keeps the input's timestamp).
     ///
     /// # Example
@@ -197,7 +200,7 @@ impl<T: Serialize> Collector<'_, T> {
     /// assert_eq!(h.process::<_, _, char>(&(), "ab", None).unwrap(), ['a', 'b']);
     /// ```
     pub fn emit(&mut self, value: impl Borrow<T>) {
-        self.batch.push(value.borrow(), None);
+        self.batch.push(self.enc, value.borrow(), None);
     }
 }
 
@@ -235,10 +238,11 @@ impl<T: Serialize> Collector<'_, T> {
 /// ```
 pub struct Context<'a, Out> {
     pub(crate) batch: &'a mut Pending,
-    pub(crate) _type: PhantomData<fn(Out)>,
+    /// How its records are written (rows for a typed `Out`, serde otherwise).
+    pub(crate) enc: &'a dyn Encode<Out>,
 }
 
-impl<Out: Serialize> Context<'_, Out> {
+impl<Out> Context<'_, Out> {
     /// Send a record to the main output. It carries the input's timestamp (a
     /// timer's time, for event-time timers).
     ///
@@ -260,7 +264,7 @@ impl<Out: Serialize> Context<'_, Out> {
     /// # assert_eq!(h.process::<_, _, i64>("k", &1, None).unwrap(), [2]);
     /// ```
     pub fn emit(&mut self, value: impl Borrow<Out>) {
-        self.batch.push(value.borrow(), None);
+        self.batch.push(self.enc, value.borrow(), None);
     }
 
     /// Send a record with a key to the main output; a later `key-by = "key"`
@@ -285,8 +289,8 @@ impl<Out: Serialize> Context<'_, Out> {
     /// # assert_eq!(h.process::<_, _, i64>("k", &4, None).unwrap(), [4]);
     /// ```
     pub fn emit_keyed<K: Serialize + ?Sized>(&mut self, key: &K, value: impl Borrow<Out>) {
-        let key = wire::encode(self.batch.output, key);
-        self.batch.push(value.borrow(), Some(&key));
+        let key = wire::encode(wire::key_codec(self.batch.output), key);
+        self.batch.push(self.enc, value.borrow(), Some(&key));
     }
 
     /// Send a record of any type to the side output `name`; the manifest
@@ -450,13 +454,13 @@ impl<Out: Serialize> Context<'_, Out> {
     pub fn key<K: DeserializeOwned>(&self) -> crate::Result<K> {
         let (bytes, codec) = with_cache(|c| (c.current_key.clone(), c.codecs.input));
         match bytes {
-            Some(b) => wire::decode(codec, &b),
+            Some(b) => wire::decode(wire::key_codec(codec), &b),
             None => Err("this operator is not on a keyed stream".into()),
         }
     }
 
     /// The current key's raw bytes, if the stream is keyed, as the input
-    /// stream encodes them (JSON or MessagePack: see [`crate::codec`]).
+    /// stream encodes keys (JSON, or MessagePack: see [`crate::codec`]).
     ///
     /// # Example
     ///

@@ -1,16 +1,14 @@
 //! Runs an operator over a batch: decodes records, keeps the current key,
 //! serves state from the cache, and collects the batch's effects.
 
-use std::marker::PhantomData;
-
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use weir_types::Type;
 
 use crate::__private::bindings::weir::operator::types::{
     Batch as WitBatch, BatchContext, OperatorKind, Packed, Timer, Window as WitWindow, WindowSpec,
 };
 use crate::batch::OutBatch;
-use crate::codec::wire::{self, Codecs};
+use crate::codec::wire::Codecs;
+use crate::coder::{Decode, Encode};
 use crate::context::Pending;
 use crate::state::{StateCache, StateChanges, with_cache};
 use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, host};
@@ -68,88 +66,95 @@ pub(crate) trait DynOperator {
 /// Creates an operator from its open context.
 type Create = Box<dyn Fn(&mut OpenContext) -> crate::Result<Box<dyn DynOperator>>>;
 
-/// A registered operator: its name, kind and how to create it.
+/// A registered operator: its name, kind, declared types and how to
+/// create it.
 pub struct OperatorEntry {
     pub(crate) name: &'static str,
     pub(crate) kind: OperatorKind,
+    /// The type of the records it reads, when it declares one.
+    pub(crate) input_type: Option<Type>,
+    /// The type of the records it writes, when it declares one.
+    pub(crate) output_type: Option<Type>,
     pub(crate) create: Create,
 }
 
-struct MapOp<I, O>(fn(I) -> O);
-struct FlatMapOp<I, O>(fn(I, &mut Collector<O>));
-struct FilterOp<I>(fn(&I) -> bool);
-struct ProcessOp<P>(P);
-struct KeyedOp<P>(P);
+struct MapOp<I, O, D, E>(fn(I) -> O, D, E);
+struct FlatMapOp<I, O, D, E>(fn(I, &mut Collector<O>), D, E);
+struct FilterOp<I, D>(fn(&I) -> bool, D);
+struct ProcessOp<P, D, E>(P, D, E);
+struct KeyedOp<P, D, E>(P, D, E);
 
-impl<I: DeserializeOwned, O: Serialize> DynOperator for MapOp<I, O> {
+impl<I, O: 'static, D: Decode<I>, E: Encode<O>> DynOperator for MapOp<I, O, D, E> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let out = (self.0)(wire::decode(batch.input, value)?);
+        let out = (self.0)(self.1.decode(batch.input, value)?);
         Collector::<O> {
             batch,
-            _type: PhantomData,
+            enc: &self.2,
         }
         .emit(out);
         Ok(())
     }
 }
 
-impl<I: DeserializeOwned, O: Serialize> DynOperator for FlatMapOp<I, O> {
+impl<I, O: 'static, D: Decode<I>, E: Encode<O>> DynOperator for FlatMapOp<I, O, D, E> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         (self.0)(
-            wire::decode(batch.input, value)?,
+            self.1.decode(batch.input, value)?,
             &mut Collector {
                 batch,
-                _type: PhantomData,
+                enc: &self.2,
             },
         );
         Ok(())
     }
 }
 
-impl<I: DeserializeOwned> DynOperator for FilterOp<I> {
+impl<I, D: Decode<I>> DynOperator for FilterOp<I, D> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        if (self.0)(&wire::decode(batch.input, value)?) {
+        if (self.0)(&self.1.decode(batch.input, value)?) {
             let (timestamp, from, to) = (batch.timestamp, batch.input, batch.output);
-            batch.outputs.try_push_with(None, timestamp, |buf| {
-                wire::transcode_into(from, to, value, buf)
-            })?;
+            let d = &self.1;
+            batch
+                .outputs
+                .try_push_with(None, timestamp, |buf| d.transcode(from, to, value, buf))?;
         }
         Ok(())
     }
 }
 
-struct TimestampOp<I>(fn(&I) -> i64);
+struct TimestampOp<I, D>(fn(&I) -> i64, D);
 
-impl<I: DeserializeOwned> DynOperator for TimestampOp<I> {
+impl<I, D: Decode<I>> DynOperator for TimestampOp<I, D> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let t = (self.0)(&wire::decode(batch.input, value)?);
+        let t = (self.0)(&self.1.decode(batch.input, value)?);
         let (from, to) = (batch.input, batch.output);
-        batch.outputs.try_push_with(None, Some(t), |buf| {
-            wire::transcode_into(from, to, value, buf)
-        })?;
+        let d = &self.1;
+        batch
+            .outputs
+            .try_push_with(None, Some(t), |buf| d.transcode(from, to, value, buf))?;
         Ok(())
     }
 }
 
-impl<P: Process> DynOperator for ProcessOp<P> {
+impl<P: Process, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for ProcessOp<P, D, E> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
-            wire::decode(batch.input, value)?,
+            self.1.decode(batch.input, value)?,
             &mut Context {
                 batch,
-                _type: PhantomData,
+                enc: &self.2,
             },
         )
     }
 }
 
-impl<P: KeyedProcess> DynOperator for KeyedOp<P> {
+impl<P: KeyedProcess, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for KeyedOp<P, D, E> {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
-            wire::decode(batch.input, value)?,
+            self.1.decode(batch.input, value)?,
             &mut Context {
                 batch,
-                _type: PhantomData,
+                enc: &self.2,
             },
         )
     }
@@ -159,91 +164,183 @@ impl<P: KeyedProcess> DynOperator for KeyedOp<P> {
             domain,
             &mut Context {
                 batch,
-                _type: PhantomData,
+                enc: &self.2,
             },
         )
     }
 }
 
 impl OperatorEntry {
-    /// A `map` operator from a function.
-    pub fn map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
+    /// A `map` operator from a function, reading with `d` and writing with
+    /// `e`.
+    pub fn map<
+        I: 'static,
+        O: 'static,
+        D: Decode<I> + Default + 'static,
+        E: Encode<O> + Default + 'static,
+    >(
         name: &'static str,
         f: fn(I) -> O,
+        d: D,
+        e: E,
     ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::Map,
-            create: Box::new(move |_| Ok(Box::new(MapOp(f)))),
+            input_type: d.row_type(),
+            output_type: e.row_type(),
+            create: Box::new(move |_| Ok(Box::new(MapOp(f, clone_coder(&d), clone_coder(&e))))),
         }
     }
 
     /// A `flat_map` operator from a function.
-    pub fn flat_map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
+    pub fn flat_map<
+        I: 'static,
+        O: 'static,
+        D: Decode<I> + Default + 'static,
+        E: Encode<O> + Default + 'static,
+    >(
         name: &'static str,
         f: fn(I, &mut Collector<O>),
+        d: D,
+        e: E,
     ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::FlatMap,
-            create: Box::new(move |_| Ok(Box::new(FlatMapOp(f)))),
+            input_type: d.row_type(),
+            output_type: e.row_type(),
+            create: Box::new(move |_| Ok(Box::new(FlatMapOp(f, clone_coder(&d), clone_coder(&e))))),
         }
     }
 
-    /// A `filter` operator from a predicate.
-    pub fn filter<I: DeserializeOwned + 'static>(name: &'static str, f: fn(&I) -> bool) -> Self {
+    /// A `filter` operator from a predicate: it writes what it reads.
+    pub fn filter<I: 'static, D: Decode<I> + Default + 'static>(
+        name: &'static str,
+        f: fn(&I) -> bool,
+        d: D,
+    ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::Filter,
-            create: Box::new(move |_| Ok(Box::new(FilterOp(f)))),
+            input_type: d.row_type(),
+            output_type: None,
+            create: Box::new(move |_| Ok(Box::new(FilterOp(f, clone_coder(&d))))),
         }
     }
 
     /// A stateless operator from a [`Process`] type.
-    pub fn process<P: Process>(name: &'static str) -> Self {
+    pub fn process<
+        P: Process,
+        D: Decode<P::In> + Default + 'static,
+        E: Encode<P::Out> + Default + 'static,
+    >(
+        name: &'static str,
+        d: D,
+        e: E,
+    ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::FlatMap,
-            create: Box::new(|ctx| Ok(Box::new(ProcessOp(P::open(ctx)?)))),
+            input_type: d.row_type(),
+            output_type: e.row_type(),
+            create: Box::new(move |ctx| {
+                Ok(Box::new(ProcessOp(
+                    P::open(ctx)?,
+                    clone_coder(&d),
+                    clone_coder(&e),
+                )))
+            }),
         }
     }
 
     /// A timestamp assigner from a function: each record goes on unchanged,
     /// with the event timestamp (ms) the function returns.
-    pub fn timestamps<I: DeserializeOwned + 'static>(name: &'static str, f: fn(&I) -> i64) -> Self {
+    pub fn timestamps<I: 'static, D: Decode<I> + Default + 'static>(
+        name: &'static str,
+        f: fn(&I) -> i64,
+        d: D,
+    ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::TimestampAssigner,
-            create: Box::new(move |_| Ok(Box::new(TimestampOp(f)))),
+            input_type: d.row_type(),
+            output_type: None,
+            create: Box::new(move |_| Ok(Box::new(TimestampOp(f, clone_coder(&d))))),
         }
     }
 
     /// A window operator from an [`crate::Aggregate`] type.
-    pub fn window_aggregate<A: crate::Aggregate>(name: &'static str) -> Self {
+    pub fn window_aggregate<
+        A: crate::Aggregate,
+        D: Decode<A::In> + Default + 'static,
+        E: Encode<A::Out> + Default + 'static,
+    >(
+        name: &'static str,
+        d: D,
+        e: E,
+    ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::Window,
-            create: Box::new(crate::window::open_aggregate::<A>),
+            input_type: d.row_type(),
+            output_type: e.row_type(),
+            create: Box::new(move |ctx| {
+                crate::window::open_aggregate::<A, D, E>(ctx, clone_coder(&d), clone_coder(&e))
+            }),
         }
     }
 
     /// A window operator from a [`crate::ProcessWindow`] type.
-    pub fn window_process<P: crate::ProcessWindow>(name: &'static str) -> Self {
+    pub fn window_process<
+        P: crate::ProcessWindow,
+        D: Decode<P::In> + Default + 'static,
+        E: Encode<P::Out> + Default + 'static,
+    >(
+        name: &'static str,
+        d: D,
+        e: E,
+    ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::WindowProcess,
-            create: Box::new(crate::window::open_process::<P>),
+            input_type: d.row_type(),
+            output_type: e.row_type(),
+            create: Box::new(move |ctx| {
+                crate::window::open_process::<P, D, E>(ctx, clone_coder(&d), clone_coder(&e))
+            }),
         }
     }
 
     /// A keyed operator from a [`KeyedProcess`] type.
-    pub fn keyed_process<P: KeyedProcess>(name: &'static str) -> Self {
+    pub fn keyed_process<
+        P: KeyedProcess,
+        D: Decode<P::In> + Default + 'static,
+        E: Encode<P::Out> + Default + 'static,
+    >(
+        name: &'static str,
+        d: D,
+        e: E,
+    ) -> Self {
         OperatorEntry {
             name,
             kind: OperatorKind::KeyedProcess,
-            create: Box::new(|ctx| Ok(Box::new(KeyedOp(P::open(ctx)?)))),
+            input_type: d.row_type(),
+            output_type: e.row_type(),
+            create: Box::new(move |ctx| {
+                Ok(Box::new(KeyedOp(
+                    P::open(ctx)?,
+                    clone_coder(&d),
+                    clone_coder(&e),
+                )))
+            }),
         }
     }
+}
+
+/// A fresh coder like `c` (coders hold only a cache of their type).
+fn clone_coder<C: Default>(_: &C) -> C {
+    C::default()
 }
 
 /// A created operator with its own state cache, which is swapped into the

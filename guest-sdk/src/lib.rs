@@ -77,8 +77,13 @@
 //! # fn main() {}
 //! ```
 
+// The derive's code names the SDK `::weir`, inside this crate too.
+extern crate self as weir;
+
 mod batch;
 pub mod codec;
+#[doc(hidden)]
+pub mod coder;
 mod component;
 mod context;
 mod driver;
@@ -91,6 +96,9 @@ pub mod window;
 pub use context::{Collector, Context, OpenContext, SideOutput, TimeDomain};
 pub use operator::{KeyedProcess, Process};
 pub use state::{ListState, MapState, ValueState};
+pub use weir_derive::Row;
+pub use weir_types::RowValue as Row;
+pub use weir_types::Type;
 pub use window::{Aggregate, ProcessWindow, Window};
 
 /// The error type of operator code: any error converts into it with `?`, and
@@ -204,33 +212,83 @@ macro_rules! export_operators {
     };
 }
 
+/// A [`testing::Harness`] for the operator this crate's
+/// [`export_operators!`] registered as `name` (with job parameters, as
+/// `&[("name", "value")]`): the coders the component uses, so that
+/// [`testing::Harness::rows`] runs a typed operator on rows as a job does.
+///
+/// ```
+/// fn len(s: String) -> u64 { s.len() as u64 }
+/// weir::export_operators! { map "len" => len; }
+///
+/// fn main() {
+///     let mut h = weir::harness!("len").unwrap().rows().unwrap();
+///     assert_eq!(h.process::<_, _, u64>(&(), "abc", None).unwrap(), [3]);
+///     assert!(weir::harness!("nope").is_err());
+/// }
+/// ```
+#[macro_export]
+#[expect(
+    clippy::crate_in_macro_def,
+    reason = "the registry is the one `export_operators!` defined in the calling crate"
+)]
+macro_rules! harness {
+    ($name:expr) => {
+        $crate::testing::Harness::exported::<crate::__WeirRegistry>($name, &[])
+    };
+    ($name:expr, $params:expr) => {
+        $crate::testing::Harness::exported::<crate::__WeirRegistry>($name, $params)
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __weir_entry {
-    (map $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::map($name, $item)
-    };
-    (flat_map $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::flat_map($name, $item)
-    };
-    (filter $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::filter($name, $item)
-    };
+    // Each type's coder is picked here, where the types are known: rows
+    // for a typed one (`weir::Row`), serde for any other (crate::coder).
+    (map $name:literal => $item:path) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
+        let (i, o) = $crate::__private::coder::probe_map($item);
+        $crate::__private::OperatorEntry::map($name, $item, (&i).decoder(), (&o).encoder())
+    }};
+    (flat_map $name:literal => $item:path) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
+        let (i, o) = $crate::__private::coder::probe_flat_map($item);
+        $crate::__private::OperatorEntry::flat_map($name, $item, (&i).decoder(), (&o).encoder())
+    }};
+    (filter $name:literal => $item:path) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _};
+        let i = $crate::__private::coder::probe_ref($item);
+        $crate::__private::OperatorEntry::filter($name, $item, (&i).decoder())
+    }};
+    (timestamps $name:literal => $item:path) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _};
+        let i = $crate::__private::coder::probe_ref($item);
+        $crate::__private::OperatorEntry::timestamps($name, $item, (&i).decoder())
+    }};
     (process $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::process::<$item>($name)
+        $crate::__weir_entry!(@typed process, $crate::Process, $name, $item)
     };
     (keyed_process $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::keyed_process::<$item>($name)
+        $crate::__weir_entry!(@typed keyed_process, $crate::KeyedProcess, $name, $item)
     };
     (window_aggregate $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::window_aggregate::<$item>($name)
+        $crate::__weir_entry!(@typed window_aggregate, $crate::Aggregate, $name, $item)
     };
     (window_process $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::window_process::<$item>($name)
+        $crate::__weir_entry!(@typed window_process, $crate::ProcessWindow, $name, $item)
     };
-    (timestamps $name:literal => $item:path) => {
-        $crate::__private::OperatorEntry::timestamps($name, $item)
-    };
+    (@typed $ctor:ident, $trait:path, $name:literal, $item:path) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
+        let i = $crate::__private::coder::Probe::<<$item as $trait>::In>::new();
+        let o = $crate::__private::coder::Probe::<<$item as $trait>::Out>::new();
+        $crate::__private::OperatorEntry::$ctor::<$item, _, _>($name, (&i).decoder(), (&o).encoder())
+    }};
     ($other:ident $name:literal => $item:path) => {
         ::std::compile_error!(::std::concat!(
             "unknown operator kind `",
@@ -243,8 +301,10 @@ macro_rules! __weir_entry {
 /// Not part of the public API: used by [`export_operators!`].
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::coder;
     pub use crate::component::{Component, Registry};
     pub use crate::driver::OperatorEntry;
+    pub use weir_types as types;
 
     pub mod bindings {
         wit_bindgen::generate!({

@@ -1,9 +1,6 @@
 //! The traits operator authors implement (functions need none: see
 //! [`export_operators!`](crate::export_operators)).
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
 use crate::{Context, OpenContext, TimeDomain};
 
 /// A stateful operator on a keyed stream, like Flink's
@@ -45,10 +42,11 @@ use crate::{Context, OpenContext, TimeDomain};
 /// assert_eq!(fired, [2]);
 /// ```
 pub trait KeyedProcess: Sized + 'static {
-    /// The input record type, decoded with the [`codec`](crate::codec).
-    type In: DeserializeOwned;
-    /// The output record type, encoded with the [`codec`](crate::codec).
-    type Out: Serialize;
+    /// The input record type: a [typed](crate::Row) one (read as rows) or
+    /// any serde type (decoded with the [`codec`](crate::codec)).
+    type In;
+    /// The output record type: a [typed](crate::Row) or a serde type.
+    type Out;
 
     /// Create the operator for one subtask: read parameters, declare state.
     fn open(ctx: &mut OpenContext) -> crate::Result<Self>;
@@ -95,10 +93,10 @@ pub trait KeyedProcess: Sized + 'static {
 /// assert_eq!(h.side_output::<i64>("big").unwrap(), [50]);
 /// ```
 pub trait Process: Sized + 'static {
-    /// The input record type.
-    type In: DeserializeOwned;
-    /// The output record type.
-    type Out: Serialize;
+    /// The input record type: a [typed](crate::Row) or a serde type.
+    type In;
+    /// The output record type: a [typed](crate::Row) or a serde type.
+    type Out;
 
     /// Create the operator for one subtask.
     fn open(ctx: &mut OpenContext) -> crate::Result<Self>;

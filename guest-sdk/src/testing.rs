@@ -24,9 +24,11 @@ use crate::__private::bindings::weir::operator::types::{
 };
 use crate::batch::OutBatch;
 use crate::codec::wire;
+use crate::coder::Serde;
 use crate::driver::{Effects, Instance, OperatorEntry};
 use crate::host::{self, HostApi};
 use crate::{Collector, KeyedProcess, LogLevel, Process, TimeDomain};
+use weir_types::row::Node;
 
 type Addr = (u32, Vec<u8>);
 
@@ -187,9 +189,15 @@ pub struct Harness {
     processing_time: i64,
     side: Vec<(String, Vec<Vec<u8>>)>,
     timestamps: Vec<Option<i64>>,
+    /// Whether it writes what it reads (a filter, a timestamp assigner).
+    passes_through: bool,
     /// The operator's codecs: how the harness encodes what it hands over
     /// and decodes what it gets back.
     codecs: wire::Codecs,
+    /// The types the operator declares, compiled: what rows it reads and
+    /// writes ([`Harness::rows`]).
+    input_type: Option<Node>,
+    output_type: Option<Node>,
 }
 
 impl Harness {
@@ -215,8 +223,93 @@ impl Harness {
         self
     }
 
+    /// Run the operator as a job runs it between typed operators: what it
+    /// reads and writes of its declared types as rows (records of the
+    /// types it does not declare, and its state, as MessagePack). Inputs
+    /// are given and outputs returned as serde values, converted at the
+    /// harness's edge through the declared types, as the host converts a
+    /// JSON-lines source's lines and writes a sink's.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, weir::Row, Debug, PartialEq)]
+    /// struct Reading { sensor: String, celsius: f64 }
+    ///
+    /// fn warm(r: &Reading) -> bool { r.celsius > 20.0 }
+    ///
+    /// weir::export_operators! { filter "warm" => warm; }
+    ///
+    /// fn main() {
+    ///     let mut h = weir::harness!("warm").unwrap().rows().unwrap();
+    ///     let r = Reading { sensor: "a".into(), celsius: 21.5 };
+    ///     let out: Vec<Reading> = h.process(&(), &r, None).unwrap();
+    ///     assert_eq!(out, [r]);
+    ///     let cold = Reading { sensor: "b".into(), celsius: 3.0 };
+    ///     assert!(h.process::<_, _, Reading>(&(), &cold, None).unwrap().is_empty());
+    /// }
+    /// ```
+    pub fn rows(mut self) -> crate::Result<Harness> {
+        if self.input_type.is_none() {
+            return Err(
+                "this operator declares no input type (its input is not a weir::Row type): it never reads rows".into(),
+            );
+        }
+        let typed = |node: &Option<Node>| {
+            if node.is_some() {
+                wire::Codec::Row
+            } else {
+                wire::Codec::Msgpack
+            }
+        };
+        // What passes its input on (a filter, a timestamp assigner) writes
+        // rows when it reads them.
+        let output = match self.output_type {
+            None if self.passes_through => {
+                self.output_type.clone_from(&self.input_type);
+                wire::Codec::Row
+            }
+            _ => typed(&self.output_type),
+        };
+        self.codecs = wire::Codecs {
+            input: wire::Codec::Row,
+            output,
+            side_outputs: Vec::new(),
+            state: wire::Codec::Msgpack,
+        };
+        self.instance.set_codecs(self.codecs.clone());
+        Ok(self)
+    }
+
+    /// A harness for the operator a component's `export_operators!`
+    /// registered as `name` (see [`crate::harness!`]): its coders are the
+    /// component's, so a typed operator reads and writes rows under
+    /// [`Harness::rows`].
+    #[doc(hidden)]
+    pub fn exported<R: crate::__private::Registry>(
+        name: &str,
+        params: &[(&str, &str)],
+    ) -> crate::Result<Harness> {
+        let entries = R::operators();
+        let known: Vec<&str> = entries.iter().map(|e| e.name).collect();
+        let entry = entries
+            .into_iter()
+            .find(|e| e.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "no operator named `{name}` in this component (it has: {})",
+                    known.join(", ")
+                )
+            })?;
+        Self::new(entry, params)
+    }
+
     fn new(entry: OperatorEntry, params: &[(&str, &str)]) -> crate::Result<Harness> {
         let store = Rc::new(RefCell::new(Store::default()));
+        let input_type = entry.input_type.as_ref().map(Node::of);
+        let output_type = entry.output_type.as_ref().map(Node::of);
+        let passes_through = matches!(
+            entry.kind,
+            OperatorKind::Filter | OperatorKind::TimestampAssigner
+        );
         host::install(Box::new(MemoryHost(store.clone())));
         let contents = match entry.kind {
             OperatorKind::Window => Some(weir_window::Contents::Accumulator),
@@ -260,7 +353,41 @@ impl Harness {
             side: Vec::new(),
             timestamps: Vec::new(),
             codecs: wire::Codecs::default(),
+            input_type,
+            output_type,
+            passes_through,
         })
+    }
+
+    /// `value` as the operator reads it: in its input codec (a row of its
+    /// declared type under [`Harness::rows`]).
+    fn encode_input<T: Serialize + ?Sized>(&self, value: &T) -> crate::Result<Vec<u8>> {
+        match (self.codecs.input, &self.input_type) {
+            (wire::Codec::Row, Some(node)) => {
+                let mut row = Vec::new();
+                weir_types::row::json::read_value(node, &crate::codec::encode(value), &mut row)
+                    .map_err(|e| format!("the input does not fit the operator's type: {e}"))?;
+                Ok(row)
+            }
+            (codec, _) => Ok(wire::encode(codec, value)),
+        }
+    }
+
+    /// A record the operator wrote in `codec` (a row of `node`'s type).
+    fn decode_output<O: DeserializeOwned>(
+        codec: wire::Codec,
+        node: Option<&Node>,
+        bytes: &[u8],
+    ) -> crate::Result<O> {
+        match (codec, node) {
+            (wire::Codec::Row, Some(node)) => {
+                let mut json = Vec::new();
+                weir_types::row::json::write_value(node, bytes, &mut json)
+                    .map_err(|e| format!("the operator wrote a malformed row: {e}"))?;
+                crate::codec::decode(&json)
+            }
+            (codec, _) => wire::decode(codec, bytes),
+        }
     }
 
     /// A harness for a `map` function.
@@ -273,7 +400,11 @@ impl Harness {
     /// assert_eq!(h.process::<_, _, usize>(&(), "abc", None).unwrap(), [3]);
     /// ```
     pub fn map<I: DeserializeOwned + 'static, O: Serialize + 'static>(f: fn(I) -> O) -> Harness {
-        Self::new(OperatorEntry::map("map", f), &[]).expect("a function always opens")
+        Self::new(
+            OperatorEntry::map("map", f, Serde::new(), Serde::new()),
+            &[],
+        )
+        .expect("a function always opens")
     }
 
     /// A harness for a `flat_map` function.
@@ -288,7 +419,11 @@ impl Harness {
     pub fn flat_map<I: DeserializeOwned + 'static, O: Serialize + 'static>(
         f: fn(I, &mut Collector<O>),
     ) -> Harness {
-        Self::new(OperatorEntry::flat_map("flat-map", f), &[]).expect("a function always opens")
+        Self::new(
+            OperatorEntry::flat_map("flat-map", f, Serde::new(), Serde::new()),
+            &[],
+        )
+        .expect("a function always opens")
     }
 
     /// A harness for a `filter` predicate.
@@ -302,7 +437,8 @@ impl Harness {
     /// assert!(h.process::<_, _, String>(&(), "abc", None).unwrap().is_empty());
     /// ```
     pub fn filter<I: DeserializeOwned + 'static>(f: fn(&I) -> bool) -> Harness {
-        Self::new(OperatorEntry::filter("filter", f), &[]).expect("a function always opens")
+        Self::new(OperatorEntry::filter("filter", f, Serde::new()), &[])
+            .expect("a function always opens")
     }
 
     /// A harness for a [`Process`] type, opened with `params`.
@@ -321,8 +457,15 @@ impl Harness {
     /// let mut h = weir::testing::Harness::process_operator::<Scale>(&[("by", "3")]).unwrap();
     /// assert_eq!(h.process::<_, _, i64>(&(), &2, None).unwrap(), [6]);
     /// ```
-    pub fn process_operator<P: Process>(params: &[(&str, &str)]) -> crate::Result<Harness> {
-        Self::new(OperatorEntry::process::<P>("process"), params)
+    pub fn process_operator<P: Process>(params: &[(&str, &str)]) -> crate::Result<Harness>
+    where
+        P::In: DeserializeOwned,
+        P::Out: Serialize,
+    {
+        Self::new(
+            OperatorEntry::process::<P, _, _>("process", Serde::new(), Serde::new()),
+            params,
+        )
     }
 
     /// A harness for a [`KeyedProcess`] type, opened with `params`.
@@ -349,8 +492,15 @@ impl Harness {
     /// h.process::<_, _, u64>("a", &serde_json::json!({}), None).unwrap();
     /// assert_eq!(h.process::<_, _, u64>("a", &serde_json::json!({}), None).unwrap(), [2]);
     /// ```
-    pub fn keyed_process<P: KeyedProcess>(params: &[(&str, &str)]) -> crate::Result<Harness> {
-        Self::new(OperatorEntry::keyed_process::<P>("keyed-process"), params)
+    pub fn keyed_process<P: KeyedProcess>(params: &[(&str, &str)]) -> crate::Result<Harness>
+    where
+        P::In: DeserializeOwned,
+        P::Out: Serialize,
+    {
+        Self::new(
+            OperatorEntry::keyed_process::<P, _, _>("keyed-process", Serde::new(), Serde::new()),
+            params,
+        )
     }
 
     /// A harness for an [`crate::Aggregate`] window function, opened with
@@ -380,10 +530,15 @@ impl Harness {
     /// h.process::<_, _, i64>("k", &4, Some(6)).unwrap(); // [6, 16): joins both
     /// assert_eq!(h.advance_watermark::<i64>(100).unwrap(), [7]);
     /// ```
-    pub fn window_aggregate<A: crate::Aggregate>(
-        params: &[(&str, &str)],
-    ) -> crate::Result<Harness> {
-        Self::new(OperatorEntry::window_aggregate::<A>("window"), params)
+    pub fn window_aggregate<A: crate::Aggregate>(params: &[(&str, &str)]) -> crate::Result<Harness>
+    where
+        A::In: DeserializeOwned,
+        A::Out: Serialize,
+    {
+        Self::new(
+            OperatorEntry::window_aggregate::<A, _, _>("window", Serde::new(), Serde::new()),
+            params,
+        )
     }
 
     /// A harness for a [`crate::ProcessWindow`] window function, opened with
@@ -408,8 +563,15 @@ impl Harness {
     /// ```
     pub fn window_process<P: crate::ProcessWindow>(
         params: &[(&str, &str)],
-    ) -> crate::Result<Harness> {
-        Self::new(OperatorEntry::window_process::<P>("window"), params)
+    ) -> crate::Result<Harness>
+    where
+        P::In: DeserializeOwned,
+        P::Out: Serialize,
+    {
+        Self::new(
+            OperatorEntry::window_process::<P, _, _>("window", Serde::new(), Serde::new()),
+            params,
+        )
     }
 
     /// A harness for a timestamp assigner: its outputs are the inputs, with
@@ -425,7 +587,11 @@ impl Harness {
     /// assert_eq!(h.last_timestamps(), [Some(42)]);
     /// ```
     pub fn timestamps<I: DeserializeOwned + 'static>(f: fn(&I) -> i64) -> Harness {
-        Self::new(OperatorEntry::timestamps("timestamps", f), &[]).expect("a function always opens")
+        Self::new(
+            OperatorEntry::timestamps("timestamps", f, Serde::new()),
+            &[],
+        )
+        .expect("a function always opens")
     }
 
     fn context(&self) -> BatchContext {
@@ -507,7 +673,7 @@ impl Harness {
             .outputs
             .values()
             .iter()
-            .map(|v| wire::decode(self.codecs.output, v))
+            .map(|v| Self::decode_output(self.codecs.output, self.output_type.as_ref(), v))
             .collect()
     }
 
@@ -558,8 +724,10 @@ impl Harness {
         timestamp: Option<i64>,
     ) -> crate::Result<Vec<O>> {
         host::install(Box::new(MemoryHost(self.store.clone())));
-        let key = self.keyed.then(|| wire::encode(self.codecs.input, key));
-        let value = wire::encode(self.codecs.input, value);
+        let key = self
+            .keyed
+            .then(|| wire::encode(wire::key_codec(self.codecs.input), key));
+        let value = self.encode_input(value)?;
         if self.window.is_some() {
             return self.window_record(key.expect("window functions are keyed"), value, timestamp);
         }
@@ -799,6 +967,13 @@ impl Harness {
             Some(i) => self.side.remove(i).1,
             None => Vec::new(),
         };
+        // A window's late records are its input's, in its input's codec.
+        if name == crate::window::LATE.name() && self.window.is_some() {
+            return values
+                .iter()
+                .map(|v| Self::decode_output(self.codecs.input, self.input_type.as_ref(), v))
+                .collect();
+        }
         let codec = wire::side_output(&self.codecs, name);
         values.iter().map(|v| wire::decode(codec, v)).collect()
     }

@@ -63,12 +63,11 @@
 //! assert_eq!(h.side_output::<serde_json::Value>("late").unwrap(), [rec]);
 //! ```
 
-use std::marker::PhantomData;
-
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::codec::wire::{self, Codec, Codecs};
+use crate::coder::{Decode, Encode};
 use crate::context::Pending;
 use crate::driver::DynOperator;
 use crate::{Collector, OpenContext, SideOutput};
@@ -112,11 +111,11 @@ impl Window {
     /// # assert_eq!(h.advance_watermark::<String>(100).unwrap(), ["k: 1"]);
     /// ```
     pub fn key<K: DeserializeOwned>(&self) -> crate::Result<K> {
-        wire::decode(self.codec, &self.key)
+        wire::decode(wire::key_codec(self.codec), &self.key)
     }
 
-    /// The key's raw bytes, as the window operator's input encodes them
-    /// (JSON or MessagePack: see [`crate::codec`]).
+    /// The key's raw bytes, as the window operator's input encodes keys
+    /// (JSON, or MessagePack: see [`crate::codec`]).
     ///
     /// # Example
     ///
@@ -173,12 +172,12 @@ impl Window {
 /// its accumulator when it fires. Register it with `window_aggregate` in
 /// [`crate::export_operators!`]. See the [module docs](self) for an example.
 pub trait Aggregate: Sized + 'static {
-    /// The records it reads.
-    type In: DeserializeOwned;
+    /// The records it reads: a [typed](crate::Row) or a serde type.
+    type In;
     /// What it keeps per window (in keyed state).
     type Acc: Serialize + DeserializeOwned + Clone;
-    /// What a window's firing emits.
-    type Out: Serialize;
+    /// What a window's firing emits: a [typed](crate::Row) or a serde type.
+    type Out;
     /// Create the function; `ctx` has the job's parameters.
     fn open(ctx: &mut OpenContext) -> crate::Result<Self>;
     /// An empty accumulator.
@@ -223,10 +222,10 @@ pub trait Aggregate: Sized + 'static {
 /// assert_eq!(fired, [(0, 7), (5, 7), (10, 3)]);
 /// ```
 pub trait ProcessWindow: Sized + 'static {
-    /// The records it reads.
-    type In: Serialize + DeserializeOwned + Clone;
-    /// What it emits.
-    type Out: Serialize;
+    /// The records it reads: a [typed](crate::Row) or a serde type.
+    type In;
+    /// What it emits: a [typed](crate::Row) or a serde type.
+    type Out;
     /// Create the function; `ctx` has the job's parameters.
     fn open(ctx: &mut OpenContext) -> crate::Result<Self>;
     /// A window fired with `records`, in arrival order.
@@ -238,10 +237,11 @@ pub trait ProcessWindow: Sized + 'static {
     ) -> crate::Result<()>;
 }
 
-/// An [`Aggregate`] as the window operator calls it.
-struct AggregateFn<A>(A);
+/// An [`Aggregate`] as the window operator calls it, reading its records
+/// with `D` and writing its results with `E`.
+struct AggregateFn<A, D, E>(A, D, E);
 
-impl<A: Aggregate> AggregateFn<A> {
+impl<A: Aggregate, D, E> AggregateFn<A, D, E> {
     /// The merge of stored accumulators (a new one for none).
     fn merged(&self, stored: &[&[u8]], codec: Codec) -> crate::Result<A::Acc> {
         let Some((first, rest)) = stored.split_first() else {
@@ -255,7 +255,7 @@ impl<A: Aggregate> AggregateFn<A> {
     }
 }
 
-impl<A: Aggregate> DynOperator for AggregateFn<A> {
+impl<A: Aggregate, D: Decode<A::In>, E: Encode<A::Out>> DynOperator for AggregateFn<A, D, E> {
     fn accumulate(
         &mut self,
         records: &[&[u8]],
@@ -274,7 +274,7 @@ impl<A: Aggregate> DynOperator for AggregateFn<A> {
             from = end as usize;
         }
         for (record, &g) in records.iter().zip(targets) {
-            let input: A::In = wire::decode(codecs.input, record)?;
+            let input: A::In = self.1.decode(codecs.input, record)?;
             let acc = accs
                 .get_mut(g as usize)
                 .ok_or("a record's group is outside the call's")?;
@@ -294,16 +294,16 @@ impl<A: Aggregate> DynOperator for AggregateFn<A> {
     ) -> crate::Result<()> {
         let acc = self.merged(contents, batch.state)?;
         let out = self.0.result(window, acc)?;
-        batch.push(&out, None);
+        batch.push(&self.2, &out, None);
         Ok(())
     }
 }
 
 /// A [`ProcessWindow`] as the window operator calls it: the host keeps
 /// the records, so it has no `accumulate`.
-struct ProcessFn<P>(P);
+struct ProcessFn<P, D, E>(P, D, E);
 
-impl<P: ProcessWindow> DynOperator for ProcessFn<P> {
+impl<P: ProcessWindow, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for ProcessFn<P, D, E> {
     fn fire_window(
         &mut self,
         window: &Window,
@@ -312,14 +312,14 @@ impl<P: ProcessWindow> DynOperator for ProcessFn<P> {
     ) -> crate::Result<()> {
         let records = contents
             .iter()
-            .map(|r| wire::decode(batch.input, r))
+            .map(|r| self.1.decode(batch.input, r))
             .collect::<crate::Result<Vec<P::In>>>()?;
         self.0.process(
             window,
             records,
             &mut Collector {
                 batch,
-                _type: PhantomData,
+                enc: &self.2,
             },
         )
     }
@@ -335,18 +335,30 @@ fn check_window(ctx: &OpenContext) -> crate::Result<()> {
     Ok(())
 }
 
-pub(crate) fn open_aggregate<A: Aggregate>(
+pub(crate) fn open_aggregate<
+    A: Aggregate,
+    D: Decode<A::In> + 'static,
+    E: Encode<A::Out> + 'static,
+>(
     ctx: &mut OpenContext,
+    d: D,
+    e: E,
 ) -> crate::Result<Box<dyn DynOperator>> {
     check_window(ctx)?;
-    Ok(Box::new(AggregateFn(A::open(ctx)?)))
+    Ok(Box::new(AggregateFn(A::open(ctx)?, d, e)))
 }
 
-pub(crate) fn open_process<P: ProcessWindow>(
+pub(crate) fn open_process<
+    P: ProcessWindow,
+    D: Decode<P::In> + 'static,
+    E: Encode<P::Out> + 'static,
+>(
     ctx: &mut OpenContext,
+    d: D,
+    e: E,
 ) -> crate::Result<Box<dyn DynOperator>> {
     check_window(ctx)?;
-    Ok(Box::new(ProcessFn(P::open(ctx)?)))
+    Ok(Box::new(ProcessFn(P::open(ctx)?, d, e)))
 }
 
 impl Window {

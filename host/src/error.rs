@@ -39,7 +39,7 @@ pub enum LoadError {
     Invalid(String),
     /// A component of another world.
     #[error(
-        "the component does not implement the Weir operator world (weir:operator/operator-component@0.3.0; a component built with another version of the SDK must be rebuilt, `weir build`): {0}"
+        "the component does not implement the Weir operator world (weir:operator/operator-component@0.4.0; a component built with another version of the SDK must be rebuilt, `weir build`): {0}"
     )]
     WrongWorld(String),
     /// The component is fine, the host failed (cache directory, pool).

@@ -463,6 +463,7 @@ fn wit_codecs(c: &weir_model::codec::OperatorCodecs) -> types::Codecs {
     let codec = |c: weir_model::codec::Codec| match c {
         weir_model::codec::Codec::Json => types::Codec::Json,
         weir_model::codec::Codec::Msgpack => types::Codec::Msgpack,
+        weir_model::codec::Codec::Row => types::Codec::Row,
     };
     types::Codecs {
         input: codec(c.input),

@@ -15,7 +15,7 @@
 //!   says what went wrong (trap, deadline, memory cap, the guest's own error)
 //!   and carries the guest's last words (panic message, stderr).
 //!
-//! The contract is the WIT package in `wit/` (`weir:operator@0.3.0`); the
+//! The contract is the WIT package in `wit/` (`weir:operator@0.4.0`); the
 //! generated types are re-exported in [`types`].
 
 mod bindings;

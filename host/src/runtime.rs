@@ -44,11 +44,16 @@ impl LoadedComponent {
                     K::TimestampAssigner => R::TimestampAssigner,
                     K::Window | K::WindowProcess => R::Window,
                 };
+                // Checked when the component was loaded.
+                let parse = |t: &Option<String>| t.as_deref().and_then(|t| t.parse().ok());
                 weir_model::ExportedOperator {
                     component: component.to_owned(),
                     name: o.name.clone(),
                     keyed: role.keyed(),
                     role,
+                    input: parse(&o.input_type),
+                    output: parse(&o.output_type),
+                    passes_through: matches!(o.kind, K::Filter | K::TimestampAssigner),
                 }
             })
             .collect()
@@ -196,6 +201,16 @@ impl WasmRuntime {
             .instantiate(&mut store)
             .and_then(|b| b.weir_operator_operators().call_list_operators(&mut store))
             .map_err(|e| LoadError::Invalid(format!("list-operators failed: {e:#}")))?;
+        for o in &operators {
+            for (what, ty) in [("input", &o.input_type), ("output", &o.output_type)] {
+                if let Some(Err(e)) = ty.as_deref().map(str::parse::<weir_model::types::Type>) {
+                    return Err(LoadError::Invalid(format!(
+                        "operator `{}` declares an {what} type that is not one: {e}",
+                        o.name
+                    )));
+                }
+            }
+        }
         let loaded = Arc::new(LoadedComponent {
             sha256: sha256.clone(),
             operators,

@@ -7,14 +7,27 @@
 //! decode and encode in every language. A stream (a vertex's main output or
 //! one of its side outputs) is MessagePack when the job asks for it, the
 //! stream's producer encodes its records itself (a component, or a source
-//! that makes its records rather than reading JSON: the generator and the
-//! text-file source) and every consumer is a component (it decodes them);
-//! every other stream is JSON. All the inputs of one vertex share one codec,
-//! so that an operator decodes every record the same way; a window
-//! operator's `late` side output carries its input records as they came, in
-//! its input's codec.
+//! that makes its records rather than reading JSON: the generator, the
+//! text-file source, a JSON-lines source with a `schema`) and every
+//! consumer is a component (it decodes them); every other stream is JSON.
+//!
+//! A **typed** stream travels as [rows](weir_types::row) instead, read in
+//! place: when the job asks for MessagePack (the default), the stream has a
+//! type (its writer declares one: a typed operator, a source with a
+//! schema, the generator, the text-file source) and every reader reads
+//! exactly that type — a component that declares it as its input, or a
+//! sink (the host writes JSON from the rows). Keys of a row stream are
+//! MessagePack.
+//!
+//! All the inputs of one vertex share one codec (and one row type), so that
+//! an operator decodes every record the same way; a window operator's
+//! `late` side output carries its input records as they came, in its
+//! input's codec; a filter or a timestamp assigner writes rows only when it
+//! reads them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use weir_types::Type;
 
 use crate::graph::{JobGraph, SourceConfig, VertexKind};
 
@@ -29,6 +42,8 @@ pub enum Codec {
     Json,
     /// MessagePack, maps keyed by field names.
     Msgpack,
+    /// Rows of the stream's type ([`weir_types::row`]).
+    Row,
 }
 
 impl Codec {
@@ -44,6 +59,7 @@ impl Codec {
     pub fn excerpt(self, bytes: &[u8]) -> String {
         const MAX: usize = 80;
         let text = match self {
+            Codec::Row => return format!("(a row of {} bytes)", bytes.len()),
             Codec::Json => String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX)]).into_owned(),
             Codec::Msgpack => {
                 let mut json = Vec::new();
@@ -80,11 +96,16 @@ pub struct OperatorCodecs {
 /// The side output a window operator sends records past their lateness to.
 const LATE: &str = "late";
 
+/// A stream: a vertex and one of its outputs (`None`: the main one).
+type Stream = (usize, Option<String>);
+
 /// The codec of every stream of a job.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamCodecs {
     /// The streams that are MessagePack: (vertex, side output).
-    msgpack: BTreeSet<(usize, Option<String>)>,
+    msgpack: BTreeSet<Stream>,
+    /// The streams of rows, and their type.
+    rows: BTreeMap<Stream, Type>,
 }
 
 impl StreamCodecs {
@@ -93,7 +114,10 @@ impl StreamCodecs {
     pub fn of(graph: &JobGraph, codec: Codec) -> StreamCodecs {
         let mut msgpack = BTreeSet::new();
         if codec == Codec::Json {
-            return StreamCodecs { msgpack };
+            return StreamCodecs {
+                msgpack,
+                rows: BTreeMap::new(),
+            };
         }
         let component = |v: usize| {
             matches!(
@@ -102,7 +126,8 @@ impl StreamCodecs {
             )
         };
         // Who can write MessagePack: components, and the sources that
-        // encode what they make (a JSON-lines source passes JSON through).
+        // encode what they make (a JSON-lines source passes JSON through,
+        // unless it reads its lines into a schema's rows).
         let encoder = |v: usize| {
             component(v)
                 || matches!(
@@ -111,6 +136,8 @@ impl StreamCodecs {
                         SourceConfig::Generator { .. } | SourceConfig::TextFile { .. }
                     )
                 )
+                || matches!(&graph.vertices[v].kind, VertexKind::Source(_))
+                    && graph.vertices[v].output_type.is_some()
         };
         let is_window = |v: usize| {
             matches!(
@@ -163,10 +190,113 @@ impl StreamCodecs {
                 }
             }
             if demote.is_empty() {
-                return StreamCodecs { msgpack };
+                break;
             }
             for s in demote {
                 msgpack.remove(&s);
+            }
+        }
+        StreamCodecs {
+            rows: Self::rows(graph),
+            msgpack,
+        }
+    }
+
+    /// The streams that travel as rows, and their type (see the module's
+    /// documentation).
+    fn rows(graph: &JobGraph) -> BTreeMap<Stream, Type> {
+        let component = |v: usize| {
+            matches!(
+                &graph.vertices[v].kind,
+                VertexKind::Operator { builtin: None, .. }
+            )
+        };
+        let is_window = |v: usize| {
+            matches!(
+                &graph.vertices[v].kind,
+                VertexKind::Operator {
+                    window: Some(_),
+                    ..
+                }
+            )
+        };
+        let mut rows = BTreeMap::new();
+        // Candidates: typed streams from a writer of rows to readers of
+        // exactly their type.
+        let mut streams: BTreeSet<Stream> = graph
+            .edges
+            .iter()
+            .map(|e| (e.from, e.side_output.clone()))
+            .collect();
+        for v in 0..graph.vertices.len() {
+            streams.insert((v, None));
+        }
+        for (v, side) in streams {
+            let writer = match (&graph.vertices[v].kind, side.as_deref()) {
+                (VertexKind::Source(_), None) => true,
+                (VertexKind::Operator { builtin: None, .. }, None) => true,
+                (_, Some(LATE)) => is_window(v) && component(v),
+                _ => false,
+            };
+            // `json` gains nothing from rows.
+            let Some(ty) = graph
+                .stream_type(v, side.as_deref())
+                .filter(|t| *t != Type::Json)
+            else {
+                continue;
+            };
+            let readers = graph
+                .edges
+                .iter()
+                .filter(|e| e.from == v && e.side_output == side)
+                .all(|e| match &graph.vertices[e.to].kind {
+                    VertexKind::Sink(_) => true,
+                    VertexKind::Operator { builtin: None, .. } => {
+                        graph.vertices[e.to].input_type.as_ref() == Some(&ty)
+                    }
+                    _ => false,
+                });
+            if writer && readers {
+                rows.insert((v, side), ty);
+            }
+        }
+        // Then only demotions, until nothing changes: a vertex reads one
+        // codec and one type from all its inputs; what passes records
+        // through (a filter, a timestamp assigner, a window's late records)
+        // writes rows only when it reads them.
+        loop {
+            let mut demote: Vec<Stream> = Vec::new();
+            for v in 0..graph.vertices.len() {
+                let inputs: Vec<Stream> = graph
+                    .inputs(v)
+                    .map(|e| (e.from, e.side_output.clone()))
+                    .collect();
+                let typed: Vec<&Type> = inputs.iter().filter_map(|s| rows.get(s)).collect();
+                let input_rows = !inputs.is_empty() && typed.len() == inputs.len();
+                if !typed.is_empty() && (!input_rows || typed.iter().any(|t| *t != typed[0])) {
+                    demote.extend(inputs.iter().filter(|s| rows.contains_key(*s)).cloned());
+                }
+                let main = (v, None);
+                if rows.contains_key(&main) && graph.vertices[v].passes_through && !input_rows {
+                    demote.push(main);
+                }
+                if is_window(v) {
+                    let late = (v, Some(LATE.to_owned()));
+                    let routed = graph
+                        .outputs(v)
+                        .any(|e| e.side_output.as_deref() == Some(LATE));
+                    match (routed, rows.contains_key(&late), input_rows) {
+                        (true, true, false) => demote.push(late),
+                        (true, false, true) => demote.extend(inputs.iter().cloned()),
+                        _ => {}
+                    }
+                }
+            }
+            if demote.is_empty() {
+                return rows;
+            }
+            for s in demote {
+                rows.remove(&s);
             }
         }
     }
@@ -196,11 +326,46 @@ impl StreamCodecs {
 
     /// The codec of vertex `v`'s output `side` (`None`: its main output).
     pub fn output(&self, v: usize, side: Option<&str>) -> Codec {
-        if self.msgpack.contains(&(v, side.map(str::to_owned))) {
+        let stream = (v, side.map(str::to_owned));
+        if self.rows.contains_key(&stream) {
+            Codec::Row
+        } else if self.msgpack.contains(&stream) {
             Codec::Msgpack
         } else {
             Codec::Json
         }
+    }
+
+    /// The type of the rows of vertex `v`'s output `side`, when it is a
+    /// stream of rows.
+    pub fn row_type(&self, v: usize, side: Option<&str>) -> Option<&Type> {
+        self.rows.get(&(v, side.map(str::to_owned)))
+    }
+
+    /// How vertex `v`'s output `side` is encoded, its rows' type compiled.
+    pub fn format(&self, v: usize, side: Option<&str>) -> crate::format::Format {
+        crate::format::Format {
+            codec: self.output(v, side),
+            schema: self
+                .row_type(v, side)
+                .map(|t| std::sync::Arc::new(weir_types::row::Schema::new(t.clone()))),
+        }
+    }
+
+    /// How what vertex `v` reads is encoded.
+    pub fn input_format(&self, graph: &JobGraph, v: usize) -> crate::format::Format {
+        match graph.inputs(v).next() {
+            Some(e) => self.format(e.from, e.side_output.as_deref()),
+            None => crate::format::Format::of(Codec::Json),
+        }
+    }
+
+    /// The type of the rows vertex `v` reads, when it reads rows.
+    pub fn input_row_type(&self, graph: &JobGraph, v: usize) -> Option<&Type> {
+        graph
+            .inputs(v)
+            .next()
+            .and_then(|e| self.row_type(e.from, e.side_output.as_deref()))
     }
 
     /// The codec of what vertex `v` reads.
@@ -286,7 +451,11 @@ mod tests {
             Codec::Json,
             "a built-in reads JSON"
         );
-        assert_eq!(job(generator, "").0, Codec::Json, "straight into a sink");
+        assert_eq!(
+            job(generator, "").0,
+            Codec::Row,
+            "straight into a sink: typed, the host writes JSON from rows"
+        );
     }
 
     #[test]

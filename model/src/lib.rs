@@ -15,6 +15,8 @@
 //!   metadata of a completed one) and where its files are.
 //! - [`fault_tolerance`]: a job's state backend, checkpoint settings and
 //!   restart strategy (the manifest's `[state]`, `[checkpoint]`, `[restart]`).
+//! - [`format`]: a stream's records as the host reads them (codec, and the
+//!   type of a stream of rows).
 //! - [`builtin`]: the operators the runtime runs natively, written in the
 //!   manifest (running aggregates, `select`).
 //! - [`access`]: which files a job's connectors may reach (the directories
@@ -26,6 +28,8 @@
 //!   in the one shape workers report and the coordinator keeps.
 //! - [`storage`]: the checkpoint storage, which workers write and the
 //!   coordinator reads back.
+//! - [`types`]: record types and the row format typed streams travel in
+//!   (the `weir-types` crate).
 
 pub mod access;
 pub mod auth;
@@ -36,6 +40,7 @@ pub mod codec;
 pub mod execution;
 pub mod fault_tolerance;
 pub mod faults;
+pub mod format;
 pub mod frame;
 pub mod graph;
 pub mod json;
@@ -47,6 +52,9 @@ pub mod msgpack;
 pub mod record;
 pub mod storage;
 pub mod tls;
+
+/// Record types and the row format ([`weir_types`]).
+pub use weir_types as types;
 
 /// The gRPC services and messages between coordinator and workers
 /// (`proto/weir/v1/*.proto`).

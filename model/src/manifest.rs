@@ -27,7 +27,7 @@
 //!
 //! [[sink]]
 //! name = "counts"
-//! type = "json-lines-file"  # json-lines-file | stdout
+//! type = "json-lines-file"  # json-lines-file | stdout | discard
 //! path = "${output}"
 //! ```
 //!
@@ -68,6 +68,10 @@ pub enum ManifestError {
     /// A parameter value that cannot be used.
     #[error("bad parameter: {0}")]
     BadParam(String),
+    /// An operator that cannot read what its input writes (their declared
+    /// types), or a field named that a typed stream does not have.
+    #[error("type mismatch: {0}")]
+    TypeMismatch(String),
 }
 
 /// The whole manifest, as written.
@@ -193,6 +197,62 @@ pub struct SourceSpec {
     /// holds back the watermark downstream until it has records again.
     #[serde(default)]
     pub idle_timeout_ms: Option<Setting>,
+    /// The type of its records (a JSON-lines file's): a table of field
+    /// names to types, `{ id = "u64", name = "string?", at = { lat = "f64" } }`,
+    /// or the type's text, `"{id: u64, name: string?}"`. Records are read
+    /// into it once, in the host; one that does not fit fails the job,
+    /// naming the line and the field.
+    #[serde(default)]
+    pub schema: Option<TypeSpec>,
+}
+
+/// A type in the manifest: its text (`"list<string>"`), or, for a record,
+/// a table of its fields' types, in order (`{ id = "u64", at = { lat = "f64" } }`).
+///
+/// ```
+/// let m = weir_model::Manifest::parse(
+///     "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n\
+///      schema = { id = 'u64', at = { lat = 'f64', lon = 'f64' }, tags = 'list<string>' }\n",
+/// ).unwrap();
+/// let ty = &m.sources[0].schema.as_ref().unwrap().0;
+/// assert_eq!(ty.to_string(), "{id: u64, at: {lat: f64, lon: f64}, tags: list<string>}");
+/// let bad = "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\nschema={id='u6'}\n";
+/// let e = weir_model::Manifest::parse(bad).unwrap_err().to_string();
+/// assert!(e.contains("field `id`") && e.contains("unknown type `u6`"), "{e}");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeSpec(pub weir_types::Type);
+
+impl<'de> Deserialize<'de> for TypeSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = TypeSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a type (\"u64\", \"list<string>\", ...) or a table of fields' types")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<TypeSpec, E> {
+                s.parse().map(TypeSpec).map_err(E::custom)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TypeSpec, A::Error> {
+                use serde::de::Error;
+                let mut fields: Vec<weir_types::Field> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let ty = map
+                        .next_value::<TypeSpec>()
+                        .map_err(|e| A::Error::custom(format!("field `{name}`: {e}")))?;
+                    fields.push(weir_types::Field::new(name, ty.0));
+                }
+                Ok(TypeSpec(weir_types::Type::Record(weir_types::Record {
+                    fields,
+                })))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A number in the manifest: written as a number or as a string that may
@@ -392,6 +452,9 @@ pub struct SinkSpec {
 pub enum SinkKind {
     /// One line per record value, on standard output.
     Stdout,
+    /// Drops every record (Flink's `blackhole`): for measuring a job
+    /// without the cost of writing its output.
+    Discard,
     /// One line per record value, in a file (with checkpoints, a directory
     /// of part files).
     JsonLinesFile {

@@ -195,7 +195,7 @@ impl JobCounters {
 }
 
 /// Records through one vertex, summed over its subtasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VertexReport {
     /// The vertex's name.
     pub name: String,

@@ -129,6 +129,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     // part files, one writer per subtask — unless it names a device
     // (`/dev/null` discards, `/dev/stdout` prints: straight through).
     let transactional = |config: &SinkConfig| job.checkpoints.is_some() && config.commits_parts();
+    let codecs = weir_model::codec::StreamCodecs::of_job(graph);
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
         let task = exec.task_of(v.id);
@@ -140,7 +141,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
         {
             let sink = SharedSink::open(config, placement.is_some())
                 .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?;
-            sinks.insert(v.id, sink);
+            sinks.insert(v.id, sink.with_format(codecs.input_format(graph, v.id)));
         }
     }
 
@@ -166,7 +167,6 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     }
 
     let counters = job.counters.clone();
-    let codecs = weir_model::codec::StreamCodecs::of_job(graph);
 
     let mut handles = Vec::new();
     for t in tasks {
@@ -228,7 +228,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                 channel,
                                 s as usize,
                                 e.partitioning.clone(),
-                                codecs.output(e.from, e.side_output.as_deref()),
+                                codecs.format(e.from, e.side_output.as_deref()),
                                 graph.max_parallelism,
                                 job.batch_size,
                             ));
@@ -247,9 +247,15 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     let v = &graph.vertices[t.vertices[0]];
                     let codec = codecs.output(v.id, None);
                     let size = graph.file_sizes.get(&v.id).copied();
-                    let mut source =
-                        crate::sources::open_sized(config, s, v.parallelism, codec, size)
-                            .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
+                    let mut source = crate::sources::open_sized(
+                        config,
+                        s,
+                        v.parallelism,
+                        codec,
+                        size,
+                        v.output_type.as_ref(),
+                    )
+                    .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
                     if let Some(r) = &job.restore {
                         let positions = r.positions(t.id, s, v.id);
                         if r.finished(t.id, s) {
@@ -280,7 +286,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     graph.vertices[v].event_time.clone().map(|et| EventClock {
                         node: i,
                         pointer: et.timestamp.clone(),
-                        codec: codecs.output(t.vertices[0], None),
+                        format: codecs.format(t.vertices[0], None),
                         generator: WatermarkGenerator::new(et, Instant::now()),
                         pending: None,
                     })
@@ -346,11 +352,15 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                         )
                                         .map_err(|e| {
                                             anyhow::anyhow!("sink `{}`: {e:#}", vertex.name)
-                                        })?;
+                                        })?
+                                        .with_format(
+                                            weir_model::codec::StreamCodecs::of_job(&graph)
+                                                .input_format(&graph, v),
+                                        );
                                         NodeOp::Sink(Box::new(parts))
                                     }
-                                    (None, SinkConfig::Stdout) => {
-                                        unreachable!("stdout is always shared")
+                                    (None, SinkConfig::Stdout | SinkConfig::Discard) => {
+                                        unreachable!("stdout and discard are always shared")
                                     }
                                 }
                             }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::Sender;
-use weir_model::codec::Codec;
+use weir_model::format::Format;
 use weir_model::keygroup::subtask_for_key;
 use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
 
@@ -39,7 +39,7 @@ pub struct NetworkOutput {
     channel: u32,
     partitioning: Partitioning,
     /// How the edge's records are encoded (a key-by pointer reads them).
-    codec: Codec,
+    format: Format,
     max_parallelism: u32,
     buffers: Vec<Vec<Record>>,
     batch_size: usize,
@@ -48,11 +48,22 @@ pub struct NetworkOutput {
     backpressured: std::time::Duration,
 }
 
-/// Extract the key of `record` per `key_by` and set it; `codec` is how the
-/// stream encodes its records (a JSON pointer reads either).
-pub fn assign_key(record: &mut Record, key_by: &KeyBy, codec: Codec) -> Result<(), PartitionError> {
+/// Extract the key of `record` per `key_by` and set it; `format` is how the
+/// stream encodes its records (a JSON pointer reads any of them; the key of
+/// a row is MessagePack).
+pub fn assign_key(
+    record: &mut Record,
+    key_by: &KeyBy,
+    format: &Format,
+) -> Result<(), PartitionError> {
     match key_by {
-        KeyBy::Value => record.key = Some(record.value.clone()),
+        KeyBy::Value => {
+            record.key = Some(match format.value_key(&record.value) {
+                Ok(std::borrow::Cow::Borrowed(_)) => record.value.clone(),
+                Ok(std::borrow::Cow::Owned(v)) => v.into(),
+                Err(e) => return Err(PartitionError::Key(format!("key-by = \"value\": {e}"))),
+            })
+        }
         KeyBy::Key => {
             if record.key.is_none() {
                 return Err(PartitionError::Key(
@@ -61,22 +72,16 @@ pub fn assign_key(record: &mut Record, key_by: &KeyBy, codec: Codec) -> Result<(
             }
         }
         KeyBy::Pointer(p) => {
-            let field = match codec {
-                Codec::Json => weir_model::json::pointer_compact(&record.value, p)
-                    .map_err(|e| format!("is not JSON ({e})")),
-                Codec::Msgpack => weir_model::msgpack::pointer(&record.value, p)
-                    .map_err(|e| format!("is not MessagePack ({e})")),
-            }
-            .map_err(|e| {
+            let field = format.pointer_key(&record.value, p).map_err(|e| {
                 PartitionError::Key(format!(
                     "key-by = {p:?}: a record {e}: {}",
-                    codec.excerpt(&record.value)
+                    format.excerpt(&record.value)
                 ))
             })?;
             let field = field.ok_or_else(|| {
                 PartitionError::Key(format!(
                     "key-by = {p:?}: a record has no such field: {}",
-                    codec.excerpt(&record.value)
+                    format.excerpt(&record.value)
                 ))
             })?;
             record.key = Some(match field {
@@ -103,7 +108,7 @@ impl NetworkOutput {
     /// An output to `senders` (one per receiving subtask); this sender is
     /// channel `channel` at the receivers and subtask `subtask` of its
     /// vertex; it stops waiting for room when `cancel` is set. Records are
-    /// in `codec`.
+    /// in `format`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         senders: Vec<Sender<Envelope>>,
@@ -111,7 +116,7 @@ impl NetworkOutput {
         channel: u32,
         subtask: usize,
         partitioning: Partitioning,
-        codec: Codec,
+        format: Format,
         max_parallelism: u32,
         batch_size: usize,
     ) -> Self {
@@ -121,7 +126,7 @@ impl NetworkOutput {
             cancel,
             channel,
             partitioning,
-            codec,
+            format,
             max_parallelism,
             buffers: vec![Vec::new(); n],
             batch_size,
@@ -201,7 +206,7 @@ impl NetworkOutput {
             Partitioning::Hash(key_by) => {
                 let key_by = key_by.clone();
                 for mut r in records {
-                    assign_key(&mut r, &key_by, self.codec)?;
+                    assign_key(&mut r, &key_by, &self.format)?;
                     let key = r.key.as_deref().expect("assigned above");
                     let to = subtask_for_key(key, self.max_parallelism, n as u32) as usize;
                     self.buffers[to].push(r);
@@ -245,5 +250,55 @@ impl NetworkOutput {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use weir_model::codec::Codec;
+    use weir_model::types::row::{Schema, json};
+
+    use super::*;
+
+    /// A key read from a row is the key the same field gives in a
+    /// MessagePack stream: the same subtask, the same state.
+    #[test]
+    fn keys_of_rows_are_the_keys_of_messagepack_records() {
+        let ty = "{k: u32, user: string}".parse().unwrap();
+        let schema = Arc::new(Schema::new(ty));
+        let rows = Format {
+            codec: Codec::Row,
+            schema: Some(schema.clone()),
+        };
+        let mut row = Vec::new();
+        json::read_value(&schema.node, br#"{"k": 70000, "user": "ab"}"#, &mut row).unwrap();
+        let mut packed = Vec::new();
+        weir_model::msgpack::from_json(br#"{"k": 70000, "user": "ab"}"#, &mut packed).unwrap();
+        let packed_format = Format::of(Codec::Msgpack);
+        for pointer in ["/k", "/user"] {
+            let by = KeyBy::Pointer(pointer.into());
+            let mut a = Record::value(row.clone());
+            let mut b = Record::value(packed.clone());
+            assign_key(&mut a, &by, &rows).unwrap();
+            assign_key(&mut b, &by, &packed_format).unwrap();
+            assert_eq!(a.key, b.key, "{pointer}");
+        }
+        let mut r = Record::value(row.clone());
+        let e = assign_key(&mut r, &KeyBy::Pointer("/nope".into()), &rows).unwrap_err();
+        assert!(e.to_string().contains("no such field"), "{e}");
+        // A malformed row (a guest's bug) is an error, not a panic.
+        let mut r = Record::value(row[..5].to_vec());
+        let e = assign_key(&mut r, &KeyBy::Pointer("/user".into()), &rows).unwrap_err();
+        assert!(e.to_string().contains("malformed"), "{e}");
+        // key-by = "value" on a stream of strings: the string, as MessagePack.
+        let words = Format {
+            codec: Codec::Row,
+            schema: Some(Arc::new(Schema::new(weir_model::types::Type::String))),
+        };
+        let mut r = Record::value(b"hi".to_vec());
+        assign_key(&mut r, &KeyBy::Value, &words).unwrap();
+        assert_eq!(r.key.as_deref(), Some(&[0xa2, b'h', b'i'][..]));
     }
 }

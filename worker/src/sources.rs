@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use weir_model::codec::Codec;
 use weir_model::graph::{GeneratorPattern, SourceConfig};
+use weir_model::types::Type;
+use weir_model::types::row::{Node, json, msgpack};
 use weir_model::{Record, RecordBuffer};
 
 use crate::checkpoint::SplitPosition;
@@ -60,28 +62,36 @@ impl Source for Finished {
     }
 }
 
-/// Open the split of `subtask` (of `parallelism`) of a source, writing its
-/// records in `codec`; a file's splits are cut from its size now.
+/// Open the split of `subtask` (of `parallelism`) of an untyped source
+/// (or one whose records are never rows), writing its records in `codec`;
+/// a file's splits are cut from its size now.
 pub fn open(
     config: &SourceConfig,
     subtask: u32,
     parallelism: u32,
     codec: Codec,
 ) -> anyhow::Result<Box<dyn Source>> {
-    open_sized(config, subtask, parallelism, codec, None)
+    open_sized(config, subtask, parallelism, codec, None, None)
 }
 
 /// [`open`], a file's splits cut from `size` when given: the file's size
 /// when the job first started ([`weir_model::JobGraph::file_sizes`]), so
 /// that every subtask, on every worker and in every attempt, cuts the same
-/// splits however the file grew since.
+/// splits however the file grew since. `ty` is the type of its records
+/// when it has one (a JSON-lines source's schema: its lines are read into
+/// it, whatever `codec`; rows are written in it).
 pub fn open_sized(
     config: &SourceConfig,
     subtask: u32,
     parallelism: u32,
     codec: Codec,
     size: Option<u64>,
+    ty: Option<&Type>,
 ) -> anyhow::Result<Box<dyn Source>> {
+    let node = ty.map(Node::of);
+    if codec == Codec::Row && node.is_none() {
+        anyhow::bail!("a source writing rows needs its records' type");
+    }
     Ok(match config {
         SourceConfig::TextFile { path } => Box::new(FileSplit::open(
             path,
@@ -91,13 +101,11 @@ pub fn open_sized(
             size,
         )?),
         SourceConfig::JsonLinesFile { path, follow } => {
-            let mut split = FileSplit::open(
-                path,
-                (subtask, parallelism),
-                LineFormat::JsonLines,
-                codec,
-                size,
-            )?;
+            let format = match node {
+                Some(node) => LineFormat::Typed(Box::new(node)),
+                None => LineFormat::JsonLines,
+            };
+            let mut split = FileSplit::open(path, (subtask, parallelism), format, codec, size)?;
             // The last split goes on with whatever is appended.
             split.follow = *follow && subtask + 1 == parallelism;
             if split.follow {
@@ -113,6 +121,9 @@ pub fn open_sized(
         } => {
             let mut g = Generator::new(*count, *pattern, *rate, subtask, parallelism);
             g.codec = codec;
+            if codec == Codec::Row {
+                g.row = Some(Node::of(&pattern.record_type()));
+            }
             if let Some(at) = start_at_ms {
                 // The schedule starts at that wall-clock time.
                 let ahead = *at as i64 - weir_host::now_ms();
@@ -129,12 +140,14 @@ pub fn open_sized(
     })
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 enum LineFormat {
     /// The line as a JSON string.
     Text,
     /// The line as it is (it is JSON); blank lines skipped.
     JsonLines,
+    /// The line (JSON) read into a row of this type; blank lines skipped.
+    Typed(Box<Node>),
 }
 
 /// The lines of a byte range of a file. Subtask `i` of `n` owns the lines
@@ -152,6 +165,8 @@ struct FileSplit {
     index: (u32, u32),
     format: LineFormat,
     line: Vec<u8>,
+    /// A row being read, before it is written in another codec.
+    row: Vec<u8>,
     path: String,
     /// Keep reading past the end of the file, as it grows.
     follow: bool,
@@ -187,6 +202,7 @@ impl FileSplit {
             index: (subtask, parallelism.max(1)),
             format,
             line: Vec::new(),
+            row: Vec::new(),
             path: path.to_owned(),
             follow: false,
             codec,
@@ -307,7 +323,8 @@ impl Source for FileSplit {
             while let [rest @ .., b'\n' | b'\r'] = line {
                 line = rest;
             }
-            match (self.format, self.codec) {
+            let at = self.pos - n as u64;
+            match (&self.format, self.codec) {
                 (LineFormat::Text, Codec::Json) => {
                     let text = String::from_utf8_lossy(line);
                     batch.push(None, None, |v| json_string(v, &text));
@@ -316,11 +333,15 @@ impl Source for FileSplit {
                     let text = String::from_utf8_lossy(line);
                     batch.push(None, None, |v| msgpack_str(v, &text));
                 }
+                (LineFormat::Text, Codec::Row) => {
+                    let text = String::from_utf8_lossy(line);
+                    batch.push(None, None, |v| v.extend_from_slice(text.as_bytes()));
+                }
                 (LineFormat::JsonLines, codec) => {
                     if !line.iter().all(u8::is_ascii_whitespace) {
                         let mut bad = None;
                         batch.push(None, None, |v| match codec {
-                            Codec::Json => v.extend_from_slice(line),
+                            Codec::Json | Codec::Row => v.extend_from_slice(line),
                             Codec::Msgpack => {
                                 if let Err(e) = weir_model::msgpack::from_json(line, v) {
                                     bad = Some(e);
@@ -329,6 +350,37 @@ impl Source for FileSplit {
                         });
                         if let Some(e) = bad {
                             anyhow::bail!("{}: {e}: {}", self.path, Codec::Json.excerpt(line));
+                        }
+                    }
+                }
+                (LineFormat::Typed(node), codec) => {
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        let mut bad = None;
+                        let row = &mut self.row;
+                        batch.push(None, None, |v| {
+                            let read = match codec {
+                                Codec::Row => json::read_value(node, line, v),
+                                _ => {
+                                    row.clear();
+                                    json::read_value(node, line, row).and_then(|()| {
+                                        match codec {
+                                            Codec::Msgpack => msgpack::write_value(node, row, v),
+                                            _ => json::write_value(node, row, v),
+                                        }
+                                        .map_err(|e| e.to_string())
+                                    })
+                                }
+                            };
+                            if let Err(e) = read {
+                                bad = Some(e);
+                            }
+                        });
+                        if let Some(e) = bad {
+                            anyhow::bail!(
+                                "{} (the line at byte {at}) does not fit the source's schema: {e}: {}",
+                                self.path,
+                                Codec::Json.excerpt(line)
+                            );
                         }
                     }
                 }
@@ -355,6 +407,8 @@ struct Generator {
     made: u64,
     /// What its records are written in.
     codec: Codec,
+    /// Its records' type, compiled, when they are written as rows.
+    row: Option<Node>,
 }
 
 impl Generator {
@@ -375,6 +429,7 @@ impl Generator {
             started: Instant::now(),
             made: 0,
             codec: Codec::Json,
+            row: None,
         }
     }
 }
@@ -465,15 +520,17 @@ impl Source for Generator {
             }
             let n = self.next;
             let (pattern, codec) = (self.pattern, self.codec);
-            batch.push(None, None, |v| match codec {
-                Codec::Json => pattern.write(
+            let row = &self.row;
+            batch.push(None, None, |v| match (codec, row) {
+                (Codec::Row, Some(node)) => pattern.write(n, &mut BinaryRow::new(v, node)),
+                (Codec::Msgpack, _) => pattern.write(n, &mut MsgpackRow(v)),
+                _ => pattern.write(
                     n,
                     &mut JsonRow {
                         out: v,
                         first: true,
                     },
                 ),
-                Codec::Msgpack => pattern.write(n, &mut MsgpackRow(v)),
             });
             self.next += self.step;
         }
@@ -487,7 +544,7 @@ impl Source for Generator {
 }
 
 /// Writes one generated record in a codec: a map of fields, or a string.
-trait RowWriter {
+trait RecordWriter {
     /// A map of `len` fields begins.
     fn map(&mut self, len: u32);
     /// An integer field.
@@ -517,7 +574,7 @@ impl JsonRow<'_> {
     }
 }
 
-impl RowWriter for JsonRow<'_> {
+impl RecordWriter for JsonRow<'_> {
     fn map(&mut self, _: u32) {
         self.first = true;
     }
@@ -546,7 +603,7 @@ impl RowWriter for JsonRow<'_> {
 /// shortest form (as a key-by key must be).
 struct MsgpackRow<'a>(&'a mut Vec<u8>);
 
-impl RowWriter for MsgpackRow<'_> {
+impl RecordWriter for MsgpackRow<'_> {
     // Writing into a Vec cannot fail.
     fn map(&mut self, len: u32) {
         let _ = rmp::encode::write_map_len(self.0, len);
@@ -569,13 +626,71 @@ impl RowWriter for MsgpackRow<'_> {
     }
 }
 
+/// Rows of the pattern's type ([`GeneratorPattern::record_type`]): the
+/// pattern writes the type's fields in their order.
+struct BinaryRow<'a> {
+    out: &'a mut Vec<u8>,
+    node: &'a Node,
+    start: usize,
+    field: usize,
+}
+
+impl<'a> BinaryRow<'a> {
+    fn new(out: &'a mut Vec<u8>, node: &'a Node) -> Self {
+        BinaryRow {
+            out,
+            node,
+            start: 0,
+            field: 0,
+        }
+    }
+
+    /// The next field's slot offset and width.
+    fn next_slot(&mut self) -> (usize, usize) {
+        let Node::Record { fields, .. } = self.node else {
+            unreachable!("a pattern with fields has a record type")
+        };
+        let f = &fields[self.field];
+        self.field += 1;
+        (self.start + f.offset, f.node.width())
+    }
+}
+
+impl RecordWriter for BinaryRow<'_> {
+    fn map(&mut self, _: u32) {
+        let Node::Record { fixed, .. } = self.node else {
+            unreachable!("a pattern with fields has a record type")
+        };
+        self.start = self.out.len();
+        self.out.resize(self.start + fixed, 0);
+        self.field = 0;
+    }
+    fn uint(&mut self, _: &str, x: u64) {
+        let (at, width) = self.next_slot();
+        // Little-endian: a narrower slot holds the low bytes.
+        self.out[at..at + width].copy_from_slice(&x.to_le_bytes()[..width]);
+    }
+    fn tagged(&mut self, _: &str, prefix: char, x: u64) {
+        let (at, _) = self.next_slot();
+        let payload = self.out.len();
+        self.out.push(prefix as u8);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(x).as_bytes());
+        weir_model::types::row::patch_var(self.out, self.start, at - self.start, payload);
+    }
+    fn end(&mut self) {}
+    fn text(&mut self, text: &str) {
+        self.out.extend_from_slice(text.as_bytes());
+    }
+}
+
 /// What each generator pattern makes.
 trait Pattern {
-    fn write(self, n: u64, w: &mut impl RowWriter);
+    fn write(self, n: u64, w: &mut impl RecordWriter);
 }
 
 impl Pattern for GeneratorPattern {
-    fn write(self, n: u64, w: &mut impl RowWriter) {
+    fn write(self, n: u64, w: &mut impl RecordWriter) {
         match self {
             GeneratorPattern::Sequence => {
                 w.map(1);
@@ -771,7 +886,8 @@ mod snapshot_tests {
     use super::*;
     use std::io::Write;
 
-    fn values(s: &mut dyn Source, n: usize) -> Vec<Vec<u8>> {
+    /// Up to `n` records' values, read three at a time.
+    pub(super) fn values(s: &mut dyn Source, n: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         while out.len() < n {
             match s.next_batch(3).unwrap() {
@@ -891,7 +1007,7 @@ mod stable_split_tests {
         let mut read = Vec::new();
         let mut positions = Vec::new();
         for subtask in 0..2 {
-            let mut s = open_sized(&config, subtask, 2, Codec::Json, Some(size)).unwrap();
+            let mut s = open_sized(&config, subtask, 2, Codec::Json, Some(size), None).unwrap();
             read.extend(drain(&mut *s));
             positions.push(s.snapshot());
         }
@@ -903,7 +1019,7 @@ mod stable_split_tests {
         // The attempt after a failure: the file is three times larger now.
         for subtask in 0..2 {
             let grown = std::fs::metadata(&path).unwrap().len();
-            let mut s = open_sized(&config, subtask, 2, Codec::Json, Some(grown)).unwrap();
+            let mut s = open_sized(&config, subtask, 2, Codec::Json, Some(grown), None).unwrap();
             s.restore(&positions[subtask as usize]).unwrap();
             read.extend(drain(&mut *s));
         }
@@ -937,12 +1053,119 @@ mod stable_split_tests {
             // The file grows between the subtasks' opens.
             writeln!(f, "late {subtask}").unwrap();
             f.flush().unwrap();
-            let mut s = open_sized(&config, subtask, 3, Codec::Json, Some(size)).unwrap();
+            let mut s = open_sized(&config, subtask, 3, Codec::Json, Some(size), None).unwrap();
             read.extend(drain(&mut *s));
         }
         read.sort();
         let mut want: Vec<String> = (0..90).map(|i| format!("\"line {i}\"")).collect();
         want.sort();
         assert_eq!(read, want);
+    }
+}
+
+#[cfg(test)]
+mod typed_tests {
+    use std::io::Write;
+
+    use super::*;
+
+    use super::snapshot_tests::values;
+
+    fn read_all(config: &SourceConfig, n: u32) -> Vec<Vec<u8>> {
+        (0..n)
+            .flat_map(|i| values(&mut *open(config, i, n, Codec::Json).unwrap(), usize::MAX))
+            .collect()
+    }
+
+    /// Rows from every source: the generator's in its pattern's type,
+    /// a text file's lines as strings, a JSON-lines file read into its
+    /// schema; the host's JSON of each row is the record's JSON.
+    #[test]
+    fn sources_write_rows_of_their_type() {
+        let as_json = |ty: &Type, rows: Vec<Vec<u8>>| -> Vec<String> {
+            let node = Node::of(ty);
+            rows.iter()
+                .map(|r| {
+                    let mut out = Vec::new();
+                    json::write_value(&node, r, &mut out).unwrap();
+                    String::from_utf8(out).unwrap()
+                })
+                .collect()
+        };
+        for pattern in [
+            GeneratorPattern::Sequence,
+            GeneratorPattern::Words,
+            GeneratorPattern::Bids,
+            GeneratorPattern::Numbers,
+        ] {
+            let config = SourceConfig::Generator {
+                count: Some(20),
+                pattern,
+                rate: None,
+                start_at_ms: None,
+            };
+            let ty = pattern.record_type();
+            let mut rows = Vec::new();
+            for subtask in 0..2 {
+                let mut s = open_sized(&config, subtask, 2, Codec::Row, None, Some(&ty)).unwrap();
+                rows.extend(values(&mut *s, 100));
+            }
+            let json = read_all(&config, 2);
+            let normal = |t: &[u8]| serde_json::from_slice::<serde_json::Value>(t).unwrap();
+            let got: Vec<_> = as_json(&ty, rows)
+                .iter()
+                .map(|t| normal(t.as_bytes()))
+                .collect();
+            let want: Vec<_> = json.iter().map(|t| normal(t)).collect();
+            assert_eq!(got, want, "{pattern:?}");
+        }
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "héllo\nworld").unwrap();
+        f.flush().unwrap();
+        let path = f.path().to_str().unwrap().to_owned();
+        let text = SourceConfig::TextFile { path: path.clone() };
+        let mut s = open_sized(&text, 0, 1, Codec::Row, None, Some(&Type::String)).unwrap();
+        assert_eq!(
+            values(&mut *s, 10),
+            [b"h\xc3\xa9llo".to_vec(), b"world".to_vec()]
+        );
+
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, r#"{{"id": 1, "name": "a", "extra": true}}"#).unwrap();
+        writeln!(f).unwrap();
+        writeln!(f, r#"{{"name": null, "id": 2}}"#).unwrap();
+        f.flush().unwrap();
+        let lines = SourceConfig::JsonLinesFile {
+            path: f.path().to_str().unwrap().to_owned(),
+            follow: false,
+        };
+        let ty: Type = "{id: u64, name: string?}".parse().unwrap();
+        let mut s = open_sized(&lines, 0, 1, Codec::Row, None, Some(&ty)).unwrap();
+        assert_eq!(
+            as_json(&ty, values(&mut *s, 10)),
+            [r#"{"id":1,"name":"a"}"#, r#"{"id":2,"name":null}"#]
+        );
+        // Not rows (an untyped reader): the schema still reads every line.
+        let mut s = open_sized(&lines, 0, 1, Codec::Json, None, Some(&ty)).unwrap();
+        let got: Vec<String> = values(&mut *s, 10)
+            .into_iter()
+            .map(|v| String::from_utf8(v).unwrap())
+            .collect();
+        assert_eq!(got, [r#"{"id":1,"name":"a"}"#, r#"{"id":2,"name":null}"#]);
+        // A line that does not fit names the file, the line and the field.
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, r#"{{"id": 1}}"#).unwrap();
+        writeln!(f, r#"{{"id": "x"}}"#).unwrap();
+        f.flush().unwrap();
+        let bad = SourceConfig::JsonLinesFile {
+            path: f.path().to_str().unwrap().to_owned(),
+            follow: false,
+        };
+        let mut s = open_sized(&bad, 0, 1, Codec::Row, None, Some(&ty)).unwrap();
+        let e = s.next_batch(10).unwrap_err().to_string();
+        assert!(
+            e.contains("the line at byte 10") && e.contains("field `id`"),
+            "{e}"
+        );
     }
 }

@@ -112,8 +112,8 @@ pub struct EventClock {
     pub generator: WatermarkGenerator,
     /// Where timestamps are read from the source's records, if they are.
     pub pointer: Option<String>,
-    /// The codec of the source's records.
-    pub codec: weir_model::codec::Codec,
+    /// How the source's records are encoded.
+    pub format: weir_model::format::Format,
     /// A punctuated watermark the last batch allowed, not emitted yet.
     pub pending: Option<i64>,
 }
@@ -902,7 +902,7 @@ impl Subtask {
         }
         if let Some(pointer) = &clock.pointer {
             for r in &mut batch {
-                let t = timestamp_at(&r.value, pointer, clock.codec).map_err(|e| {
+                let t = timestamp_at(&r.value, pointer, &clock.format).map_err(|e| {
                     anyhow::anyhow!("source `{}` ({}): {e}", self.nodes[0].name, self.name)
                 })?;
                 r.timestamp = Some(t);

@@ -1,6 +1,7 @@
 //! Watermarks per input channel.
 
 use weir_model::codec::Codec;
+use weir_model::format::Format;
 
 /// Tracks the largest watermark seen on each input channel; the task's
 /// watermark is the minimum of those, over channels that have neither ended
@@ -236,21 +237,26 @@ impl WatermarkGenerator {
     }
 }
 
-/// The timestamp of a record in `codec` at `pointer` (an integer, or a
+/// The timestamp of a record in `format` at `pointer` (an integer, or a
 /// float without a fraction, in ms).
 ///
 /// ```
 /// use weir_model::codec::Codec;
+/// use weir_model::format::Format;
 /// use weir_worker::watermark::timestamp_at;
-/// let json = Codec::Json;
+/// let json = &Format::of(Codec::Json);
 /// assert_eq!(timestamp_at(br#"{"ts": 1700000000000}"#, "/ts", json).unwrap(), 1_700_000_000_000);
 /// assert!(timestamp_at(br#"{"ts": "x"}"#, "/ts", json).unwrap_err().contains("not an integer"));
 /// assert!(timestamp_at(br#"{"t": 1}"#, "/ts", json).unwrap_err().contains("no field /ts"));
 /// // {"ts": 1000} in MessagePack
 /// let packed = [0x81, 0xa2, b't', b's', 0xcd, 0x03, 0xe8];
-/// assert_eq!(timestamp_at(&packed, "/ts", Codec::Msgpack).unwrap(), 1000);
+/// assert_eq!(timestamp_at(&packed, "/ts", &Format::of(Codec::Msgpack)).unwrap(), 1000);
 /// ```
-pub fn timestamp_at(value: &[u8], pointer: &str, codec: Codec) -> Result<i64, String> {
+pub fn timestamp_at(value: &[u8], pointer: &str, format: &Format) -> Result<i64, String> {
+    let codec = format.codec;
+    if codec == Codec::Row {
+        return format.row_int(value, pointer);
+    }
     // A JSON record as its first 120 characters, MessagePack as JSON.
     let show = || match codec {
         Codec::Json => {
@@ -261,7 +267,7 @@ pub fn timestamp_at(value: &[u8], pointer: &str, codec: Codec) -> Result<i64, St
             }
             s
         }
-        Codec::Msgpack => codec.excerpt(value),
+        _ => codec.excerpt(value),
     };
     let not_integer = || {
         format!(
@@ -286,7 +292,7 @@ pub fn timestamp_at(value: &[u8], pointer: &str, codec: Codec) -> Result<i64, St
                 })
                 .ok_or_else(not_integer)
         }
-        Codec::Msgpack => {
+        Codec::Msgpack | Codec::Row => {
             let field = weir_model::msgpack::pointer(value, pointer)
                 .map_err(|e| format!("record {} is not MessagePack: {e}", show()))?
                 .ok_or_else(missing)?;

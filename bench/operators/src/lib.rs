@@ -2,14 +2,13 @@
 //! (`bench/flink/`), written with the SDK as a user would write them. Their
 //! input is the `numbers` generator: `{"id": n, "k": n % 10000,
 //! "price": n % 1000, "ts": n / 100}`, the columns of the Flink side's
-//! table.
+//! table. The records are typed (`#[derive(Row)]`): they travel as rows.
 
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use weir::{Aggregate, Context, KeyedProcess, OpenContext, ValueState, Window};
+use weir::{Aggregate, Context, KeyedProcess, OpenContext, Row, ValueState, Window};
 
 /// One generated event.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
 pub struct Event {
     /// Its number.
     pub id: u64,
@@ -27,7 +26,7 @@ pub fn q0(e: Event) -> Event {
 }
 
 /// q1's output row.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
 pub struct Q1 {
     /// The event's number.
     pub id: u64,
@@ -52,7 +51,7 @@ pub fn q1(e: Event, out: &mut weir::Collector<Q1>) {
 }
 
 /// A key's running count.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
 pub struct KeyCount {
     /// The key.
     pub k: u32,
@@ -84,7 +83,7 @@ impl KeyedProcess for CountPerKey {
 }
 
 /// A window's count of a key.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
 pub struct WindowCount {
     /// The key.
     pub k: u32,
@@ -101,7 +100,7 @@ pub struct WindowCount {
 pub struct WindowedCount;
 
 impl Aggregate for WindowedCount {
-    type In = IgnoredAny;
+    type In = Event;
     type Acc = u64;
     type Out = WindowCount;
 
@@ -113,7 +112,7 @@ impl Aggregate for WindowedCount {
         0
     }
 
-    fn add(&self, acc: &mut u64, _: &IgnoredAny) {
+    fn add(&self, acc: &mut u64, _: &Event) {
         *acc += 1;
     }
 

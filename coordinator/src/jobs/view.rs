@@ -164,6 +164,7 @@ impl GraphView {
                             "sink",
                             match c {
                                 SinkConfig::Stdout => "stdout",
+                                SinkConfig::Discard => "discard",
                                 SinkConfig::JsonLinesFile { .. } => "json-lines-file",
                             }
                             .to_owned(),

@@ -292,6 +292,9 @@ impl JobGraph {
                 kind,
                 parallelism: p,
                 event_time: None,
+                output_type: None,
+                input_type: None,
+                passes_through: false,
             });
             Ok(id)
         };
@@ -342,8 +345,30 @@ impl JobGraph {
                     }
                 }
             };
+            let output_type = match (&config, &s.schema) {
+                (SourceConfig::JsonLinesFile { .. }, schema) => {
+                    schema.as_ref().map(|t| t.0.clone())
+                }
+                (SourceConfig::Generator { pattern, .. }, None) => Some(pattern.record_type()),
+                (SourceConfig::TextFile { .. }, None) => Some(weir_types::Type::String),
+                (other, Some(_)) => {
+                    return Err(invalid(format!(
+                        "source `{}`: `schema` is for JSON-lines sources; a {} source's records are {}",
+                        s.name,
+                        match other {
+                            SourceConfig::TextFile { .. } => "text-file",
+                            _ => "generator",
+                        },
+                        match other {
+                            SourceConfig::Generator { pattern, .. } => pattern.record_type(),
+                            _ => weir_types::Type::String,
+                        }
+                    )));
+                }
+            };
             let p = check(&s.name, s.parallelism.unwrap_or(default_parallelism))?;
             let id = add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
+            vertices[id].output_type = output_type;
             let event_time = event_time(s, &params)?;
             match &s.timestamp_assigner {
                 None => vertices[id].event_time = event_time,
@@ -525,6 +550,7 @@ impl JobGraph {
             };
             let config = match &s.kind {
                 SinkKind::Stdout => SinkConfig::Stdout,
+                SinkKind::Discard => SinkConfig::Discard,
                 SinkKind::JsonLinesFile { path, mode } => SinkConfig::JsonLinesFile {
                     path: substitute(path, &params)?,
                     overwrite: match mode.as_deref() {

@@ -1,7 +1,9 @@
 //! A graph's operators checked against what its components export.
 
+use weir_types::{Type, check_reads};
+
 use super::{JobGraph, VertexKind};
-use crate::manifest::ManifestError;
+use crate::manifest::{KeyBy, ManifestError};
 
 fn invalid(msg: String) -> ManifestError {
     ManifestError::Invalid(msg)
@@ -18,6 +20,29 @@ pub struct ExportedOperator {
     pub keyed: bool,
     /// What it is.
     pub role: OperatorRole,
+    /// The type of the records it reads, when it declares one.
+    pub input: Option<Type>,
+    /// The type of the records it writes, when it declares one (a filter
+    /// or a timestamp assigner writes what it reads: none).
+    pub output: Option<Type>,
+    /// Whether its outputs are its inputs, as they came (a filter, a
+    /// timestamp assigner): its output stream has its input's type.
+    pub passes_through: bool,
+}
+
+impl ExportedOperator {
+    /// An untyped operator (every record `json`).
+    pub fn untyped(component: &str, name: &str, role: OperatorRole) -> ExportedOperator {
+        ExportedOperator {
+            component: component.to_owned(),
+            name: name.to_owned(),
+            keyed: role.keyed(),
+            role,
+            input: None,
+            output: None,
+            passes_through: role == OperatorRole::TimestampAssigner,
+        }
+    }
 }
 
 /// What an exported operator is, as far as planning goes.
@@ -64,6 +89,7 @@ impl JobGraph {
         let several = exported
             .iter()
             .any(|o| o.component != exported[0].component);
+        let mut passes_through = Vec::new();
         for v in &mut self.vertices {
             let VertexKind::Operator {
                 function,
@@ -126,6 +152,18 @@ impl JobGraph {
                 }
             };
             component.clone_from(&op.component);
+            // `json` says nothing of a record: untyped.
+            let typed = |t: &Option<Type>| t.clone().filter(|t| *t != Type::Json);
+            v.input_type = typed(&op.input);
+            v.output_type = if op.passes_through {
+                None
+            } else {
+                typed(&op.output)
+            };
+            v.passes_through = op.passes_through;
+            if op.passes_through {
+                passes_through.push(v.id);
+            }
             let assigner = v.event_time.is_some();
             match (op.role, window.is_some(), assigner) {
                 (OperatorRole::Window, false, _) => {
@@ -153,6 +191,106 @@ impl JobGraph {
                     "operator `{}`: `{function}` is a keyed process and needs `key-by` (\"value\", \"key\" or a JSON pointer)",
                     v.name
                 )));
+            }
+        }
+        // What passes records through writes what it reads (vertices come
+        // in order: its inputs' types are settled first).
+        for v in passes_through {
+            let types: Vec<Option<Type>> = self
+                .inputs(v)
+                .map(|e| self.stream_type(e.from, e.side_output.as_deref()))
+                .collect();
+            self.vertices[v].output_type = match types.split_first() {
+                Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
+                _ => None,
+            };
+        }
+        self.check_types()
+    }
+
+    /// The type of the records of vertex `v`'s output `side` (`None`: its
+    /// main output), when it has one: a window's `late` records are its
+    /// input's; other side outputs are untyped.
+    pub fn stream_type(&self, v: usize, side: Option<&str>) -> Option<Type> {
+        let vertex = &self.vertices[v];
+        match side {
+            None => vertex.output_type.clone(),
+            Some("late")
+                if matches!(
+                    vertex.kind,
+                    VertexKind::Operator {
+                        window: Some(_),
+                        ..
+                    }
+                ) =>
+            {
+                let inputs: Vec<Option<Type>> = self
+                    .inputs(v)
+                    .map(|e| self.stream_type(e.from, e.side_output.as_deref()))
+                    .collect();
+                match inputs.split_first() {
+                    Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
+                    _ => None,
+                }
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Check that every typed operator can read what its inputs write
+    /// (fields matched by name, see [`weir_types::check_reads`]), and that
+    /// a `key-by` or a source's `timestamp` on a typed stream names one of
+    /// its fields.
+    pub fn check_types(&self) -> Result<(), ManifestError> {
+        for e in &self.edges {
+            let upstream = self.stream_type(e.from, e.side_output.as_deref());
+            let (from, to) = (&self.vertices[e.from], &self.vertices[e.to]);
+            let from_name = match &e.side_output {
+                Some(side) => format!("{}:{side}", from.name),
+                None => from.name.clone(),
+            };
+            if let (Some(up), Some(reader)) = (&upstream, &to.input_type)
+                && let Err(m) = check_reads(up, reader)
+            {
+                return Err(ManifestError::TypeMismatch(format!(
+                    "operator `{}` cannot read what `{from_name}` writes: {m} (`{from_name}` writes {up}; `{}` reads {reader})",
+                    to.name, to.name
+                )));
+            }
+            if let (
+                Some(up),
+                VertexKind::Operator {
+                    key_by: Some(KeyBy::Pointer(p)),
+                    ..
+                },
+            ) = (&upstream, &to.kind)
+                && up.at_pointer(p).is_none()
+            {
+                return Err(ManifestError::TypeMismatch(format!(
+                    "operator `{}`: key-by = {p:?} names no field of what `{from_name}` writes ({up})",
+                    to.name
+                )));
+            }
+        }
+        for v in &self.vertices {
+            let Some(ts) = v.event_time.as_ref().and_then(|e| e.timestamp.as_deref()) else {
+                continue;
+            };
+            let Some(ty) = &v.output_type else { continue };
+            match ty.at_pointer(ts) {
+                // Inside a `json` value: checked record by record.
+                Some(Type::I8 | Type::I16 | Type::I32 | Type::I64 | Type::Json)
+                | Some(Type::U8 | Type::U16 | Type::U32 | Type::U64) => {}
+                found => {
+                    return Err(ManifestError::TypeMismatch(format!(
+                        "source `{}`: timestamp {ts:?} {} (its records are {ty})",
+                        v.name,
+                        match found {
+                            None => "names no field of its records".to_owned(),
+                            Some(t) => format!("is {t}, not an integer (ms since the epoch)"),
+                        }
+                    )));
+                }
             }
         }
         Ok(())

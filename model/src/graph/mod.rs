@@ -14,6 +14,8 @@
 
 use std::collections::BTreeMap;
 
+use weir_types::Type;
+
 use crate::builtin::Builtin;
 use crate::codec::Codec;
 use crate::fault_tolerance::{CheckpointConfig, RestartStrategy, StateBackendKind};
@@ -83,6 +85,17 @@ pub struct Vertex {
     /// with an event-time strategy.
     #[serde(default)]
     pub event_time: Option<EventTime>,
+    /// The type of the records it writes (its main output): a source's
+    /// schema, an operator's declared output; `None` when untyped (`json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_type: Option<Type>,
+    /// The type of the records it reads, when it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_type: Option<Type>,
+    /// Whether it writes the records it reads, as they came (a filter, a
+    /// timestamp assigner): its output has its input's type and codec.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passes_through: bool,
 }
 
 /// A source's event time: where timestamps come from and how watermarks
@@ -224,11 +237,31 @@ pub enum GeneratorPattern {
     Numbers,
 }
 
+impl GeneratorPattern {
+    /// The type of the records it makes.
+    ///
+    /// ```
+    /// use weir_model::graph::GeneratorPattern;
+    /// assert_eq!(GeneratorPattern::Numbers.record_type().to_string(), "{id: u64, k: u32, price: u64, ts: i64}");
+    /// ```
+    pub fn record_type(self) -> Type {
+        let text = match self {
+            GeneratorPattern::Sequence => "{seq: u64}",
+            GeneratorPattern::Words => "string",
+            GeneratorPattern::Bids => "{key: string, price: u64, ts: i64}",
+            GeneratorPattern::Numbers => "{id: u64, k: u32, price: u64, ts: i64}",
+        };
+        text.parse().expect("a valid type")
+    }
+}
+
 /// A sink with its parameters applied.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SinkConfig {
     /// Standard output.
     Stdout,
+    /// Nowhere: records are counted and dropped.
+    Discard,
     /// A JSON-lines file.
     JsonLinesFile {
         /// The file.

@@ -115,12 +115,8 @@ mod time_tests {
             ))
             .unwrap()
         };
-        let export = |component: &str, name: &str, role| ExportedOperator {
-            component: component.into(),
-            name: name.into(),
-            keyed: role == OperatorRole::KeyedProcess,
-            role,
-        };
+        let export =
+            |component: &str, name: &str, role| ExportedOperator::untyped(component, name, role);
         let exported = [
             export("rs", "split", OperatorRole::Transform),
             export("py", "count", OperatorRole::KeyedProcess),
@@ -158,10 +154,8 @@ mod time_tests {
     fn window_functions_and_windows_go_together() {
         let exported = |role| {
             vec![ExportedOperator {
-                component: "main".into(),
-                name: "f".into(),
                 keyed: true,
-                role,
+                ..ExportedOperator::untyped("main", "f", role)
             }]
         };
         let mut windowed = build("", "window={type='tumbling', size-ms=10}").unwrap();
@@ -346,5 +340,275 @@ mod limit_tests {
         assert!(overwrite(sink("mode='overwrite'").unwrap()));
         let e = sink("mode='append'").unwrap_err();
         assert!(e.to_string().contains("\"append\""), "{e}");
+    }
+}
+
+mod type_tests {
+    use super::*;
+    use crate::codec::{Codec, StreamCodecs};
+
+    /// A graph of `body` (after a source `s`) with these exported
+    /// operators: (name, role, input type, output type).
+    fn typed(
+        source: &str,
+        body: &str,
+        ops: &[(&str, OperatorRole, Option<&str>, Option<&str>)],
+    ) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\n{source}\n{body}\n"
+        ))?;
+        let mut g = JobGraph::build(&m, BTreeMap::new(), None)?;
+        let exported: Vec<ExportedOperator> = ops
+            .iter()
+            .map(|&(name, role, input, output)| ExportedOperator {
+                input: input.map(|t| t.parse().unwrap()),
+                output: output.map(|t| t.parse().unwrap()),
+                ..ExportedOperator::untyped("main", name, role)
+            })
+            .collect();
+        g.resolve_operators(&exported)?;
+        Ok(g)
+    }
+
+    fn id(g: &JobGraph, name: &str) -> usize {
+        g.vertices.iter().position(|v| v.name == name).unwrap()
+    }
+
+    const NUMBERS: &str = "type='generator'\npattern='numbers'\ncount='10'";
+    const EVENT: &str = "{id: u64, k: u32, price: u64, ts: i64}";
+
+    #[test]
+    fn typed_streams_between_typed_writers_and_readers_are_rows() {
+        use OperatorRole::*;
+        let g = typed(
+            NUMBERS,
+            "[[operator]]\nname='q'\nfunction='q0'\n\
+             [[operator]]\nname='c'\nfunction='count'\nkey-by='/k'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n",
+            &[
+                ("q0", Transform, Some(EVENT), Some(EVENT)),
+                ("count", KeyedProcess, Some(EVENT), Some("{k: u32, n: u64}")),
+            ],
+        )
+        .unwrap();
+        let c = StreamCodecs::of_job(&g);
+        let (s, q, count) = (id(&g, "s"), id(&g, "q"), id(&g, "c"));
+        assert_eq!(c.output(s, None), Codec::Row);
+        assert_eq!(c.row_type(s, None).unwrap().to_string(), EVENT);
+        assert_eq!(c.output(q, None), Codec::Row, "into a keyed typed operator");
+        assert_eq!(
+            c.output(count, None),
+            Codec::Row,
+            "into a sink: the host writes JSON"
+        );
+        assert_eq!(c.operator(&g, count).input, Codec::Row);
+        // `codec = "json"`: no rows.
+        assert_eq!(
+            StreamCodecs::of(&g, Codec::Json).output(s, None),
+            Codec::Json
+        );
+    }
+
+    #[test]
+    fn a_reader_of_another_type_or_an_untyped_one_gets_messagepack() {
+        use OperatorRole::*;
+        let body = "[[operator]]\nname='q'\nfunction='q0'\n[[sink]]\nname='o'\ntype='stdout'\n";
+        // A reader of some fields only: compatible, not the same rows.
+        let g = typed(NUMBERS, body, &[("q0", Transform, Some("{k: u64}"), None)]).unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "s"), None), Codec::Msgpack);
+        assert_eq!(
+            c.output(id(&g, "q"), None),
+            Codec::Json,
+            "untyped into a sink"
+        );
+        let g = typed(NUMBERS, body, &[("q0", Transform, None, Some(EVENT))]).unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "s"), None), Codec::Msgpack);
+        assert_eq!(c.output(id(&g, "q"), None), Codec::Row);
+        // `json` is untyped.
+        let g = typed(
+            NUMBERS,
+            body,
+            &[("q0", Transform, Some("json"), Some("json"))],
+        )
+        .unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "s"), None), Codec::Msgpack);
+        assert_eq!(c.output(id(&g, "q"), None), Codec::Json);
+        // Into a built-in: not rows.
+        let g = typed(
+            NUMBERS,
+            "[[operator]]\nname='q'\nfunction='q0'\n\
+             [[operator]]\nname='n'\nbuiltin='count'\nkey-by='/k'\n[[sink]]\nname='o'\ntype='stdout'\n",
+            &[("q0", Transform, Some(EVENT), Some(EVENT))],
+        )
+        .unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "s"), None), Codec::Row);
+        assert_eq!(c.output(id(&g, "q"), None), Codec::Json);
+    }
+
+    #[test]
+    fn a_filter_writes_rows_only_when_it_reads_them() {
+        use OperatorRole::*;
+        let body = "[[operator]]\nname='f'\nfunction='keep'\n[[sink]]\nname='o'\ntype='stdout'\n";
+        let filter = |input| ExportedOperator {
+            input,
+            passes_through: true,
+            ..ExportedOperator::untyped("main", "keep", Transform)
+        };
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\n{NUMBERS}\n{body}"
+        ))
+        .unwrap();
+        for (input, rows) in [
+            (Some(EVENT), true),
+            (Some("{id: u64}"), false),
+            (None, false),
+        ] {
+            let mut g = JobGraph::build(&m, BTreeMap::new(), None).unwrap();
+            g.resolve_operators(&[filter(input.map(|t| t.parse().unwrap()))])
+                .unwrap();
+            let f = id(&g, "f");
+            assert_eq!(
+                g.vertices[f].output_type.as_ref().unwrap().to_string(),
+                EVENT,
+                "a filter writes what it reads"
+            );
+            let c = StreamCodecs::of_job(&g);
+            let expected = if rows { Codec::Row } else { Codec::Json };
+            assert_eq!(c.output(f, None), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn a_union_reads_rows_only_of_one_type() {
+        use OperatorRole::*;
+        let union = |b: &str| {
+            Manifest::parse(&format!(
+                "[job]\nname='j'\n[[source]]\nname='a'\n{NUMBERS}\n\
+                 [[source]]\nname='b'\n{b}\n\
+                 [[operator]]\nname='u'\nfunction='any'\ninputs=['a', 'b']\n\
+                 [[sink]]\nname='o'\ntype='stdout'\n"
+            ))
+            .unwrap()
+        };
+        let typed = ExportedOperator {
+            input: Some(EVENT.parse().unwrap()),
+            ..ExportedOperator::untyped("main", "any", Transform)
+        };
+        // Both inputs of its type: rows from both.
+        let mut g = JobGraph::build(&union(NUMBERS), BTreeMap::new(), None).unwrap();
+        g.resolve_operators(std::slice::from_ref(&typed)).unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "a"), None), Codec::Row);
+        assert_eq!(c.output(id(&g, "b"), None), Codec::Row);
+        // One of another type: refused when typed, MessagePack untyped.
+        let other = "type='generator'\npattern='sequence'";
+        let mut g = JobGraph::build(&union(other), BTreeMap::new(), None).unwrap();
+        assert!(g.resolve_operators(&[typed]).is_err());
+        let mut g = JobGraph::build(&union(other), BTreeMap::new(), None).unwrap();
+        g.resolve_operators(&[ExportedOperator::untyped("main", "any", Transform)])
+            .unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "a"), None), Codec::Msgpack);
+        assert_eq!(c.output(id(&g, "b"), None), Codec::Msgpack);
+    }
+
+    #[test]
+    fn a_window_s_late_records_are_rows_only_when_its_input_is() {
+        use OperatorRole::*;
+        let job = |late_to: &str| {
+            typed(
+                NUMBERS,
+                &format!(
+                    "[[operator]]\nname='w'\nfunction='agg'\nkey-by='/k'\n\
+                     window={{type='tumbling', size-ms=10}}\n\
+                     [[sink]]\nname='o'\ntype='stdout'\ninput='w'\n{late_to}"
+                ),
+                &[("agg", Window, Some(EVENT), Some("{k: u32, n: u64}"))],
+            )
+            .unwrap()
+        };
+        // Late records to a sink: rows, as the window's input.
+        let g = job("[[sink]]\nname='late'\ntype='stdout'\ninput='w:late'\n");
+        let c = StreamCodecs::of_job(&g);
+        let (s, w) = (id(&g, "s"), id(&g, "w"));
+        assert_eq!(c.output(s, None), Codec::Row);
+        assert_eq!(c.output(w, Some("late")), Codec::Row);
+        assert_eq!(c.row_type(w, Some("late")).unwrap().to_string(), EVENT);
+        // Late records to a built-in (which reads JSON): the window's input
+        // cannot be rows either.
+        let g = job(
+            "[[operator]]\nname='n'\nbuiltin='count'\nkey-by='/k'\ninput='w:late'\n\
+                     [[sink]]\nname='late'\ntype='stdout'\ninput='n'\n",
+        );
+        let c = StreamCodecs::of_job(&g);
+        let (s, w) = (id(&g, "s"), id(&g, "w"));
+        assert_ne!(c.output(s, None), Codec::Row);
+        assert_eq!(c.output(w, Some("late")), c.output(s, None));
+        assert_eq!(c.output(w, None), Codec::Row, "its results still are");
+    }
+
+    #[test]
+    fn mismatched_types_are_refused_naming_both_operators_and_the_field() {
+        use OperatorRole::*;
+        let e = typed(
+            NUMBERS,
+            "[[operator]]\nname='q'\nfunction='q0'\n[[sink]]\nname='o'\ntype='stdout'\n",
+            &[("q0", Transform, Some("{id: u64, k: string}"), None)],
+        )
+        .unwrap_err();
+        assert!(matches!(e, ManifestError::TypeMismatch(_)));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "type mismatch: operator `q` cannot read what `s` writes: field `k` is u32 upstream \
+                 and string here (`s` writes {EVENT}; `q` reads {{id: u64, k: string}})"
+            )
+        );
+        let e = typed(
+            NUMBERS,
+            "[[operator]]\nname='a'\nfunction='f'\n[[operator]]\nname='b'\nfunction='g'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n",
+            &[
+                ("f", Transform, None, Some("{n: u64?}")),
+                ("g", Transform, Some("{n: u64, m: bool}"), None),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("operator `b` cannot read what `a` writes: field `n` is u64? upstream, which may be null"), "{e}");
+        let e = typed(
+            NUMBERS,
+            "[[operator]]\nname='c'\nfunction='count'\nkey-by='/user'\n[[sink]]\nname='o'\ntype='stdout'\n",
+            &[("count", KeyedProcess, None, None)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key-by = \"/user\" names no field of what `s` writes"),
+            "{e}"
+        );
+        let e = typed(
+            "type='json-lines-file'\npath='x'\nschema={ts='string'}\ntimestamp='/ts'",
+            "[[sink]]\nname='o'\ntype='stdout'\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("timestamp \"/ts\" is string, not an integer"),
+            "{e}"
+        );
+        let e = typed(
+            "type='generator'\nschema={a='u8'}",
+            "[[sink]]\nname='o'\ntype='stdout'\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`schema` is for JSON-lines sources"), "{e}");
     }
 }

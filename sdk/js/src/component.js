@@ -6,7 +6,7 @@
 // numbers and arrays, StarlingMonkey BigInts and typed arrays; both are
 // taken, and given back in the engine's own form.
 
-import * as host from 'weir:operator/host@0.3.0';
+import * as host from 'weir:operator/host@0.4.0';
 
 import { pack, unpack } from './batch.js';
 import { Instance, OperatorError, describe } from './driver.js';
@@ -178,7 +178,13 @@ class Operator {
 /** The `operators` export: what this component offers. */
 export const operators = {
   listOperators() {
-    return [...REGISTRY.values()].map((e) => ({ name: e.name, kind: e.kind }));
+    // Untyped operators: their records are JSON or MessagePack.
+    return [...REGISTRY.values()].map((e) => ({
+      name: e.name,
+      kind: e.kind,
+      inputType: undefined,
+      outputType: undefined,
+    }));
   },
   Operator,
 };

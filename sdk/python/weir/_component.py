@@ -26,7 +26,7 @@ _KINDS = {
     "window-process": _t.OperatorKind.WINDOW_PROCESS,
 }
 _STATE_KINDS = {"value": _t.StateKind.VALUE, "list": _t.StateKind.LIST, "map": _t.StateKind.MAP}
-_CODECS = {_t.Codec.JSON: "json", _t.Codec.MSGPACK: "msgpack"}
+_CODECS = {_t.Codec.JSON: "json", _t.Codec.MSGPACK: "msgpack", _t.Codec.ROW: "row"}
 _DOMAINS = {
     TimeDomain.EVENT_TIME: _t.TimeDomain.EVENT_TIME,
     TimeDomain.PROCESSING_TIME: _t.TimeDomain.PROCESSING_TIME,
@@ -134,7 +134,9 @@ class Operators(exports.Operators):
     """The ``operators`` export: what this component offers."""
 
     def list_operators(self) -> List[Any]:
-        return [_t.OperatorDescriptor(e.name, _KINDS[e.kind]) for e in REGISTRY.values()]
+        # Untyped operators (no input or output type): their records are
+        # JSON or MessagePack, never rows.
+        return [_t.OperatorDescriptor(e.name, _KINDS[e.kind], None, None) for e in REGISTRY.values()]
 
 
 class Operator:

@@ -1,5 +1,5 @@
-//! Sinks: where records leave the job. Stdout and the plain JSON-lines file
-//! sink: every subtask of a sink vertex writes through one shared writer, a
+//! Sinks: where records leave the job. Stdout, discard and the plain
+//! JSON-lines file sink: every subtask of a sink vertex writes through one shared writer, a
 //! batch at a time (at-least-once). With checkpoints, the JSON-lines file
 //! sink is [`part_files::PartFileSink`]: a directory of part files
 //! committed with the checkpoints (exactly-once).
@@ -11,6 +11,8 @@ use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
 use weir_model::Record;
+use weir_model::codec::Codec;
+use weir_model::format::Format;
 use weir_model::graph::SinkConfig;
 
 /// A sink subtask.
@@ -61,6 +63,21 @@ pub trait Sink: Send {
     }
 }
 
+/// Append `batch` to `out` as JSON lines: records of a JSON stream as they
+/// are, rows and MessagePack written as JSON.
+pub fn json_lines(format: &Format, batch: &[Record], out: &mut Vec<u8>) -> Result<(), String> {
+    for r in batch {
+        match format.codec {
+            Codec::Json => out.extend_from_slice(&r.value),
+            _ => format
+                .write_json(&r.value, out)
+                .map_err(|e| format!("a record cannot be written as JSON: {e}"))?,
+        }
+        out.push(b'\n');
+    }
+    Ok(())
+}
+
 /// How often a sink writes out its buffer while a job runs: a partly
 /// filled buffer waits at most this long, however slow the stream.
 pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
@@ -70,6 +87,10 @@ pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis
 pub struct SharedSink {
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     what: String,
+    /// Drops what it is given (the `discard` sink).
+    discard: bool,
+    /// How its input's records are encoded (JSON is written as it is).
+    format: Format,
     flushed: std::time::Instant,
     /// Something was written since this subtask last wrote out.
     unwritten: bool,
@@ -83,6 +104,7 @@ impl SharedSink {
     pub fn open(config: &SinkConfig, append: bool) -> anyhow::Result<SharedSink> {
         let (writer, what): (Box<dyn Write + Send>, String) = match config {
             SinkConfig::Stdout => (Box::new(std::io::stdout()), "standard output".into()),
+            SinkConfig::Discard => (Box::new(std::io::sink()), "nowhere (discard)".into()),
             SinkConfig::JsonLinesFile { path, .. } => {
                 if let Some(dir) = std::path::Path::new(path)
                     .parent()
@@ -109,9 +131,17 @@ impl SharedSink {
         Ok(SharedSink {
             writer: Arc::new(Mutex::new(writer)),
             what,
+            discard: matches!(config, SinkConfig::Discard),
+            format: Format::default(),
             flushed: std::time::Instant::now(),
             unwritten: false,
         })
+    }
+
+    /// Its input's records are in `format`: it writes them as JSON.
+    pub fn with_format(mut self, format: Format) -> SharedSink {
+        self.format = format;
+        self
     }
 
     /// The writer of one subtask.
@@ -122,12 +152,13 @@ impl SharedSink {
 
 impl Sink for SharedSink {
     fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
+        if self.discard {
+            return Ok(());
+        }
         // Build the batch's bytes outside the lock.
         let mut buf = Vec::with_capacity(batch.iter().map(|r| r.value.len() + 1).sum());
-        for r in batch {
-            buf.extend_from_slice(&r.value);
-            buf.push(b'\n');
-        }
+        json_lines(&self.format, batch, &mut buf)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))?;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         self.unwritten |= !batch.is_empty();
         w.write_all(&buf)
@@ -155,5 +186,36 @@ impl Sink for SharedSink {
         }
         self.flushed = std::time::Instant::now();
         self.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use weir_model::types::row::{Schema, json};
+
+    use super::*;
+
+    #[test]
+    fn sinks_write_rows_as_json_lines_and_refuse_malformed_ones() {
+        let schema = Arc::new(Schema::new("{n: u64, s: string?}".parse().unwrap()));
+        let format = Format {
+            codec: Codec::Row,
+            schema: Some(schema.clone()),
+        };
+        let mut row = Vec::new();
+        json::read_value(&schema.node, br#"{"n": 3, "s": "x"}"#, &mut row).unwrap();
+        let batch = [Record::value(row.clone()), Record::value(row.clone())];
+        let mut out = Vec::new();
+        json_lines(&format, &batch, &mut out).unwrap();
+        assert_eq!(out, b"{\"n\":3,\"s\":\"x\"}\n{\"n\":3,\"s\":\"x\"}\n");
+        let bad = [Record::value(row[..row.len() - 1].to_vec())];
+        let e = json_lines(&format, &bad, &mut out).unwrap_err();
+        assert!(e.contains("cannot be written as JSON"), "{e}");
+        // JSON records go out as they came.
+        let mut out = Vec::new();
+        json_lines(&Format::default(), &[Record::value(&b"[1]"[..])], &mut out).unwrap();
+        assert_eq!(out, b"[1]\n");
     }
 }

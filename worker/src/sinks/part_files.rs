@@ -45,6 +45,10 @@ pub struct PartFileSink {
     /// The newest checkpoint pre-committed (the final part's number follows
     /// it).
     last: u64,
+    /// How its input's records are encoded.
+    format: weir_model::format::Format,
+    /// A batch's lines, built before they are written.
+    lines: Vec<u8>,
 }
 
 fn name_of(path: &Path) -> String {
@@ -76,6 +80,8 @@ impl PartFileSink {
             files: 0,
             uncommitted: Default::default(),
             last: after,
+            format: Default::default(),
+            lines: Vec::new(),
         };
         sink.fenced(true, |taken_over| {
             if taken_over {
@@ -87,6 +93,12 @@ impl PartFileSink {
             }
         })?;
         Ok(sink)
+    }
+
+    /// Its input's records are in `format`: it writes them as JSON.
+    pub fn with_format(mut self, format: weir_model::format::Format) -> PartFileSink {
+        self.format = format;
+        self
     }
 
     /// Run `f` holding the directory's fence, if this attempt is still the
@@ -258,12 +270,11 @@ impl Sink for PartFileSink {
             self.current = Some((BufWriter::with_capacity(1 << 20, file), path));
         }
         let (w, path) = self.current.as_mut().expect("opened above");
-        for r in batch {
-            w.write_all(&r.value)?;
-            w.write_all(b"\n")
-                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-        }
-        Ok(())
+        self.lines.clear();
+        super::json_lines(&self.format, batch, &mut self.lines)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        w.write_all(&self.lines)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
     }
 
     fn finish(&mut self) -> anyhow::Result<()> {

@@ -1,0 +1,248 @@
+//! A stream's records as the host reads them: their [`Codec`] and, for a
+//! stream of rows, their type compiled ([`Schema`]). What the runtime reads
+//! of a record — a `key-by` field, a source's timestamp, the JSON line a
+//! sink writes, an excerpt for an error — it reads through this.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use weir_types::row::{self, Schema};
+
+use crate::codec::Codec;
+
+/// How one stream's records are encoded.
+#[derive(Clone, Debug, Default)]
+pub struct Format {
+    /// Their codec.
+    pub codec: Codec,
+    /// Their type, for a stream of rows.
+    pub schema: Option<Arc<Schema>>,
+}
+
+impl Format {
+    /// Records in JSON or MessagePack.
+    pub fn of(codec: Codec) -> Format {
+        Format {
+            codec,
+            schema: None,
+        }
+    }
+
+    /// The schema of a stream of rows (an error for any other: a planning
+    /// bug).
+    fn schema(&self) -> Result<&Schema, String> {
+        self.schema
+            .as_deref()
+            .ok_or_else(|| "a stream of rows without its type".to_owned())
+    }
+
+    /// A short excerpt of a record, for an error message (a row shown as
+    /// JSON).
+    pub fn excerpt(&self, value: &[u8]) -> String {
+        match (self.codec, &self.schema) {
+            (Codec::Row, Some(schema)) => {
+                let mut json = Vec::new();
+                match row::json::write_value(&schema.node, value, &mut json) {
+                    Ok(()) => Codec::Json.excerpt(&json),
+                    Err(e) => format!("(a malformed row of {} bytes: {e})", value.len()),
+                }
+            }
+            (codec, _) => codec.excerpt(value),
+        }
+    }
+
+    /// The key bytes a `key-by` JSON pointer reads from `value`: the
+    /// field's value in the stream's codec — MessagePack for a row stream,
+    /// whose keys are MessagePack — or `None` when it has no such field.
+    pub fn pointer_key<'a>(
+        &self,
+        value: &'a [u8],
+        pointer: &str,
+    ) -> Result<Option<Cow<'a, [u8]>>, String> {
+        match self.codec {
+            Codec::Json => crate::json::pointer_compact(value, pointer)
+                .map_err(|e| format!("is not JSON ({e})")),
+            Codec::Msgpack => crate::msgpack::pointer(value, pointer)
+                .map_err(|e| format!("is not MessagePack ({e})")),
+            Codec::Row => {
+                let schema = self.schema()?;
+                let Some(path) = schema.pointer(pointer) else {
+                    // Inside a `json` field (or nowhere): find it in the
+                    // record's JSON.
+                    return self.pointer_key_in_json(value, pointer);
+                };
+                let found = row::locate(&path, value).map_err(|e| format!("is malformed ({e})"))?;
+                let Some(at) = found else {
+                    return Ok(None);
+                };
+                let mut key = Vec::new();
+                row::msgpack::write_slot(
+                    &at.field.node,
+                    at.base,
+                    0,
+                    at.index,
+                    at.field.offset,
+                    &mut key,
+                )
+                .map_err(|e| format!("is malformed ({e})"))?;
+                Ok(Some(Cow::Owned(key)))
+            }
+        }
+    }
+
+    /// The key at `pointer` of a row whose path to it goes through a
+    /// `json` field: read from the record's JSON, as MessagePack.
+    fn pointer_key_in_json<'a>(
+        &self,
+        value: &[u8],
+        pointer: &str,
+    ) -> Result<Option<Cow<'a, [u8]>>, String> {
+        let mut json = Vec::new();
+        self.write_json(value, &mut json)?;
+        let Some(field) = crate::json::pointer_compact(&json, pointer)
+            .map_err(|e| format!("is not JSON ({e})"))?
+        else {
+            return Ok(None);
+        };
+        let mut key = Vec::new();
+        crate::msgpack::from_json(&field, &mut key).map_err(|e| e.to_string())?;
+        Ok(Some(Cow::Owned(key)))
+    }
+
+    /// The whole value as a key (`key-by = "value"`): itself, or for a row
+    /// its MessagePack.
+    pub fn value_key<'a>(&self, value: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+        match self.codec {
+            Codec::Row => {
+                let mut key = Vec::new();
+                row::msgpack::write_value(&self.schema()?.node, value, &mut key)
+                    .map_err(|e| format!("a malformed row ({e})"))?;
+                Ok(Cow::Owned(key))
+            }
+            _ => Ok(Cow::Borrowed(value)),
+        }
+    }
+
+    /// The integer at `pointer` in a row (a typed source's timestamp): an
+    /// error naming the field when it is missing, null or not an integer.
+    pub fn row_int(&self, value: &[u8], pointer: &str) -> Result<i64, String> {
+        let schema = self.schema()?;
+        let not_integer = || {
+            format!(
+                "the field {pointer} of record {} is not an integer of 64 bits",
+                self.excerpt(value)
+            )
+        };
+        let Some(path) = schema.pointer(pointer) else {
+            // Inside a `json` field: read from the record's JSON.
+            let mut json = Vec::new();
+            self.write_json(value, &mut json)?;
+            let raw = crate::json::pointer_raw(&json, pointer)
+                .map_err(|e| format!("a record is not JSON: {e}"))?
+                .ok_or_else(|| format!("record {} has no field {pointer}", self.excerpt(value)))?;
+            return raw.get().parse::<i64>().map_err(|_| not_integer());
+        };
+        let found = row::locate(&path, value).map_err(|e| format!("a malformed row: {e}"))?;
+        let Some(at) = found else {
+            return Err(format!(
+                "record {} has no field {pointer}",
+                self.excerpt(value)
+            ));
+        };
+        row::read_int(at)
+            .map_err(|e| format!("a malformed row: {e}"))?
+            .ok_or_else(not_integer)
+    }
+
+    /// Append `value` as one line of JSON (a sink's output line, without
+    /// its newline).
+    pub fn write_json(&self, value: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        match self.codec {
+            Codec::Json => {
+                out.extend_from_slice(value);
+                Ok(())
+            }
+            Codec::Msgpack => crate::msgpack::to_json(value, out).map_err(|e| e.to_string()),
+            Codec::Row => row::json::write_value(&self.schema()?.node, value, out)
+                .map_err(|e| format!("a malformed row: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_types::Type;
+
+    fn rows(ty: &str) -> Format {
+        Format {
+            codec: Codec::Row,
+            schema: Some(Arc::new(Schema::new(ty.parse::<Type>().unwrap()))),
+        }
+    }
+
+    fn row(f: &Format, json: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        row::json::read_value(&f.schema.as_ref().unwrap().node, json.as_bytes(), &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn keys_of_rows_are_msgpack_of_the_field() {
+        let f = rows("{k: u32, name: string, at: {city: string}?}");
+        let r = row(&f, r#"{"k": 300, "name": "ab", "at": {"city": "x"}}"#);
+        assert_eq!(
+            f.pointer_key(&r, "/k").unwrap().unwrap(),
+            &[0xcd, 0x01, 0x2c][..]
+        );
+        assert_eq!(
+            f.pointer_key(&r, "/name").unwrap().unwrap(),
+            &[0xa2, b'a', b'b'][..]
+        );
+        assert_eq!(
+            f.pointer_key(&r, "/at/city").unwrap().unwrap(),
+            &[0xa1, b'x'][..]
+        );
+        assert_eq!(f.pointer_key(&r, "/nope").unwrap(), None);
+        // Into a json field: the value there, as MessagePack.
+        let j = rows("{p: json, t: u8}");
+        let r = row(&j, r#"{"p": {"user": "ab", "ts": 12}, "t": 1}"#);
+        assert_eq!(
+            j.pointer_key(&r, "/p/user").unwrap().unwrap(),
+            &[0xa2, b'a', b'b'][..]
+        );
+        assert_eq!(j.pointer_key(&r, "/p/nope").unwrap(), None);
+        assert_eq!(j.row_int(&r, "/p/ts"), Ok(12));
+        let r = row(&f, r#"{"k": 1, "name": "", "at": null}"#);
+        assert_eq!(
+            f.pointer_key(&r, "/at/city").unwrap(),
+            None,
+            "a null record on the way"
+        );
+        // The same key as the same field of a MessagePack stream.
+        let packed = [0x81, 0xa1, b'k', 0xcd, 0x01, 0x2c];
+        let m = Format::of(Codec::Msgpack);
+        assert_eq!(
+            m.pointer_key(&packed, "/k").unwrap().unwrap(),
+            &[0xcd, 0x01, 0x2c][..]
+        );
+        let words = rows("string");
+        assert_eq!(&*words.value_key(b"hi").unwrap(), &[0xa2, b'h', b'i'][..]);
+    }
+
+    #[test]
+    fn timestamps_and_json_lines_of_rows() {
+        let f = rows("{ts: i64, u: u64, s: string, o: i32?}");
+        let r = row(&f, r#"{"ts": -5, "u": 7, "s": "x", "o": null}"#);
+        assert_eq!(f.row_int(&r, "/ts"), Ok(-5));
+        assert_eq!(f.row_int(&r, "/u"), Ok(7));
+        assert!(f.row_int(&r, "/s").unwrap_err().contains("not an integer"));
+        assert!(f.row_int(&r, "/o").unwrap_err().contains("not an integer"));
+        assert!(f.row_int(&r, "/x").unwrap_err().contains("no field /x"));
+        let mut line = Vec::new();
+        f.write_json(&r, &mut line).unwrap();
+        assert_eq!(line, br#"{"ts":-5,"u":7,"s":"x","o":null}"#);
+        assert!(f.excerpt(&r).contains(r#"\"ts\":-5"#));
+        assert!(f.write_json(&r[..3], &mut line).is_err());
+    }
+}
