@@ -1,27 +1,46 @@
-"""Apache Flink's side of Weir's side-by-side benchmark.
+"""Apache Flink's side of Weir's side-by-side benchmark: one workload in one JVM.
 
-Runs each workload on PyFlink's local MiniCluster, in one JVM: an untimed
-warm-up job, then `--runs` timed jobs, and prints one JSON object per line:
+    python flink_bench.py --workload q0 --parallelism 1 --sink blackhole \
+        --events N [--runs R] [--out-dir DIR] [--rest-port P]
 
-    {"engine": "flink", "workload": "...", "parallelism": 1,
-     "events": N, "seconds": [...], "cpu_seconds": [...],
-     "submit_to_running_s": [...], "peak_rss_mb": M}
+Run by `compare.py`, once per workload, parallelism, sink and round, so that
+every measurement has a JVM of its own (a fixed heap: `JVM_ARGS`, set by
+`compare.py`) whose peak resident memory is the job's. In that JVM: an
+untimed warm-up job (the JIT compiles the job's code), then `--runs` timed
+jobs. It prints one JSON object per timed job:
 
-`seconds` is each job's net run time as Flink reports it; `cpu_seconds` is the
-CPU time the JVM spent during the job; `peak_rss_mb` is the JVM's peak
-resident memory at the end.
+    {"engine": "flink", "workload": "...", "parallelism": 1, "sink": "json",
+     "events": N, "steady_rate": R, "submit_seconds": S, "cpu_seconds": C,
+     "peak_rss_mb": M, "output": DIR or null, "samples": K}
+
+- `steady_rate`: events/s of the source over the run's middle (the slope of
+  the source's `numRecordsOut`, summed over its subtasks, against time,
+  between 20% and 80% of the events), read from Flink's REST API every
+  50 ms (`metrics.fetcher.update-interval` 50 ms);
+- `submit_seconds`: from `execute_insert` (planning, code generation,
+  scheduling) until the job's result is there;
+- `cpu_seconds`: the JVM's CPU time over that span;
+- `output`: with `--sink json`, the directory of the run's JSON-lines part
+  files (`filesystem` connector, `json` format; `debezium-json` for the
+  keyed count, whose updates the `json` format cannot write), for
+  `compare.py` to check.
 
 The source is a `NumberSequenceSource(0, N-1)` turned into a table with the
-columns `id`, `k = id % 10000`, `price = id % 1000`,
-`ts = TO_TIMESTAMP_LTZ(id / 100, 3)` (100 events per ms of event time), a
-watermark equal to `ts` for event-time jobs; the sink is a blackhole.
+columns `id`, `k = id % 10000`, `price = id % 1000`, `ts = id / 100` (ms, 100
+events per ms of event time: a number, as Weir's records have it) and, for
+event-time jobs, `rt = TO_TIMESTAMP_LTZ(ts, 3)` with a watermark equal to
+it. Object reuse is on, mini-batch
+off (the group-by count emits an update per record, as Weir's keyed count).
 """
 
 import argparse
 import json
 import os
 import sys
+import tempfile
+import threading
 import time
+import urllib.request
 
 from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
@@ -29,33 +48,45 @@ from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
 from pyflink.table.udf import udf
 
+# The same steady-state estimate as Weir's side (this file's folder is on
+# the path: it is the script's).
+from compare import steady_rate
+
 # The workloads: the query over `bids`, and whether it needs event time.
+# q1 computes in DOUBLE, as Weir does (`0.908 * price` alone would be
+# DECIMAL(24, 3), a BigDecimal per row).
 WORKLOADS = {
     "q0": ("SELECT id, k, price, ts FROM bids", False),
     "q1": (
-        "SELECT id, k, 0.908 * price AS dollars, price * 2 AS doubled "
+        "SELECT id, k, 0.908 * CAST(price AS DOUBLE) AS dollars, price * 2 AS doubled "
         "FROM bids WHERE MOD(id, 2) = 0",
         False,
     ),
     "q1-python-udf": (
-        "SELECT id, k, 0.908 * price AS dollars, twice(price) AS doubled "
+        "SELECT id, k, 0.908 * CAST(price AS DOUBLE) AS dollars, twice(price) AS doubled "
         "FROM bids WHERE MOD(id, 2) = 0",
         False,
     ),
     "keyed-count": ("SELECT k, COUNT(*) AS n FROM bids GROUP BY k", False),
     "tumbling-count": (
-        "SELECT k, window_start, COUNT(*) AS n FROM TABLE("
-        "TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
+        "SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE("
+        "TUMBLE(TABLE bids, DESCRIPTOR(rt), INTERVAL '1' SECOND)) "
         "GROUP BY k, window_start, window_end",
         True,
     ),
     "sliding-count": (
-        "SELECT k, window_start, COUNT(*) AS n FROM TABLE("
-        "HOP(TABLE bids, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE("
+        "HOP(TABLE bids, DESCRIPTOR(rt), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
         "GROUP BY k, window_start, window_end",
         True,
     ),
 }
+
+# The query whose output is a changelog (updates), not only inserts.
+UPDATES = {"keyed-count"}
+
+SOURCE_NAME = "numbers"
+POLL_S = 0.05
 
 
 @udf(result_type=DataTypes.BIGINT())
@@ -86,13 +117,20 @@ def peak_rss_mb(pid):
     return 0.0
 
 
-def environment(parallelism, python_udf):
+def environment(parallelism, python_udf, rest_port):
     config = Configuration()
     config.set_string("table.exec.mini-batch.enabled", "false")
+    config.set_string("pipeline.object-reuse", "true")
+    config.set_string("rest.port", str(rest_port))
+    config.set_string("rest.bind-port", str(rest_port))
+    config.set_string("rest.address", "127.0.0.1")
+    config.set_string("rest.bind-address", "127.0.0.1")
+    config.set_string("metrics.fetcher.update-interval", str(int(POLL_S * 1000)))
     if python_udf:
         config.set_string("python.execution-mode", "thread")
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(parallelism)
+    env.get_config().enable_object_reuse()
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("table.exec.mini-batch.enabled", "false")
     if python_udf:
@@ -105,7 +143,7 @@ def bids(env, t_env, events, event_time):
     source = env.from_source(
         NumberSequenceSource(0, events - 1),
         WatermarkStrategy.no_watermarks(),
-        "numbers",
+        SOURCE_NAME,
         type_info=Types.LONG(),
     )
     schema = (
@@ -114,81 +152,140 @@ def bids(env, t_env, events, event_time):
         .column_by_expression("id", "f0")
         .column_by_expression("k", "CAST(f0 % 10000 AS INT)")
         .column_by_expression("price", "f0 % 1000")
-        .column_by_expression("ts", "TO_TIMESTAMP_LTZ(f0 / 100, 3)")
+        .column_by_expression("ts", "f0 / 100")
     )
     if event_time:
-        schema = schema.watermark("ts", "ts")
+        # Event time: a rowtime column beside `ts` (ms as a number, as
+        # Weir's records carry it).
+        schema = schema.column_by_expression("rt", "TO_TIMESTAMP_LTZ(f0 / 100, 3)")
+        schema = schema.watermark("rt", "rt")
     table = t_env.from_data_stream(source, schema.build())
+    t_env.drop_temporary_view("bids")
     t_env.create_temporary_view("bids", table)
 
 
-def run_once(env, t_env, workload, events):
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=2) as r:
+        return json.load(r)
+
+
+class SourcePoller(threading.Thread):
+    """Samples the source's records out (all subtasks) over REST until
+    stopped: a list of (monotonic seconds, records)."""
+
+    def __init__(self, port, job_id):
+        super().__init__(daemon=True)
+        self.base = f"http://127.0.0.1:{port}/jobs/{job_id}"
+        self.samples = []
+        self.stop = threading.Event()
+
+    def run(self):
+        vertex, query = None, None
+        while not self.stop.is_set():
+            try:
+                if vertex is None:
+                    for v in get_json(self.base)["vertices"]:
+                        if v["name"].startswith(f"Source: {SOURCE_NAME}"):
+                            vertex = v["id"]
+                if vertex is not None and query is None:
+                    ids = [
+                        m["id"]
+                        for m in get_json(f"{self.base}/vertices/{vertex}/metrics")
+                        if m["id"].endswith(f"Source__{SOURCE_NAME}.numRecordsOut")
+                    ]
+                    query = ",".join(ids) if ids else None
+                if query is not None:
+                    values = get_json(f"{self.base}/vertices/{vertex}/metrics?get={query}")
+                    if values:
+                        total = sum(int(float(m["value"])) for m in values)
+                        self.samples.append((time.monotonic(), total))
+            except Exception:  # noqa: BLE001 - not up yet, or the job ended
+                pass
+            self.stop.wait(POLL_S)
+
+
+def sink_table(t_env, name, result, sink, out_dir, updates):
+    t_env.drop_temporary_table(name)
+    schema = Schema.new_builder().from_resolved_schema(result.get_resolved_schema()).build()
+    if sink == "blackhole":
+        descriptor = TableDescriptor.for_connector("blackhole").schema(schema).build()
+    else:
+        descriptor = (
+            TableDescriptor.for_connector("filesystem")
+            .schema(schema)
+            .option("path", out_dir)
+            .format("debezium-json" if updates else "json")
+            .build()
+        )
+    t_env.create_temporary_table(name, descriptor)
+
+
+def run_once(env, t_env, workload, events, sink, out_dir, rest_port, poll):
     query, event_time = WORKLOADS[workload]
-    t_env.drop_temporary_view("bids")
     bids(env, t_env, events, event_time)
     result = t_env.sql_query(query)
-    sink = f"sink_{workload.replace('-', '_')}"
-    t_env.drop_temporary_table(sink)
-    t_env.create_temporary_table(
-        sink,
-        TableDescriptor.for_connector("blackhole")
-        .schema(Schema.new_builder().from_resolved_schema(result.get_resolved_schema()).build())
-        .build(),
-    )
+    name = f"sink_{workload.replace('-', '_')}"
+    sink_table(t_env, name, result, sink, out_dir, workload in UPDATES)
     pid = jvm_pid()
     cpu_before = cpu_seconds(pid)
     submitted = time.monotonic()
-    job = result.execute_insert(sink).get_job_client()
-    running = None
-    while running is None:
-        try:
-            status = str(job.get_job_status().result())
-        except Exception:  # noqa: BLE001 - the job's MiniCluster is gone: it ended
-            break
-        if status in ("RUNNING", "FINISHED"):
-            running = time.monotonic() - submitted
-        elif status in ("FAILED", "CANCELED"):
-            raise RuntimeError(f"{workload}: the job ended {status}")
-        else:
-            time.sleep(0.005)
-    net_ms = job.get_job_execution_result().result().get_net_runtime()
+    job = result.execute_insert(name).get_job_client()
+    poller = None
+    if poll:
+        poller = SourcePoller(rest_port, str(job.get_job_id()))
+        poller.start()
+    job.get_job_execution_result().result()
+    ended = time.monotonic()
     cpu = cpu_seconds(pid) - cpu_before
-    if running is None:
-        # Ended before it was seen running: what the submission took
-        # beyond the job's own run time.
-        running = max(0.0, time.monotonic() - submitted - net_ms / 1000.0)
-    return net_ms / 1000.0, cpu, running
+    rate, points = None, 0
+    if poller:
+        poller.stop.set()
+        poller.join()
+        rate, points = steady_rate(poller.samples, events)
+    return ended - submitted, cpu, rate, points
 
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     parser.add_argument("--events", type=int, default=10_000_000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmup-events", type=int, default=2_000_000)
+    parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--parallelism", type=int, default=1)
-    parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS))
+    parser.add_argument("--sink", choices=["blackhole", "json"], default="blackhole")
+    parser.add_argument("--out-dir", help="where JSON output goes (--sink json)")
+    parser.add_argument("--rest-port", type=int, required=True)
     args = parser.parse_args()
-    workloads = args.workload or [w for w in WORKLOADS]
-    python_udf = any(w.endswith("python-udf") for w in workloads)
-    env, t_env = environment(args.parallelism, python_udf)
-    bids(env, t_env, 1000, False)
-    for workload in workloads:
-        # Warm-up: the JIT compiles this job's operators.
-        run_once(env, t_env, workload, min(args.events, 2_000_000))
-        seconds, cpu, running = [], [], []
-        for _ in range(args.runs):
-            s, c, r = run_once(env, t_env, workload, args.events)
-            seconds.append(s)
-            cpu.append(c)
-            running.append(r)
+    if args.sink == "json" and not args.out_dir:
+        parser.error("--sink json needs --out-dir")
+    env, t_env = environment(
+        args.parallelism, args.workload.endswith("python-udf"), args.rest_port
+    )
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+    warmup_dir = tempfile.mkdtemp(prefix="warmup-", dir=args.out_dir)
+    run_once(
+        env, t_env, args.workload, min(args.events, args.warmup_events), args.sink,
+        warmup_dir, args.rest_port, poll=False,
+    )
+    for r in range(args.runs):
+        out = os.path.join(args.out_dir, f"run-{r}") if args.sink == "json" else None
+        seconds, cpu, rate, points = run_once(
+            env, t_env, args.workload, args.events, args.sink, out, args.rest_port, poll=True
+        )
         line = {
             "engine": "flink",
-            "workload": workload,
+            "workload": args.workload,
             "parallelism": args.parallelism,
+            "sink": args.sink,
             "events": args.events,
-            "seconds": seconds,
+            "steady_rate": rate,
+            "samples": points,
+            "submit_seconds": seconds,
             "cpu_seconds": cpu,
-            "submit_to_running_s": running,
             "peak_rss_mb": peak_rss_mb(jvm_pid()),
+            "output": out,
+            "warmup_output": warmup_dir,
         }
         print(json.dumps(line), flush=True)
 
