@@ -16,7 +16,7 @@ jobs. It prints one JSON object per timed job:
 - `steady_rate`: events/s of the source over the run's middle (the slope of
   the source's `numRecordsOut`, summed over its subtasks, against time,
   between 20% and 80% of the events), read from Flink's REST API every
-  50 ms (`metrics.fetcher.update-interval` 50 ms);
+  20 ms (`metrics.fetcher.update-interval` 20 ms);
 - `submit_seconds`: from `execute_insert` (planning, code generation,
   scheduling) until the job's result is there;
 - `cpu_seconds`: the JVM's CPU time over that span;
@@ -86,7 +86,7 @@ WORKLOADS = {
 UPDATES = {"keyed-count"}
 
 SOURCE_NAME = "numbers"
-POLL_S = 0.05
+POLL_S = 0.02
 
 
 @udf(result_type=DataTypes.BIGINT())
@@ -158,7 +158,11 @@ def bids(env, t_env, events, event_time):
         # Event time: a rowtime column beside `ts` (ms as a number, as
         # Weir's records carry it).
         schema = schema.column_by_expression("rt", "TO_TIMESTAMP_LTZ(f0 / 100, 3)")
-        schema = schema.watermark("rt", "rt")
+        # Timestamps in order, many events per ms: the watermark trails the
+        # largest timestamp by 1 ms (as Flink's `forMonotonousTimestamps`
+        # and Weir's `monotonous` do), so that the events of the largest ms
+        # still to come are not late.
+        schema = schema.watermark("rt", "rt - INTERVAL '0.001' SECOND")
     table = t_env.from_data_stream(source, schema.build())
     t_env.drop_temporary_view("bids")
     t_env.create_temporary_view("bids", table)
@@ -173,30 +177,29 @@ class SourcePoller(threading.Thread):
     """Samples the source's records out (all subtasks) over REST until
     stopped: a list of (monotonic seconds, records)."""
 
-    def __init__(self, port, job_id):
+    def __init__(self, port, job_id, parallelism):
         super().__init__(daemon=True)
         self.base = f"http://127.0.0.1:{port}/jobs/{job_id}"
         self.samples = []
         self.stop = threading.Event()
+        # The source's records out, per subtask, as Flink names them.
+        self.query = ",".join(
+            f"{i}.Source__{SOURCE_NAME}.numRecordsOut" for i in range(parallelism)
+        )
 
     def run(self):
-        vertex, query = None, None
+        vertex = None
+        query = self.query
         while not self.stop.is_set():
             try:
                 if vertex is None:
                     for v in get_json(self.base)["vertices"]:
                         if v["name"].startswith(f"Source: {SOURCE_NAME}"):
                             vertex = v["id"]
-                if vertex is not None and query is None:
-                    ids = [
-                        m["id"]
-                        for m in get_json(f"{self.base}/vertices/{vertex}/metrics")
-                        if m["id"].endswith(f"Source__{SOURCE_NAME}.numRecordsOut")
-                    ]
-                    query = ",".join(ids) if ids else None
-                if query is not None:
+                if vertex is not None:
                     values = get_json(f"{self.base}/vertices/{vertex}/metrics?get={query}")
-                    if values:
+                    # Every subtask's count, or none: a partial sum is no sample.
+                    if len(values) == self.query.count(",") + 1:
                         total = sum(int(float(m["value"])) for m in values)
                         self.samples.append((time.monotonic(), total))
             except Exception:  # noqa: BLE001 - not up yet, or the job ended
@@ -230,18 +233,15 @@ def run_once(env, t_env, workload, events, sink, out_dir, rest_port, poll):
     cpu_before = cpu_seconds(pid)
     submitted = time.monotonic()
     job = result.execute_insert(name).get_job_client()
-    poller = None
-    if poll:
-        poller = SourcePoller(rest_port, str(job.get_job_id()))
-        poller.start()
+    # The warm-up's samples are dropped: polling it warms the REST API up.
+    poller = SourcePoller(rest_port, str(job.get_job_id()), env.get_parallelism())
+    poller.start()
     job.get_job_execution_result().result()
     ended = time.monotonic()
     cpu = cpu_seconds(pid) - cpu_before
-    rate, points = None, 0
-    if poller:
-        poller.stop.set()
-        poller.join()
-        rate, points = steady_rate(poller.samples, events)
+    poller.stop.set()
+    poller.join()
+    rate, points = steady_rate(poller.samples, events) if poll else (None, 0)
     return ended - submitted, cpu, rate, points
 
 

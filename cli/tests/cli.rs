@@ -406,6 +406,92 @@ fn run_shows_progress_as_plain_lines_off_a_terminal() {
 /// every event (q0), the even ids with their derived columns (q1), a
 /// running count per key, and the counts per key of every tumbling (1 s)
 /// and sliding (10 s every 2 s) event-time window that holds an event.
+/// A JSON-lines source with a `schema` feeding a typed operator (q0 reads
+/// `{id: u64, k: u32, price: u64, ts: i64}`): the lines are read into rows
+/// once, in the host, q0 reads them in place, the sink writes them as
+/// JSON; unknown fields go, fields come in the schema's order. A line that
+/// does not fit fails the job naming the file, the line and the field.
+#[test]
+fn a_typed_json_lines_source_feeds_a_typed_operator_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        weir_tests::guest("bench-operators"),
+        dir.path().join("operators.wasm"),
+    )
+    .unwrap();
+    let input = dir.path().join("in.jsonl");
+    let mut lines = String::new();
+    for i in 0..1000u64 {
+        lines.push_str(&format!(
+            "{{\"ts\": {}, \"price\": {}, \"extra\": \"x\", \"k\": {}, \"id\": {i}}}\n",
+            i / 100,
+            i % 1000,
+            i % 10
+        ));
+    }
+    std::fs::write(&input, &lines).unwrap();
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        "[job]\nname = \"typed\"\n[params]\ninput = {}\noutput = {}\n\
+         [component]\npath = \"operators.wasm\"\n\
+         [[source]]\nname = \"events\"\ntype = \"json-lines-file\"\npath = \"${input}\"\n\
+         schema = { id = \"u64\", k = \"u32\", price = \"u64\", ts = \"i64\" }\n\
+         [[operator]]\nname = \"q0\"\nfunction = \"q0\"\n\
+         [[sink]]\nname = \"out\"\ntype = \"json-lines-file\"\npath = \"${output}\"\n",
+    )
+    .unwrap();
+    let output = dir.path().join("out.jsonl");
+    let run = || {
+        weir(&[
+            "run",
+            dir.path().to_str().unwrap(),
+            "--parallelism",
+            "2",
+            "--param",
+            &format!("input={}", input.display()),
+            "--param",
+            &format!("output={}", output.display()),
+        ])
+    };
+    let o = run();
+    assert!(o.ok, "{}", o.stderr);
+    let mut got: Vec<String> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = (0..1000u64)
+        .map(|i| {
+            format!(
+                "{{\"id\":{i},\"k\":{},\"price\":{},\"ts\":{}}}",
+                i % 10,
+                i % 1000,
+                i / 100
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    // A price that is not a number, on the third line.
+    let mut bad: Vec<&str> = lines.lines().take(3).collect();
+    let third = bad[2].replace("\"price\": 2", "\"price\": \"two\"");
+    bad[2] = &third;
+    std::fs::write(&input, bad.join("\n") + "\n").unwrap();
+    let o = run();
+    assert!(!o.ok, "a line that does not fit fails the job");
+    let offset = lines.lines().take(2).map(|l| l.len() + 1).sum::<usize>();
+    assert!(
+        o.stderr.contains(&format!(
+            "(the line at byte {offset}) does not fit the source's schema"
+        )) && o
+            .stderr
+            .contains("field `price`: invalid type: string \"two\""),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn the_side_by_side_jobs_compute_what_their_queries_say() {
     use serde_json::Value;

@@ -209,12 +209,7 @@ impl BundleStore {
         };
         match plan(&manifest, &check, &components.exported()) {
             Ok(_) | Err(ManifestError::MissingParam { .. }) => {}
-            Err(e) => {
-                return Err(CoordinatorError::unprocessable(
-                    "manifest_invalid",
-                    e.to_string(),
-                ));
-            }
+            Err(e) => return Err(CoordinatorError::of_plan("manifest_invalid", e)),
         }
         let info = BundleInfo {
             id: id.clone(),

@@ -85,4 +85,16 @@ impl CoordinatorError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, "internal", message)
     }
+
+    /// A job that cannot be planned: operators whose types do not fit are
+    /// an invalid request (`type_mismatch`), anything else unprocessable
+    /// with `code`.
+    pub fn of_plan(code: &'static str, e: weir_model::ManifestError) -> Self {
+        match e {
+            weir_model::ManifestError::TypeMismatch(_) => {
+                Self::invalid("type_mismatch", e.to_string())
+            }
+            e => Self::unprocessable(code, e.to_string()),
+        }
+    }
 }

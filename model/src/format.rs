@@ -6,9 +6,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use weir_types::row::{self, Schema};
+use weir_types::row::{self, FieldNode, Node, Schema};
 
 use crate::codec::Codec;
+use crate::manifest::KeyBy;
 
 /// How one stream's records are encoded.
 #[derive(Clone, Debug, Default)]
@@ -109,6 +110,27 @@ impl Format {
         Ok(Some(Cow::Owned(key)))
     }
 
+    /// For a stream of rows keyed by `key_by` (a field, or the whole value):
+    /// its key reader, compiled once for every record of the stream. `None`
+    /// for other streams, and for a field inside a `json` value (read
+    /// record by record: [`Format::pointer_key`]).
+    pub fn row_keys(&self, key_by: &KeyBy) -> Option<RowKeys> {
+        let schema = self
+            .schema
+            .as_deref()
+            .filter(|_| self.codec == Codec::Row)?;
+        match key_by {
+            KeyBy::Value => Some(RowKeys::Value(schema.node.clone())),
+            KeyBy::Pointer(p) => {
+                let path = schema.pointer(p)?;
+                Some(RowKeys::Field(
+                    path.into_iter().map(|(i, f)| (i, f.clone())).collect(),
+                ))
+            }
+            KeyBy::Key => None,
+        }
+    }
+
     /// The whole value as a key (`key-by = "value"`): itself, or for a row
     /// its MessagePack.
     pub fn value_key<'a>(&self, value: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
@@ -165,6 +187,45 @@ impl Format {
             Codec::Msgpack => crate::msgpack::to_json(value, out).map_err(|e| e.to_string()),
             Codec::Row => row::json::write_value(&self.schema()?.node, value, out)
                 .map_err(|e| format!("a malformed row: {e}")),
+        }
+    }
+}
+
+/// Reads the keys of rows: a field at a path compiled once, or the whole
+/// value; keys are MessagePack.
+#[derive(Clone, Debug)]
+pub enum RowKeys {
+    /// The field at this path of slots.
+    Field(Vec<(usize, FieldNode)>),
+    /// The whole value, of this type.
+    Value(Node),
+}
+
+impl RowKeys {
+    /// Append the key of `value` to `out`: `false` when it has no such field
+    /// (a record on the way is null).
+    pub fn write(&self, value: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        let malformed = |e: row::RowError| format!("is malformed ({e})");
+        match self {
+            RowKeys::Value(node) => {
+                row::msgpack::write_value(node, value, out).map_err(malformed)?;
+                Ok(true)
+            }
+            RowKeys::Field(path) => {
+                let Some(at) = row::locate(path, value).map_err(malformed)? else {
+                    return Ok(false);
+                };
+                row::msgpack::write_slot(
+                    &at.field.node,
+                    at.base,
+                    0,
+                    at.index,
+                    at.field.offset,
+                    out,
+                )
+                .map_err(malformed)?;
+                Ok(true)
+            }
         }
     }
 }

@@ -747,6 +747,81 @@ async fn bad_job_requests_get_4xx() {
     assert_eq!(serde_json::from_slice::<Vec<JobInfo>>(&body).unwrap(), []);
 }
 
+/// The word count's operators are typed (`split-words` reads a `string`):
+/// the bundle lists their types, and a job that feeds `split` records of
+/// another type is refused when it is submitted, naming both sides and the
+/// field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_types_do_not_fit_gets_400_naming_both_operators() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let bundle = upload(&api, &wordcount_archive()).await;
+    let split = bundle
+        .operators
+        .iter()
+        .find(|o| o.name == "split-words")
+        .unwrap();
+    assert_eq!(
+        (
+            split.input_type.as_ref().map(|t| t.to_string()),
+            split.output_type.as_ref().map(|t| t.to_string())
+        ),
+        (Some("string".into()), Some("string".into()))
+    );
+    // A bundle whose job can never fit is refused when it is uploaded.
+    let numbers = wordcount_archive_with(|m| {
+        m.replace(
+            "type = \"text-file\"\npath = \"${input}\"",
+            "type = \"generator\"\npattern = \"numbers\"\ncount = \"10\"",
+        )
+    });
+    error(
+        &api,
+        multipart("bundle", &numbers),
+        StatusCode::BAD_REQUEST,
+        "type_mismatch",
+        "operator `split` cannot read what `lines` writes: the record is \
+         {id: u64, k: u32, price: u64, ts: i64} upstream and string here",
+    )
+    .await;
+    // One whose parameters decide: refused when it is submitted with them.
+    let chosen = wordcount_archive_with(|m| {
+        m.replace(
+            "type = \"text-file\"\npath = \"${input}\"",
+            "type = \"generator\"\npattern = \"${pattern}\"\ncount = \"10\"",
+        )
+        .replace(
+            "[params]\n",
+            "[params]\npattern = { default = \"words\" }\n",
+        )
+    });
+    let bundle = upload(&api, &chosen).await;
+    error(
+        &api,
+        json_post(
+            "/v1/jobs",
+            serde_json::json!({"bundle": bundle.id, "params": {"pattern": "bids"}}),
+        ),
+        StatusCode::BAD_REQUEST,
+        "type_mismatch",
+        "operator `split` cannot read what `lines` writes: the record is \
+         {key: string, price: u64, ts: i64} upstream and string here",
+    )
+    .await;
+    // A key-by field the typed stream does not have.
+    let unkeyed = wordcount_archive_with(|m| m.replace("key-by = \"value\"", "key-by = \"/word\""));
+    error(
+        &api,
+        multipart("bundle", &unkeyed),
+        StatusCode::BAD_REQUEST,
+        "type_mismatch",
+        "key-by = \"/word\" names no field of what `split` writes (string)",
+    )
+    .await;
+    let (_, body) = call(&api, Request::get("/v1/jobs").body(Body::empty()).unwrap()).await;
+    assert_eq!(serde_json::from_slice::<Vec<JobInfo>>(&body).unwrap(), []);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_job_keeps_its_exception_with_the_operator_and_the_guest_message() {
     let dir = tempfile::tempdir().unwrap();

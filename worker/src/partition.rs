@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::Sender;
-use weir_model::format::Format;
+use weir_model::format::{Format, RowKeys};
 use weir_model::keygroup::subtask_for_key;
 use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
 
@@ -40,6 +40,8 @@ pub struct NetworkOutput {
     partitioning: Partitioning,
     /// How the edge's records are encoded (a key-by pointer reads them).
     format: Format,
+    /// For a hash edge of rows, its keys' reader, compiled once.
+    row_keys: Option<RowKeys>,
     max_parallelism: u32,
     buffers: Vec<Vec<Record>>,
     batch_size: usize,
@@ -93,6 +95,51 @@ pub fn assign_key(
     Ok(())
 }
 
+/// Set the keys of a batch of rows with `keys`: every key written into one
+/// buffer (one allocation a batch), each record's a slice of it.
+fn row_keys(
+    keys: &RowKeys,
+    key_by: &KeyBy,
+    format: &Format,
+    records: &mut [Record],
+) -> Result<(), PartitionError> {
+    let mut data = Vec::with_capacity(records.len() * 8);
+    let mut ends = Vec::with_capacity(records.len());
+    for r in records.iter() {
+        let found = keys.write(&r.value, &mut data).map_err(|e| {
+            PartitionError::Key(format!(
+                "key-by = {}: a record {e}: {}",
+                describe(key_by),
+                format.excerpt(&r.value)
+            ))
+        })?;
+        if !found {
+            return Err(PartitionError::Key(format!(
+                "key-by = {}: a record has no such field: {}",
+                describe(key_by),
+                format.excerpt(&r.value)
+            )));
+        }
+        ends.push(data.len());
+    }
+    let data = bytes::Bytes::from(data);
+    let mut start = 0;
+    for (r, end) in records.iter_mut().zip(ends) {
+        r.key = Some(data.slice(start..end));
+        start = end;
+    }
+    Ok(())
+}
+
+/// A `key-by` as the manifest says it.
+fn describe(key_by: &KeyBy) -> String {
+    match key_by {
+        KeyBy::Value => "\"value\"".into(),
+        KeyBy::Key => "\"key\"".into(),
+        KeyBy::Pointer(p) => format!("{p:?}"),
+    }
+}
+
 /// `part` as a slice of `whole` when it lies inside it (no copy), else a copy.
 fn sub_bytes(whole: &bytes::Bytes, part: &[u8]) -> bytes::Bytes {
     let inside = whole.as_ptr_range();
@@ -125,6 +172,10 @@ impl NetworkOutput {
             senders,
             cancel,
             channel,
+            row_keys: match &partitioning {
+                Partitioning::Hash(key_by) => format.row_keys(key_by),
+                _ => None,
+            },
             partitioning,
             format,
             max_parallelism,
@@ -204,9 +255,18 @@ impl NetworkOutput {
                 }
             }
             Partitioning::Hash(key_by) => {
-                let key_by = key_by.clone();
-                for mut r in records {
-                    assign_key(&mut r, &key_by, &self.format)?;
+                let mut records = records;
+                match &self.row_keys {
+                    // Keys of rows: all written into one buffer, sliced.
+                    Some(keys) => row_keys(keys, key_by, &self.format, &mut records)?,
+                    None => {
+                        let key_by = key_by.clone();
+                        for r in &mut records {
+                            assign_key(r, &key_by, &self.format)?;
+                        }
+                    }
+                }
+                for r in records {
                     let key = r.key.as_deref().expect("assigned above");
                     let to = subtask_for_key(key, self.max_parallelism, n as u32) as usize;
                     self.buffers[to].push(r);
@@ -284,6 +344,20 @@ mod tests {
             assign_key(&mut a, &by, &rows).unwrap();
             assign_key(&mut b, &by, &packed_format).unwrap();
             assert_eq!(a.key, b.key, "{pointer}");
+        }
+        // In bulk, as a hash edge reads them: the same keys.
+        for by in [
+            KeyBy::Pointer("/k".into()),
+            KeyBy::Pointer("/user".into()),
+            KeyBy::Value,
+        ] {
+            let keys = rows.row_keys(&by).unwrap();
+            let mut batch = vec![Record::value(row.clone()), Record::value(row.clone())];
+            row_keys(&keys, &by, &rows, &mut batch).unwrap();
+            let mut one = Record::value(row.clone());
+            assign_key(&mut one, &by, &rows).unwrap();
+            assert_eq!(batch[0].key, one.key, "{by:?}");
+            assert_eq!(batch[1].key, one.key, "{by:?}");
         }
         let mut r = Record::value(row.clone());
         let e = assign_key(&mut r, &KeyBy::Pointer("/nope".into()), &rows).unwrap_err();

@@ -151,14 +151,8 @@ impl Jobs {
             parallelism: request.parallelism,
             builtin_params: vec![("bundle_dir".into(), ".".into())],
         };
-        let mut graph = plan(&manifest, &submission, &bundle.exported()).map_err(|e| match e {
-            // Operators whose types do not fit: the request asks for what
-            // cannot run.
-            weir_model::ManifestError::TypeMismatch(_) => {
-                CoordinatorError::invalid("type_mismatch", e.to_string())
-            }
-            e => CoordinatorError::unprocessable("job_invalid", e.to_string()),
-        })?;
+        let mut graph = plan(&manifest, &submission, &bundle.exported())
+            .map_err(|e| CoordinatorError::of_plan("job_invalid", e))?;
         super::access::check(&self.allowed, &graph)?;
         // Every subtask of every attempt cuts its file's splits from the
         // size it has now (a restore keeps the ranges its checkpoint holds).

@@ -187,12 +187,13 @@ pub struct Located<'a, 'n> {
 
 /// The field at the end of `path` (from [`Schema::pointer`]) in `row`;
 /// `None` when a record on the way is null.
-pub fn locate<'a, 'n>(
-    path: &[(usize, &'n FieldNode)],
+pub fn locate<'a, 'n, F: std::borrow::Borrow<FieldNode>>(
+    path: &'n [(usize, F)],
     row: &'a [u8],
 ) -> Result<Option<Located<'a, 'n>>, RowError> {
     let mut base = row;
-    for (k, &(index, field)) in path.iter().enumerate() {
+    for (k, (index, field)) in path.iter().enumerate() {
+        let (index, field) = (*index, field.borrow());
         if k + 1 == path.len() {
             return Ok(Some(Located { base, index, field }));
         }
