@@ -376,7 +376,28 @@ def table(results, events):
             + cell(lambda rs: "—" if not rs else f"{max(r['peak_rss_mb'] for r in rs):.0f}")
             + " |"
         )
-    return "\n".join(rows) + "\n\n" + "\n".join(costs) + "\n"
+    spread = [
+        "| workload | p | Flink blackhole | Flink JSON | Wasm discard | Wasm JSON "
+        "| built-in discard | built-in JSON |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (workload, p), by in results.items():
+
+        def span(v):
+            rates = sorted(r["steady_rate"] for r in by.get(v, []) if r["steady_rate"])
+            if not rates:
+                return "—"
+            return f"{rates[0] / 1e6:.2f}–{rates[-1] / 1e6:.2f}"
+
+        spread.append(f"| {workload} | {p} | " + " | ".join(span(v) for v in VARIANTS) + " |")
+    return (
+        "\n".join(rows)
+        + "\n\nThe rounds' spread (steady-state, M events/s, lowest–highest):\n\n"
+        + "\n".join(spread)
+        + "\n\n"
+        + "\n".join(costs)
+        + "\n"
+    )
 
 
 START = "<!-- side-by-side: start (bench/flink/run.sh writes this) -->"
