@@ -22,9 +22,12 @@ pub(crate) struct InRecord<'a> {
     pub(crate) timestamp: Option<i64>,
 }
 
-/// The records of a batch, checked: a span outside the data or lists of the
-/// wrong lengths are the host's bug, reported as an error.
-pub(crate) fn records(batch: &WitBatch) -> Result<Vec<InRecord<'_>>, String> {
+/// The records of a batch, read one after another without collecting
+/// them: the lists' lengths are checked at once, each record's spans when
+/// it is read (a span outside the data is the host's bug, an error).
+pub(crate) fn iter(
+    batch: &WitBatch,
+) -> Result<impl Iterator<Item = Result<InRecord<'_>, String>> + Clone, String> {
     let n = batch.timestamps.len();
     if batch.spans.len() != n * 4 {
         return Err(format!(
@@ -33,6 +36,16 @@ pub(crate) fn records(batch: &WitBatch) -> Result<Vec<InRecord<'_>>, String> {
         ));
     }
     let data = &batch.data[..];
+    Ok(batch
+        .spans
+        .chunks_exact(4)
+        .zip(&batch.timestamps)
+        .map(move |(span, &timestamp)| read(data, span, timestamp)))
+}
+
+/// One record of a batch from its spans.
+#[inline]
+fn read<'a>(data: &'a [u8], span: &[u32], timestamp: i64) -> Result<InRecord<'a>, String> {
     let slice = |offset: u32, len: u32| {
         let (start, len) = (offset as usize, len as usize);
         start
@@ -45,21 +58,20 @@ pub(crate) fn records(batch: &WitBatch) -> Result<Vec<InRecord<'_>>, String> {
                 )
             })
     };
-    batch
-        .spans
-        .chunks_exact(4)
-        .zip(&batch.timestamps)
-        .map(|(span, &timestamp)| {
-            Ok(InRecord {
-                key: match span[0] {
-                    NO_KEY => None,
-                    offset => Some(slice(offset, span[1])?),
-                },
-                value: slice(span[2], span[3])?,
-                timestamp: (timestamp != NO_TIMESTAMP).then_some(timestamp),
-            })
-        })
-        .collect()
+    Ok(InRecord {
+        key: match span[0] {
+            NO_KEY => None,
+            offset => Some(slice(offset, span[1])?),
+        },
+        value: slice(span[2], span[3])?,
+        timestamp: (timestamp != NO_TIMESTAMP).then_some(timestamp),
+    })
+}
+
+/// The records of a batch, checked: a span outside the data or lists of the
+/// wrong lengths are the host's bug, reported as an error.
+pub(crate) fn records(batch: &WitBatch) -> Result<Vec<InRecord<'_>>, String> {
+    iter(batch)?.collect()
 }
 
 /// Records being built: their bytes packed into one buffer.

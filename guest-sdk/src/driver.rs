@@ -338,6 +338,25 @@ impl OperatorEntry {
     }
 }
 
+/// An iterator whose length is known (a batch's records).
+struct ExactLen<I>(I, usize);
+
+impl<I: Iterator> Iterator for ExactLen<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let item = self.0.next()?;
+        self.1 = self.1.saturating_sub(1);
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, Some(self.1))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for ExactLen<I> {}
+
 /// A fresh coder like `c` (coders hold only a cache of their type).
 fn clone_coder<C: Default>(_: &C) -> C {
     C::default()
@@ -405,7 +424,7 @@ impl Instance {
     /// much as the input, for records), so that it does not grow by copies.
     fn run<T>(
         &mut self,
-        items: Vec<T>,
+        items: impl ExactSizeIterator<Item = T>,
         ctx: BatchContext,
         expected: usize,
         mut each: impl FnMut(&mut dyn DynOperator, T, &mut Pending) -> crate::Result<()>,
@@ -453,17 +472,25 @@ impl Instance {
         batch: WitBatch,
         ctx: BatchContext,
     ) -> Result<Effects, String> {
-        let records = crate::batch::records(&batch)?;
+        let records = crate::batch::iter(&batch)?;
         if self.keyed {
-            if let Some(i) = records.iter().position(|r| r.key.is_none()) {
-                return Err(format!(
-                    "operator `{}` is a keyed_process but record {i} of the batch has no key (use key-by in the manifest)",
-                    self.name
-                ));
+            // Every record has a key (and well-formed spans), then the
+            // value states of all the keys in one host call.
+            for (i, record) in records.clone().enumerate() {
+                if record?.key.is_none() {
+                    return Err(format!(
+                        "operator `{}` is a keyed_process but record {i} of the batch has no key (use key-by in the manifest)",
+                        self.name
+                    ));
+                }
             }
-            self.cache.prefetch(records.iter().filter_map(|r| r.key));
+            self.cache
+                .prefetch(records.clone().filter_map(|r| r.ok().and_then(|r| r.key)));
         }
+        let count = batch.timestamps.len();
+        let records = ExactLen(records, count);
         self.run(records, ctx, batch.data.len(), |op, record, batch| {
+            let record = record?;
             batch.timestamp = record.timestamp;
             with_cache(|c| c.set_key(record.key));
             op.record(record.value, batch)
@@ -531,10 +558,15 @@ impl Instance {
             from = end as usize;
         }
         let expected = items.len() * 64;
-        self.run(items, ctx, expected, |op, (window, contents), batch| {
-            batch.timestamp = Some(window.end - 1);
-            op.fire_window(&window, contents, batch)
-        })
+        self.run(
+            items.into_iter(),
+            ctx,
+            expected,
+            |op, (window, contents), batch| {
+                batch.timestamp = Some(window.end - 1);
+                op.fire_window(&window, contents, batch)
+            },
+        )
     }
 
     /// Handle fired timers.
@@ -547,7 +579,7 @@ impl Instance {
             // The value states of all the timers' keys, in one host call.
             self.cache.prefetch(timers.iter().map(|t| t.key.as_slice()));
         }
-        self.run(timers, ctx, 0, |op, timer, batch| {
+        self.run(timers.into_iter(), ctx, 0, |op, timer, batch| {
             let domain: TimeDomain = timer.domain.into();
             batch.timestamp = (domain == TimeDomain::EventTime).then_some(timer.time);
             with_cache(|c| c.set_key(Some(&timer.key)));

@@ -122,7 +122,7 @@ pub fn open_sized(
             let mut g = Generator::new(*count, *pattern, *rate, subtask, parallelism);
             g.codec = codec;
             if codec == Codec::Row {
-                g.row = Some(Node::of(&pattern.record_type()));
+                g.row = Some(RowLayout::of(&pattern.record_type()));
             }
             if let Some(at) = start_at_ms {
                 // The schedule starts at that wall-clock time.
@@ -407,8 +407,8 @@ struct Generator {
     made: u64,
     /// What its records are written in.
     codec: Codec,
-    /// Its records' type, compiled, when they are written as rows.
-    row: Option<Node>,
+    /// Its records' layout, when they are written as rows.
+    row: Option<RowLayout>,
 }
 
 impl Generator {
@@ -522,7 +522,7 @@ impl Source for Generator {
             let (pattern, codec) = (self.pattern, self.codec);
             let row = &self.row;
             batch.push(None, None, |v| match (codec, row) {
-                (Codec::Row, Some(node)) => pattern.write(n, &mut BinaryRow::new(v, node)),
+                (Codec::Row, Some(layout)) => pattern.write(n, &mut BinaryRow::new(v, layout)),
                 (Codec::Msgpack, _) => pattern.write(n, &mut MsgpackRow(v)),
                 _ => pattern.write(
                     n,
@@ -630,39 +630,58 @@ impl RecordWriter for MsgpackRow<'_> {
 /// pattern writes the type's fields in their order.
 struct BinaryRow<'a> {
     out: &'a mut Vec<u8>,
-    node: &'a Node,
+    layout: &'a RowLayout,
     start: usize,
     field: usize,
 }
 
+/// Where a generated row's fields go: computed once per source, read per
+/// field.
+struct RowLayout {
+    /// Bytes of bitmap and slots.
+    fixed: usize,
+    /// Each field's slot: offset and width.
+    slots: Vec<(usize, usize)>,
+}
+
+impl RowLayout {
+    /// The layout of rows of `ty`, a record type (a string's is empty).
+    fn of(ty: &Type) -> RowLayout {
+        match Node::of(ty) {
+            Node::Record { fields, fixed, .. } => RowLayout {
+                fixed,
+                slots: fields.iter().map(|f| (f.offset, f.node.width())).collect(),
+            },
+            _ => RowLayout {
+                fixed: 0,
+                slots: Vec::new(),
+            },
+        }
+    }
+}
+
 impl<'a> BinaryRow<'a> {
-    fn new(out: &'a mut Vec<u8>, node: &'a Node) -> Self {
+    fn new(out: &'a mut Vec<u8>, layout: &'a RowLayout) -> Self {
         BinaryRow {
             out,
-            node,
+            layout,
             start: 0,
             field: 0,
         }
     }
 
-    /// The next field's slot offset and width.
+    /// The next field's slot offset (in the buffer) and width.
     fn next_slot(&mut self) -> (usize, usize) {
-        let Node::Record { fields, .. } = self.node else {
-            unreachable!("a pattern with fields has a record type")
-        };
-        let f = &fields[self.field];
+        let (offset, width) = self.layout.slots[self.field];
         self.field += 1;
-        (self.start + f.offset, f.node.width())
+        (self.start + offset, width)
     }
 }
 
 impl RecordWriter for BinaryRow<'_> {
     fn map(&mut self, _: u32) {
-        let Node::Record { fixed, .. } = self.node else {
-            unreachable!("a pattern with fields has a record type")
-        };
         self.start = self.out.len();
-        self.out.resize(self.start + fixed, 0);
+        self.out.resize(self.start + self.layout.fixed, 0);
         self.field = 0;
     }
     fn uint(&mut self, _: &str, x: u64) {
