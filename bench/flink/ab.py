@@ -14,7 +14,8 @@ and built-in ones.
 
 A setting instead of a build: give both sides the same DIR and a different
 `--before-codec` / `--after-codec` (the job's `codec`, `json` or `msgpack`),
-with `--wasm-only` (built-in operators do not use it).
+with `--wasm-only` (built-in operators do not use it). `--builtin-only`
+runs the built-in operators' workloads alone.
 """
 
 import argparse
@@ -32,6 +33,7 @@ JOBS = [
     ("tumbling-count", False),
     ("sliding-count", False),
     ("q0", True),
+    ("q1", True),
     ("keyed-count", True),
     ("tumbling-count", True),
 ]
@@ -52,9 +54,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before-codec", choices=["json", "msgpack"])
     parser.add_argument("--after-codec", choices=["json", "msgpack"])
-    parser.add_argument("--wasm-only", action="store_true")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--wasm-only", action="store_true")
+    only.add_argument("--builtin-only", action="store_true")
     args = parser.parse_args()
-    jobs = [(name, builtin) for name, builtin in JOBS if not (builtin and args.wasm_only)]
+    jobs = [
+        (name, builtin)
+        for name, builtin in JOBS
+        if not (builtin and args.wasm_only) and not (not builtin and args.builtin_only)
+    ]
     codecs = {"before": args.before_codec, "after": args.after_codec}
     sides = {"before": args.before, "after": args.after}
     for name, d in sides.items():

@@ -1,7 +1,7 @@
 //! Which codec each stream of a job carries.
 //!
 //! A job's edges speak JSON: JSON-lines sources read it, sinks write it,
-//! built-in operators read and write it. Between two operators that are
+//! built-in operators write it. Between two operators that are
 //! WebAssembly components, records may travel as
 //! [MessagePack](crate::msgpack) instead, which is smaller and cheaper to
 //! decode and encode in every language. A stream (a vertex's main output or
@@ -15,9 +15,10 @@
 //! place: when the job asks for MessagePack (the default), the stream has a
 //! type (its writer declares one: a typed operator, a source with a
 //! schema, the generator, the text-file source) and every reader reads
-//! exactly that type — a component that declares it as its input, or a
-//! sink (the host writes JSON from the rows). Keys of a row stream are
-//! MessagePack.
+//! exactly that type — a component that declares it as its input — or
+//! reads rows of any type: a sink (the host writes JSON from the rows) or
+//! a built-in operator (it reads the fields it needs in place; it writes
+//! JSON). Keys of a row stream are MessagePack.
 //!
 //! All the inputs of one vertex share one codec (and one row type), so that
 //! an operator decodes every record the same way; a window operator's
@@ -250,7 +251,11 @@ impl StreamCodecs {
                 .iter()
                 .filter(|e| e.from == v && e.side_output == side)
                 .all(|e| match &graph.vertices[e.to].kind {
-                    VertexKind::Sink(_) => true,
+                    // Sinks and built-ins read rows of any type.
+                    VertexKind::Sink(_)
+                    | VertexKind::Operator {
+                        builtin: Some(_), ..
+                    } => true,
                     VertexKind::Operator { builtin: None, .. } => {
                         graph.vertices[e.to].input_type.as_ref() == Some(&ty)
                     }
@@ -447,9 +452,18 @@ mod tests {
             "JSON read stays JSON"
         );
         assert_eq!(
-            job(generator, builtin).0,
+            job(generator, builtin),
+            (Codec::Row, Codec::Row),
+            "a built-in reads rows of any type"
+        );
+        assert_eq!(job(json_lines, builtin).0, Codec::Json, "or JSON");
+        let late = "[[operator]]\nname='a'\nbuiltin='count'\nkey-by='/k'\n\
+                    window={type='tumbling', size-ms=10}\n\
+                    [[sink]]\nname='l'\ntype='stdout'\ninput='a:late'";
+        assert_eq!(
+            job(generator, late).0,
             Codec::Json,
-            "a built-in reads JSON"
+            "a built-in window's late records are JSON, so is its input"
         );
         assert_eq!(
             job(generator, "").0,

@@ -173,7 +173,8 @@ impl OperatorFactory for WasmOperatorFactory {
             message: format!("state backend: {e:#}"),
             guest_output: Vec::new(),
         })?;
-        let json_keys = matches!(key_by, Some(weir_model::KeyBy::Pointer(_)));
+        let codecs = StreamCodecs::of_job(graph);
+        let input = codecs.input_format(graph, vertex.id);
         match (builtin, window) {
             (
                 Some(Builtin::Aggregate {
@@ -181,7 +182,13 @@ impl OperatorFactory for WasmOperatorFactory {
                 }),
                 Some(w),
             ) => {
-                let f = BuiltinAggregate::new(*function, field.clone(), ident.clone(), json_keys);
+                let f = BuiltinAggregate::new(
+                    *function,
+                    crate::builtin::aggregate::ValueOf::new(field.clone(), input.clone()),
+                    field.is_none(),
+                    ident.clone(),
+                    crate::builtin::aggregate::KeyText::of(key_by.as_ref(), &input),
+                );
                 return Ok(Box::new(WindowOperator::new(
                     w,
                     Box::new(f),
@@ -189,7 +196,9 @@ impl OperatorFactory for WasmOperatorFactory {
                     ident,
                 )?));
             }
-            (Some(b), _) => return crate::builtin::create(b, key_by.as_ref(), ident, backend),
+            (Some(b), _) => {
+                return crate::builtin::create(b, key_by.as_ref(), input, ident, backend);
+            }
             (None, _) => {}
         }
         let Some(component) = self.components.get(component) else {
@@ -207,7 +216,7 @@ impl OperatorFactory for WasmOperatorFactory {
                 guest_output: Vec::new(),
             });
         };
-        let codecs = StreamCodecs::of_job(graph).operator(graph, vertex.id);
+        let codecs = codecs.operator(graph, vertex.id);
         let Some(w) = window else {
             let spec = OperatorSpec {
                 function,

@@ -436,7 +436,7 @@ mod type_tests {
         let c = StreamCodecs::of_job(&g);
         assert_eq!(c.output(id(&g, "s"), None), Codec::Msgpack);
         assert_eq!(c.output(id(&g, "q"), None), Codec::Json);
-        // Into a built-in: not rows.
+        // Into a built-in: rows (built-ins read rows of any type).
         let g = typed(
             NUMBERS,
             "[[operator]]\nname='q'\nfunction='q0'\n\
@@ -446,7 +446,8 @@ mod type_tests {
         .unwrap();
         let c = StreamCodecs::of_job(&g);
         assert_eq!(c.output(id(&g, "s"), None), Codec::Row);
-        assert_eq!(c.output(id(&g, "q"), None), Codec::Json);
+        assert_eq!(c.output(id(&g, "q"), None), Codec::Row);
+        assert_eq!(c.output(id(&g, "n"), None), Codec::Json, "a built-in writes JSON");
     }
 
     #[test]
@@ -527,7 +528,10 @@ mod type_tests {
                      window={{type='tumbling', size-ms=10}}\n\
                      [[sink]]\nname='o'\ntype='stdout'\ninput='w'\n{late_to}"
                 ),
-                &[("agg", Window, Some(EVENT), Some("{k: u32, n: u64}"))],
+                &[
+                    ("agg", Window, Some(EVENT), Some("{k: u32, n: u64}")),
+                    ("untyped", Transform, None, None),
+                ],
             )
             .unwrap()
         };
@@ -538,10 +542,18 @@ mod type_tests {
         assert_eq!(c.output(s, None), Codec::Row);
         assert_eq!(c.output(w, Some("late")), Codec::Row);
         assert_eq!(c.row_type(w, Some("late")).unwrap().to_string(), EVENT);
-        // Late records to a built-in (which reads JSON): the window's input
-        // cannot be rows either.
+        // Late records to a built-in (which reads rows of any type): rows.
         let g = job(
             "[[operator]]\nname='n'\nbuiltin='count'\nkey-by='/k'\ninput='w:late'\n\
+                     [[sink]]\nname='late'\ntype='stdout'\ninput='n'\n",
+        );
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "s"), None), Codec::Row);
+        assert_eq!(c.output(id(&g, "w"), Some("late")), Codec::Row);
+        // Late records to an untyped component (which reads MessagePack):
+        // the window's input cannot be rows either.
+        let g = job(
+            "[[operator]]\nname='n'\nfunction='untyped'\ninput='w:late'\n\
                      [[sink]]\nname='late'\ntype='stdout'\ninput='n'\n",
         );
         let c = StreamCodecs::of_job(&g);

@@ -56,6 +56,12 @@ pub fn write_value(node: &Node, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), R
     }
 }
 
+/// Append the JSON text of a field found by [`super::locate`] (`null`
+/// when it is null).
+pub fn write_field(at: super::Located<'_, '_>, out: &mut Vec<u8>) -> Result<(), RowError> {
+    write_slot(&at.field.node, at.base, 0, at.index, at.field.offset, out)
+}
+
 /// The value in the slot at `off` of `base` (null bit `index` of the bitmap
 /// at `nulls_at`).
 fn write_slot(

@@ -16,10 +16,14 @@
 use std::collections::HashMap;
 
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
+use weir_model::KeyBy;
 use weir_model::builtin::{AggregateFunction, Emit};
+use weir_model::codec::Codec;
+use weir_model::format::Format;
 use weir_model::{Record, RecordBuffer};
 use weir_state::{StateBackend, StateKey, StateKind, StateOp};
 
+use super::fields::FieldReader;
 use super::{Number, excerpt, input_error, state_error};
 use crate::operators::StreamOperator;
 
@@ -173,66 +177,124 @@ fn pick(old: Option<Number>, new: Number, smaller: bool) -> Number {
     }
 }
 
-/// The value a record adds to an aggregate of `field` (`None`: the
-/// record has none, or the aggregate reads no field).
-pub(crate) fn value_of(
-    field: Option<&str>,
-    r: &Record,
-    ident: &TaskIdent,
-) -> Result<Option<Number>, OperatorError> {
-    let Some(field) = field else {
-        return Ok(None);
-    };
-    let raw = weir_model::json::pointer_raw(&r.value, field).map_err(|e| {
-        input_error(
-            ident,
-            format!("a record is not JSON ({e}): {}", excerpt(&r.value)),
-        )
-    })?;
-    match raw {
-        None => Ok(None),
-        Some(raw) => Number::parse(raw.get()).map_err(|()| {
+/// What a record adds to an aggregate of a field, read from the input's
+/// records in their format.
+pub(crate) struct ValueOf {
+    /// The field's pointer (`None`: the aggregate reads no field).
+    field: Option<String>,
+    reader: FieldReader,
+    input: Format,
+}
+
+impl ValueOf {
+    /// The values of `field` in records in `input`.
+    pub(crate) fn new(field: Option<String>, input: Format) -> ValueOf {
+        let pointers: Vec<String> = field.iter().cloned().collect();
+        ValueOf {
+            reader: FieldReader::new(&pointers, &input),
+            field,
+            input,
+        }
+    }
+
+    /// The value `r` adds (`None`: it has none, or the aggregate reads no
+    /// field); `scratch` holds what a row is read through, when it must be.
+    pub(crate) fn of(
+        &self,
+        r: &Record,
+        scratch: &mut Vec<u8>,
+        ident: &TaskIdent,
+    ) -> Result<Option<Number>, OperatorError> {
+        let Some(field) = &self.field else {
+            return Ok(None);
+        };
+        let fields = self.reader.read(&r.value, scratch).map_err(|e| {
             input_error(
                 ident,
-                format!(
-                    "field {field} of a record is not a number: {}",
-                    excerpt(&r.value)
-                ),
+                format!("a record {e}: {}", self.input.excerpt(&r.value)),
             )
-        }),
+        })?;
+        match fields[0] {
+            None => Ok(None),
+            Some(f) => f.number().map_err(|()| {
+                input_error(
+                    ident,
+                    format!(
+                        "field {field} of a record is not a number: {}",
+                        self.input.excerpt(&r.value)
+                    ),
+                )
+            }),
+        }
     }
 }
 
-/// A key as JSON in an output record: as it was extracted when it is JSON
-/// already (`json_keys`: taken by a JSON pointer), else as a string.
-pub(crate) fn write_key(out: &mut Vec<u8>, key: &[u8], json_keys: bool) {
-    if json_keys || serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
-        out.extend_from_slice(key);
-    } else {
-        let _ = serde_json::to_writer(&mut *out, &String::from_utf8_lossy(key));
+/// What a keyed built-in's keys are, to write them into its output as
+/// JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyText {
+    /// Compact JSON already (taken by a JSON pointer from JSON).
+    Json,
+    /// MessagePack (taken from rows).
+    Msgpack,
+    /// The records' own keys: JSON when they parse as JSON, else text.
+    Raw,
+}
+
+impl KeyText {
+    /// How the keys of a built-in keyed by `key_by` read, from an input in
+    /// `input`.
+    pub(crate) fn of(key_by: Option<&KeyBy>, input: &Format) -> KeyText {
+        match key_by {
+            Some(KeyBy::Pointer(_) | KeyBy::Value) if input.codec == Codec::Row => KeyText::Msgpack,
+            Some(KeyBy::Pointer(_)) => KeyText::Json,
+            _ => KeyText::Raw,
+        }
+    }
+
+    /// Append `key` as JSON.
+    pub(crate) fn write(self, out: &mut Vec<u8>, key: &[u8]) {
+        match self {
+            KeyText::Json => out.extend_from_slice(key),
+            KeyText::Msgpack => {
+                let start = out.len();
+                if weir_model::msgpack::to_json(key, out).is_err() {
+                    // Not the runtime's MessagePack: shown as text.
+                    out.truncate(start);
+                    KeyText::Raw.write(out, key);
+                }
+            }
+            KeyText::Raw => {
+                if serde_json::from_slice::<serde::de::IgnoredAny>(key).is_ok() {
+                    out.extend_from_slice(key);
+                } else {
+                    let _ = serde_json::to_writer(&mut *out, &String::from_utf8_lossy(key));
+                }
+            }
+        }
     }
 }
 
 /// A running aggregate per key.
 pub(super) struct RunningAggregate {
     function: AggregateFunction,
-    field: Option<String>,
+    value_of: ValueOf,
+    counts_null: bool,
     emit: Emit,
     ident: TaskIdent,
     backend: Box<dyn StateBackend>,
     state: u32,
-    /// Keys are compact JSON already (taken by a JSON pointer).
-    json_keys: bool,
+    keys: KeyText,
 }
 
 impl RunningAggregate {
     pub(super) fn new(
         function: AggregateFunction,
-        field: Option<String>,
+        value_of: ValueOf,
         emit: Emit,
         ident: TaskIdent,
         mut backend: Box<dyn StateBackend>,
-        json_keys: bool,
+        keys: KeyText,
     ) -> Result<RunningAggregate, OperatorError> {
         let state = backend
             .register(
@@ -242,25 +304,21 @@ impl RunningAggregate {
             .map_err(|e| state_error(&ident, anyhow::anyhow!(e)))?;
         Ok(RunningAggregate {
             function,
-            field,
+            counts_null: value_of.field.is_none(),
+            value_of,
             emit,
             ident,
             backend,
             state,
-            json_keys,
+            keys,
         })
-    }
-
-    /// The value a record adds.
-    fn value_of(&self, r: &Record) -> Result<Option<Number>, OperatorError> {
-        value_of(self.field.as_deref(), r, &self.ident)
     }
 
     /// An output record for `key` with its accumulator's value.
     fn output(&self, out: &mut RecordBuffer, key: &[u8], acc: &Acc, timestamp: Option<i64>) {
         out.push(None, timestamp, |value| {
             value.extend_from_slice(b"{\"key\":");
-            write_key(value, key, self.json_keys);
+            self.keys.write(value, key);
             value.extend_from_slice(b",\"");
             value.extend_from_slice(self.function.name().as_bytes());
             value.extend_from_slice(b"\":");
@@ -315,15 +373,16 @@ impl StreamOperator for RunningAggregate {
                 })?,
             });
         }
-        let counts_null = self.field.is_none();
+        let counts_null = self.counts_null;
         let outputs = match self.emit {
             Emit::Record => batch.len(),
             Emit::Batch => keys.len(),
         };
         let mut main = RecordBuffer::with_capacity(outputs, outputs * 40);
         let mut last_timestamp = vec![None; keys.len()];
+        let mut scratch = Vec::new();
         for (r, &i) in batch.iter().zip(&of_record) {
-            let v = self.value_of(r)?;
+            let v = self.value_of.of(r, &mut scratch, &self.ident)?;
             accs[i].add(v, counts_null);
             match self.emit {
                 Emit::Record => self.output(&mut main, &keys[i].key, &accs[i], r.timestamp),
@@ -383,6 +442,30 @@ mod tests {
         let mut out = Vec::new();
         a.write(&mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn keys_are_written_as_json_whatever_they_were_read_as() {
+        let rows = Format {
+            codec: Codec::Row,
+            schema: None,
+        };
+        let pointer = KeyBy::Pointer("/k".into());
+        let write = |keys: KeyText, key: &[u8]| {
+            let mut out = Vec::new();
+            keys.write(&mut out, key);
+            String::from_utf8(out).unwrap()
+        };
+        let of_rows = KeyText::of(Some(&pointer), &rows);
+        assert_eq!(of_rows, KeyText::Msgpack);
+        assert_eq!(KeyText::of(Some(&KeyBy::Value), &rows), KeyText::Msgpack);
+        assert_eq!(write(of_rows, &[0xa3, b'a', b'n', b'a']), r#""ana""#);
+        assert_eq!(write(of_rows, &[0x81, 0xa1, b'a', 0x07]), r#"{"a":7}"#);
+        let of_json = KeyText::of(Some(&pointer), &Format::default());
+        assert_eq!(of_json, KeyText::Json);
+        assert_eq!(write(of_json, br#""ana""#), r#""ana""#);
+        let own = KeyText::of(Some(&KeyBy::Key), &rows);
+        assert_eq!(write(own, b"plain text"), r#""plain text""#);
     }
 
     #[test]

@@ -3,20 +3,23 @@
 //! and `select` ([`select`]).
 
 pub(crate) mod aggregate;
+mod fields;
 mod select;
 
 use weir_host::{ErrorKind, OperatorError, TaskIdent};
 use weir_model::KeyBy;
 use weir_model::builtin::Builtin;
+use weir_model::format::Format;
 use weir_state::StateBackend;
 
 use crate::operators::StreamOperator;
 
-/// The operator of one subtask of a built-in keyed by `key_by`, its keyed
-/// state in `backend`.
+/// The operator of one subtask of a built-in keyed by `key_by`, reading
+/// records in `input`, its keyed state in `backend`.
 pub fn create(
     builtin: &Builtin,
     key_by: Option<&KeyBy>,
+    input: Format,
     ident: TaskIdent,
     backend: Box<dyn StateBackend>,
 ) -> Result<Box<dyn StreamOperator>, OperatorError> {
@@ -27,15 +30,18 @@ pub fn create(
             emit,
         } => Box::new(aggregate::RunningAggregate::new(
             *function,
-            field.clone(),
+            aggregate::ValueOf::new(field.clone(), input.clone()),
             *emit,
             ident,
             backend,
-            matches!(key_by, Some(KeyBy::Pointer(_))),
+            aggregate::KeyText::of(key_by, &input),
         )?),
-        Builtin::Select { columns, filter } => {
-            Box::new(select::Select::new(columns.clone(), filter.clone(), ident))
-        }
+        Builtin::Select { columns, filter } => Box::new(select::Select::new(
+            columns.clone(),
+            filter.clone(),
+            input,
+            ident,
+        )),
     })
 }
 

@@ -6,37 +6,66 @@
 //! floating-point division), null when a side is null or not a number. A
 //! comparison with a null is false, so `where` drops such records.
 
-use serde_json::value::RawValue;
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
 use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
+use weir_model::format::Format;
 use weir_model::{Record, RecordBuffer};
 
-use super::{Number, excerpt, input_error};
+use super::fields::{Field, FieldReader};
+use super::{Number, input_error};
 use crate::operators::StreamOperator;
 
-/// A record's fields that the expressions read, in the order of
-/// [`Select::pointers`].
-struct Fields<'a> {
-    names: &'a [String],
-    values: Vec<Option<&'a RawValue>>,
+/// An expression compiled against the select's fields: a field is its
+/// index in [`FieldReader::read`]'s answer.
+enum Compiled {
+    Integer(i64),
+    Number(f64),
+    Field(usize),
+    Negate(Box<Compiled>),
+    Binary(Box<Compiled>, BinaryOp, Box<Compiled>),
 }
 
-impl<'a> Fields<'a> {
-    fn get(&self, pointer: &str) -> Option<&'a RawValue> {
-        let i = self.names.iter().position(|n| n == pointer)?;
-        self.values[i]
+impl Compiled {
+    /// `e`, its pointers looked up in `pointers` (which has them all).
+    fn of(e: &Expr, pointers: &[String]) -> Compiled {
+        match e {
+            Expr::Integer(i) => Compiled::Integer(*i),
+            Expr::Number(f) => Compiled::Number(*f),
+            Expr::Field(p) => Compiled::Field(
+                pointers
+                    .iter()
+                    .position(|q| q == p)
+                    .expect("every pointer an expression reads is listed"),
+            ),
+            Expr::Negate(e) => Compiled::Negate(Box::new(Compiled::of(e, pointers))),
+            Expr::Binary(a, op, b) => Compiled::Binary(
+                Box::new(Compiled::of(a, pointers)),
+                *op,
+                Box::new(Compiled::of(b, pointers)),
+            ),
+        }
     }
 }
 
+/// A column: a field copied as it is, or a number computed.
+enum Column {
+    Copy(usize),
+    Computed(Compiled),
+}
+
+/// A condition's term: a truth value, or a comparison.
+type Term = (Compiled, Option<(Comparison, Compiled)>);
+
 pub(super) struct Select {
-    columns: Vec<(String, Expr)>,
-    /// Each column's name, as a JSON string and a colon.
-    prefixes: Vec<Vec<u8>>,
-    filter: Option<Condition>,
-    /// Every pointer the columns and the condition read.
-    pointers: Vec<String>,
-    /// The same, to read in one pass.
-    reader: weir_model::json::Pointers,
+    /// Each column, after its name as a JSON string and a colon.
+    columns: Vec<(Vec<u8>, Column)>,
+    /// The condition's terms, all of which must hold.
+    filter: Vec<Term>,
+    /// Every pointer the columns and the condition read, read from the
+    /// input's records.
+    reader: FieldReader,
+    /// What the input is encoded in.
+    input: Format,
     ident: TaskIdent,
 }
 
@@ -44,6 +73,7 @@ impl Select {
     pub(super) fn new(
         columns: Vec<(String, Expr)>,
         filter: Option<Condition>,
+        input: Format,
         ident: TaskIdent,
     ) -> Select {
         let mut pointers = Vec::new();
@@ -56,43 +86,53 @@ impl Select {
                 b.fields(&mut pointers);
             }
         }
-        let prefixes = columns
+        let columns = columns
             .iter()
-            .map(|(name, _)| {
-                let mut p = serde_json::to_vec(name).expect("a string");
-                p.push(b':');
-                p
+            .map(|(name, e)| {
+                let mut prefix = serde_json::to_vec(name).expect("a string");
+                prefix.push(b':');
+                let column = match Compiled::of(e, &pointers) {
+                    Compiled::Field(i) => Column::Copy(i),
+                    c => Column::Computed(c),
+                };
+                (prefix, column)
             })
             .collect();
-        let names: Vec<&str> = pointers.iter().map(String::as_str).collect();
+        let filter = filter
+            .iter()
+            .flat_map(|c| &c.all)
+            .map(|(a, b)| {
+                (
+                    Compiled::of(a, &pointers),
+                    b.as_ref()
+                        .map(|(cmp, b)| (*cmp, Compiled::of(b, &pointers))),
+                )
+            })
+            .collect();
         Select {
             columns,
-            prefixes,
             filter,
-            reader: weir_model::json::Pointers::new(&names),
-            pointers,
+            reader: FieldReader::new(&pointers, &input),
+            input,
             ident,
         }
     }
 
-    fn fields<'a>(&'a self, value: &'a [u8]) -> Result<Fields<'a>, OperatorError> {
-        let values = self.reader.read(value).map_err(|e| {
+    fn fields<'a>(
+        &'a self,
+        value: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<Vec<Option<Field<'a>>>, OperatorError> {
+        self.reader.read(value, scratch).map_err(|e| {
             input_error(
                 &self.ident,
-                format!("a record is not JSON ({e}): {}", excerpt(value)),
+                format!("a record {e}: {}", self.input.excerpt(value)),
             )
-        })?;
-        Ok(Fields {
-            names: &self.pointers,
-            values,
         })
     }
 
-    fn passes(&self, fields: &Fields<'_>) -> bool {
-        let Some(c) = &self.filter else {
-            return true;
-        };
-        c.all.iter().all(|(left, right)| {
+    fn passes(&self, fields: &[Option<Field<'_>>]) -> bool {
+        self.filter.iter().all(|(left, right)| {
             let a = number(left, fields);
             match right {
                 None => a.is_some_and(|a| a.as_f64() != 0.0),
@@ -125,21 +165,19 @@ fn compare(a: Number, cmp: Comparison, b: Number) -> bool {
 }
 
 /// An expression's value as a number (`None`: null).
-fn number(e: &Expr, fields: &Fields<'_>) -> Option<Number> {
+fn number(e: &Compiled, fields: &[Option<Field<'_>>]) -> Option<Number> {
     match e {
-        Expr::Integer(i) => Some(Number::Int(*i)),
-        Expr::Number(f) => Some(Number::Float(*f)),
-        Expr::Field(p) => fields
-            .get(p)
-            .and_then(|raw| Number::parse(raw.get()).ok().flatten()),
-        Expr::Negate(e) => match number(e, fields)? {
+        Compiled::Integer(i) => Some(Number::Int(*i)),
+        Compiled::Number(f) => Some(Number::Float(*f)),
+        Compiled::Field(i) => fields[*i].and_then(|f| f.number().ok().flatten()),
+        Compiled::Negate(e) => match number(e, fields)? {
             Number::Int(i) => Some(
                 i.checked_neg()
                     .map_or(Number::Float(-(i as f64)), Number::Int),
             ),
             Number::Float(f) => Some(Number::Float(-f)),
         },
-        Expr::Binary(a, op, b) => {
+        Compiled::Binary(a, op, b) => {
             let (a, b) = (number(a, fields)?, number(b, fields)?);
             Some(arithmetic(a, *op, b))
         }
@@ -177,25 +215,31 @@ impl StreamOperator for Select {
     ) -> Result<BatchOutput, OperatorError> {
         let size = batch.iter().map(|r| r.value.len() + 16).sum();
         let mut main = RecordBuffer::with_capacity(batch.len(), size);
+        let mut scratch = Vec::new();
         for r in &batch {
-            let fields = self.fields(&r.value)?;
+            let fields = self.fields(&r.value, &mut scratch)?;
             if !self.passes(&fields) {
                 continue;
             }
+            let mut malformed = None;
             main.push(r.key.clone(), r.timestamp, |value| {
                 value.push(b'{');
-                for (i, ((_, e), prefix)) in self.columns.iter().zip(&self.prefixes).enumerate() {
+                for (i, (prefix, column)) in self.columns.iter().enumerate() {
                     if i > 0 {
                         value.push(b',');
                     }
                     value.extend_from_slice(prefix);
-                    match e {
+                    match column {
                         // A field alone: copied as it is.
-                        Expr::Field(p) => match fields.get(p) {
-                            Some(raw) => value.extend_from_slice(raw.get().as_bytes()),
+                        Column::Copy(f) => match fields[*f] {
+                            Some(f) => {
+                                if let Err(e) = f.write_json(value) {
+                                    malformed.get_or_insert(e);
+                                }
+                            }
                             None => value.extend_from_slice(b"null"),
                         },
-                        e => match number(e, &fields) {
+                        Column::Computed(e) => match number(e, &fields) {
                             Some(n) => n.write(value),
                             None => value.extend_from_slice(b"null"),
                         },
@@ -203,6 +247,15 @@ impl StreamOperator for Select {
                 }
                 value.push(b'}');
             });
+            if let Some(e) = malformed {
+                return Err(input_error(
+                    &self.ident,
+                    format!(
+                        "a record is a malformed row ({e}): {}",
+                        self.input.excerpt(&r.value)
+                    ),
+                ));
+            }
         }
         Ok(BatchOutput {
             main: main.finish(),
@@ -217,6 +270,10 @@ mod tests {
     use weir_model::builtin::expr::{parse_condition, parse_expr};
 
     fn select(columns: &[&str], filter: Option<&str>) -> Select {
+        select_from(columns, filter, Format::default())
+    }
+
+    fn select_from(columns: &[&str], filter: Option<&str>, input: Format) -> Select {
         let columns = columns
             .iter()
             .map(|c| {
@@ -227,16 +284,22 @@ mod tests {
         Select::new(
             columns,
             filter.map(|f| parse_condition(f).unwrap()),
+            input,
             TaskIdent::default(),
         )
     }
 
     fn run(s: &mut Select, records: &[&str]) -> Vec<String> {
+        let records: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
+        run_on(s, records)
+    }
+
+    fn run_on(s: &mut Select, records: Vec<Vec<u8>>) -> Vec<String> {
         let batch = records
-            .iter()
+            .into_iter()
             .map(|r| Record {
                 key: None,
-                value: r.as_bytes().to_vec().into(),
+                value: r.into(),
                 timestamp: Some(5),
             })
             .collect();
@@ -271,6 +334,64 @@ mod tests {
             ],
         );
         assert_eq!(out, [r#"{"id":4,"k":4,"dollars":227.0,"doubled":500}"#]);
+    }
+
+    /// The same select over rows and over their JSON gives the same
+    /// output.
+    #[test]
+    fn rows_select_as_their_json_does() {
+        use std::sync::Arc;
+        use weir_model::codec::Codec;
+        use weir_model::types::{Type, row};
+        let ty: Type = "{id: u64, k: u32?, price: f64, n: i16, name: string, at: {x: i64}?}"
+            .parse()
+            .unwrap();
+        let schema = row::Schema::new(ty);
+        let records = [
+            r#"{"id": 4, "k": 4, "price": 250.5, "n": -3, "name": "a", "at": {"x": 9}}"#,
+            r#"{"id": 5, "k": null, "price": 2, "n": 7, "name": "b", "at": null}"#,
+            r#"{"id": 6, "k": 1, "price": 0.1, "n": 0, "name": "c\"d", "at": {"x": -1}}"#,
+        ];
+        let rows: Vec<Vec<u8>> = records
+            .iter()
+            .map(|r| {
+                let mut row = Vec::new();
+                row::json::read_value(&schema.node, r.as_bytes(), &mut row).unwrap();
+                row
+            })
+            .collect();
+        let format = Format {
+            codec: Codec::Row,
+            schema: Some(Arc::new(schema)),
+        };
+        let json: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|r| {
+                let mut out = Vec::new();
+                format.write_json(r, &mut out).unwrap();
+                out
+            })
+            .collect();
+        let columns = [
+            "id = /id",
+            "k = /k",
+            "dollars = 0.908 * /price",
+            "sum = /n + /at/x",
+            "name = /name",
+            "at = /at",
+            "none = /missing",
+        ];
+        let filter = Some("/id % 2 == 0 and /price > 0.05");
+        let from_rows = run_on(&mut select_from(&columns, filter, format), rows);
+        let from_json = run_on(&mut select_from(&columns, filter, Format::default()), json);
+        assert_eq!(from_rows, from_json);
+        assert_eq!(
+            from_rows,
+            [
+                r#"{"id":4,"k":4,"dollars":227.454,"sum":6,"name":"a","at":{"x":9},"none":null}"#,
+                r#"{"id":6,"k":1,"dollars":0.0908,"sum":-1,"name":"c\"d","at":{"x":-1},"none":null}"#,
+            ]
+        );
     }
 
     #[test]

@@ -9,29 +9,31 @@ use weir_model::{Record, RecordBuffer};
 use weir_window::{Contents, Fired};
 
 use super::WindowFunction;
-use crate::builtin::aggregate::{Acc, value_of, write_key};
+use crate::builtin::aggregate::{Acc, KeyText, ValueOf};
 
 /// A built-in aggregate per window.
 pub(crate) struct BuiltinAggregate {
     function: AggregateFunction,
-    field: Option<String>,
+    value_of: ValueOf,
+    counts_null: bool,
     ident: TaskIdent,
-    /// Keys are compact JSON already (taken by a JSON pointer).
-    json_keys: bool,
+    keys: KeyText,
 }
 
 impl BuiltinAggregate {
     pub(crate) fn new(
         function: AggregateFunction,
-        field: Option<String>,
+        value_of: ValueOf,
+        counts_null: bool,
         ident: TaskIdent,
-        json_keys: bool,
+        keys: KeyText,
     ) -> BuiltinAggregate {
         BuiltinAggregate {
             function,
-            field,
+            value_of,
+            counts_null,
             ident,
-            json_keys,
+            keys,
         }
     }
 
@@ -66,10 +68,12 @@ impl WindowFunction for BuiltinAggregate {
             .iter()
             .map(|g| self.merged(g))
             .collect::<Result<Vec<_>, _>>()?;
-        let counts_null = self.field.is_none();
+        let mut scratch = Vec::new();
         for &(r, g) in additions {
-            let v = value_of(self.field.as_deref(), &records[r as usize], &self.ident)?;
-            accs[g as usize].add(v, counts_null);
+            let v = self
+                .value_of
+                .of(&records[r as usize], &mut scratch, &self.ident)?;
+            accs[g as usize].add(v, self.counts_null);
         }
         Ok(accs.iter().map(Acc::encode).collect())
     }
@@ -81,7 +85,7 @@ impl WindowFunction for BuiltinAggregate {
             let acc = self.merged(&f.contents)?;
             main.push(None, Some(f.end - 1), |value| {
                 value.extend_from_slice(b"{\"key\":");
-                write_key(value, &f.key, self.json_keys);
+                self.keys.write(value, &f.key);
                 value.extend_from_slice(b",\"window_start\":");
                 value.extend_from_slice(itoa::Buffer::new().format(f.start).as_bytes());
                 value.extend_from_slice(b",\"window_end\":");
