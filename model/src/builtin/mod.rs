@@ -234,6 +234,65 @@ impl Builtin {
             emit,
         })
     }
+
+    /// Whether it can read records of type `ty` (a typed stream): every
+    /// pointer it reads names a field of `ty` (or goes into a `json`
+    /// value), and what it computes with is a number. The error says what
+    /// reads what.
+    pub fn check_reads(&self, ty: &weir_types::Type) -> Result<(), String> {
+        let field = |what: &str, p: &str, number: bool| match ty.at_pointer(p) {
+            None => Err(format!("{what} reads {p}, which names no field")),
+            Some(t) if number && !is_number(&t) => Err(format!(
+                "{what} computes with {p}, which is {t}, not a number"
+            )),
+            Some(_) => Ok(()),
+        };
+        match self {
+            Builtin::Aggregate {
+                function,
+                field: Some(p),
+                ..
+            } => field(
+                &format!("{} of field = {p:?}", function.name()),
+                p,
+                *function != AggregateFunction::Count,
+            ),
+            Builtin::Aggregate { field: None, .. } => Ok(()),
+            Builtin::Select { columns, filter } => {
+                for (name, e) in columns {
+                    let mut pointers = Vec::new();
+                    e.fields(&mut pointers);
+                    // A pointer alone is copied, whatever it is.
+                    let copied = matches!(e, Expr::Field(_));
+                    for p in &pointers {
+                        field(&format!("column `{name}`"), p, !copied)?;
+                    }
+                }
+                for (a, b) in filter.iter().flat_map(|c| &c.all) {
+                    let mut pointers = Vec::new();
+                    a.fields(&mut pointers);
+                    if let Some((_, b)) = b {
+                        b.fields(&mut pointers);
+                    }
+                    for p in &pointers {
+                        field("`where`", p, true)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether a built-in can compute with values of `t`: numbers, or any
+/// JSON value (checked record by record), null or not.
+fn is_number(t: &weir_types::Type) -> bool {
+    use weir_types::Type::*;
+    match t {
+        Optional(inner) => is_number(inner),
+        I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64 | F32 | F64 | Json => true,
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -260,6 +260,19 @@ impl JobGraph {
             if let (
                 Some(up),
                 VertexKind::Operator {
+                    builtin: Some(b), ..
+                },
+            ) = (&upstream, &to.kind)
+                && let Err(m) = b.check_reads(up)
+            {
+                return Err(ManifestError::TypeMismatch(format!(
+                    "operator `{}`: {m} (`{from_name}` writes {up})",
+                    to.name
+                )));
+            }
+            if let (
+                Some(up),
+                VertexKind::Operator {
                     key_by: Some(KeyBy::Pointer(p)),
                     ..
                 },

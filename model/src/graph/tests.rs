@@ -447,7 +447,11 @@ mod type_tests {
         let c = StreamCodecs::of_job(&g);
         assert_eq!(c.output(id(&g, "s"), None), Codec::Row);
         assert_eq!(c.output(id(&g, "q"), None), Codec::Row);
-        assert_eq!(c.output(id(&g, "n"), None), Codec::Json, "a built-in writes JSON");
+        assert_eq!(
+            c.output(id(&g, "n"), None),
+            Codec::Json,
+            "a built-in writes JSON"
+        );
     }
 
     #[test]
@@ -622,5 +626,64 @@ mod type_tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("`schema` is for JSON-lines sources"), "{e}");
+    }
+
+    /// A built-in on a typed stream reads fields the type has, and computes
+    /// with numbers only; on an untyped stream, anything goes (a missing
+    /// field is null).
+    #[test]
+    fn built_ins_on_typed_streams_read_fields_the_type_has() {
+        let source = "type='json-lines-file'\npath='x'\n\
+                      schema={id='u64', name='string', price='f64?', extra='json'}";
+        let check = |source: &str, op: &str| {
+            typed(
+                source,
+                &format!("[[operator]]\nname='b'\n{op}\n[[sink]]\nname='o'\ntype='stdout'\n"),
+                &[],
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        let ok = [
+            "builtin='select'\ncolumns=['id = /id', 'n = /name', 'd = 0.9 * /price', 'x = /extra/a/b']",
+            "builtin='select'\ncolumns=['id = /id']\nwhere='/price > 1 and /extra/n == 2'",
+            "builtin='sum'\nfield='/price'\nkey-by='/name'",
+            "builtin='count'\nfield='/name'\nkey-by='/name'",
+            "builtin='count'\nkey-by='/name'",
+        ];
+        for op in ok {
+            assert_eq!(check(source, op), Ok(()), "{op}");
+        }
+        let refused = [
+            (
+                "builtin='select'\ncolumns=['id = /id', 'p = /prise']",
+                "operator `b`: column `p` reads /prise, which names no field (`s` writes {id: u64, name: string, price: f64?, extra: json})",
+            ),
+            (
+                "builtin='select'\ncolumns=['d = /name * 2']",
+                "column `d` computes with /name, which is string, not a number",
+            ),
+            (
+                "builtin='select'\ncolumns=['id = /id']\nwhere='/name > 1'",
+                "`where` computes with /name, which is string, not a number",
+            ),
+            (
+                "builtin='sum'\nfield='/name'\nkey-by='/id'",
+                "sum of field = \"/name\" computes with /name, which is string, not a number",
+            ),
+            (
+                "builtin='avg'\nfield='/cost'\nkey-by='/id'\nwindow={type='tumbling', size-ms=10}",
+                "avg of field = \"/cost\" reads /cost, which names no field",
+            ),
+        ];
+        for (op, message) in refused {
+            let e = check(source, op).unwrap_err();
+            assert!(e.starts_with("type mismatch: "), "{e}");
+            assert!(e.contains(message), "{op}: {e}");
+        }
+        // Untyped: nothing to check before the records.
+        let untyped = "type='json-lines-file'\npath='x'";
+        assert_eq!(check(untyped, refused[0].0), Ok(()));
+        assert_eq!(check(untyped, refused[3].0), Ok(()));
     }
 }
