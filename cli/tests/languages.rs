@@ -555,3 +555,72 @@ fn python_and_javascript_window_functions_fire_as_the_rust_one_does() {
         assert_eq!(l, late, "{function}: the late records");
     }
 }
+
+/// A Python operator that declares its types (dataclasses) reads the
+/// generator's rows and writes rows of a record with every kind of field
+/// (floats, a bool, a string, a list, a nested optional record, a null)
+/// that the sink writes as JSON: every field of every record exact. One
+/// whose input type does not fit what its upstream writes is refused
+/// before it runs, naming both operators and the field.
+#[test]
+fn a_typed_python_operator_reads_and_writes_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let component = guests("python");
+    let job = |function: &str| {
+        let bundle = dir.path().join(function);
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::copy(&component, bundle.join("c.wasm")).unwrap();
+        let output = dir.path().join(format!("{function}.jsonl"));
+        std::fs::write(
+            bundle.join("weir.toml"),
+            format!(
+                "[job]\nname = 'typed'\n[component]\npath = 'c.wasm'\n\
+                 [[source]]\nname = 'numbers'\ntype = 'generator'\npattern = 'numbers'\ncount = '2000'\n\
+                 [[operator]]\nname = 'price'\nfunction = '{function}'\n\
+                 [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+                output.display()
+            ),
+        )
+        .unwrap();
+        let out = weir(
+            &["run", bundle.to_str().unwrap(), "--parallelism", "2"],
+            Duration::from_secs(300),
+        );
+        (out, output)
+    };
+    let (out, output) = job("py-typed-price");
+    assert!(out.status.success(), "{}", said(&out));
+    let mut got = json_lines(&output);
+    got.sort_by_key(|v| v["id"].as_u64());
+    assert_eq!(got.len(), 2000);
+    for (i, v) in got.iter_mut().enumerate() {
+        let i = i as u64;
+        let (k, price, ts) = (i % 10_000, i % 1000, i / 100);
+        // serde_json reads floats to within an ulp (without its
+        // `float_roundtrip`): the float apart.
+        let dollars = v["dollars"].as_f64().unwrap();
+        let exact = 0.908 * price as f64;
+        assert!(
+            (dollars - exact).abs() <= exact * 1e-15,
+            "record {i}: {dollars} for {exact}"
+        );
+        v["dollars"] = serde_json::json!(0.0);
+        let expected = serde_json::json!({
+            "id": i,
+            "dollars": 0.0,
+            "cheap": price < 100,
+            "label": format!("#{i}"),
+            "tags": vec!["p"; (i % 3) as usize],
+            "at": if i.is_multiple_of(2) { serde_json::json!({"k": k, "ts": ts}) } else { serde_json::Value::Null },
+            "note": null,
+        });
+        assert_eq!(v, &expected, "record {i}");
+    }
+    let (out, _) = job("py-mistyped");
+    assert!(!out.status.success());
+    let said = said(&out);
+    assert!(
+        said.contains("operator `price` cannot read what `numbers` writes: field `k` is u32 upstream and string here"),
+        "{said}"
+    );
+}

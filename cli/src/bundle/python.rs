@@ -53,6 +53,10 @@ const SDK: &[(&str, &str)] = &[
         include_str!("../../../sdk/python/weir/_operators.py"),
     ),
     (
+        "_rows.py",
+        include_str!("../../../sdk/python/weir/_rows.py"),
+    ),
+    (
         "_state.py",
         include_str!("../../../sdk/python/weir/_state.py"),
     ),
@@ -63,6 +67,10 @@ const SDK: &[(&str, &str)] = &[
     (
         "testing.py",
         include_str!("../../../sdk/python/weir/testing.py"),
+    ),
+    (
+        "types.py",
+        include_str!("../../../sdk/python/weir/types.py"),
     ),
 ];
 
@@ -269,6 +277,20 @@ mod tests {
         let p = project("[tool.weir]\nmodule = \"ops.main\"\npython-path = [\"src\"]\n").unwrap();
         assert_eq!(p.module, "ops.main");
         assert_eq!(p.python_path, [PathBuf::from("src")]);
+    }
+
+    #[test]
+    fn every_module_of_the_sdk_travels_with_it() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/weir");
+        let mut modules: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py"))
+            .collect();
+        modules.sort();
+        let mut carried: Vec<&str> = SDK.iter().map(|(name, _)| *name).collect();
+        carried.sort();
+        assert_eq!(modules, carried);
     }
 
     #[test]

@@ -23,7 +23,10 @@ decorator                  decorates                                   called
 Records are plain Python values (``None``, ``bool``, ``int``, ``float``,
 ``str``, ``bytes``, ``list``, ``dict``; see :mod:`weir.codec`): a record read
 from a text file is a ``str``, a JSON-lines record a ``dict``; a tuple is
-written as a list. Values cross the boundary in the same encodings as the
+written as a list. An operator that declares its types
+(``@weir.map("f", input=Event, output=Out)`` with dataclasses, see
+:mod:`weir.types`) gets and returns instances of them instead, checked
+against its neighbours' when the job is submitted and read from rows. Values cross the boundary in the same encodings as the
 Rust SDK's, so records and state written in one language read in another.
 
 The state of a keyed process (:class:`ValueState`, :class:`ListState`,
@@ -57,7 +60,7 @@ from __future__ import annotations
 
 import sys
 
-from . import codec
+from . import codec, types
 from ._context import Context, OpenContext, TimeDomain, Window, WindowSpec
 from ._driver import OperatorError
 from ._operators import (
@@ -98,6 +101,7 @@ __all__ = [
     "map",
     "process",
     "timestamps",
+    "types",
     "window_aggregate",
     "window_process",
 ]

@@ -15,6 +15,7 @@ from ._batch import OutBatch, pack, unpack
 from ._context import Codecs, TimeDomain, WindowSpec
 from ._driver import Instance, OperatorError, describe
 from ._operators import REGISTRY
+from .types import text
 
 _KINDS = {
     "map": _t.OperatorKind.MAP,
@@ -134,9 +135,16 @@ class Operators(exports.Operators):
     """The ``operators`` export: what this component offers."""
 
     def list_operators(self) -> List[Any]:
-        # Untyped operators (no input or output type): their records are
-        # JSON or MessagePack, never rows.
-        return [_t.OperatorDescriptor(e.name, _KINDS[e.kind], None, None) for e in REGISTRY.values()]
+        # An operator's declared types, in the type syntax: an untyped one's
+        # records are JSON or MessagePack, never rows.
+        return [
+            _t.OperatorDescriptor(
+                e.name, _KINDS[e.kind],
+                None if e.input_type is None else text(e.input_type),
+                None if e.output_type is None else text(e.output_type),
+            )
+            for e in REGISTRY.values()
+        ]
 
 
 class Operator:

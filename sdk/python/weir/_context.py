@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from . import _rows
 from . import codec as _codec
 from ._batch import OutBatch
 from ._state import ListState, MapState, StateCache, ValueState
@@ -73,12 +74,38 @@ class Window:
 
 @dataclass
 class Codecs:
-    """The codecs one operator reads and writes with."""
+    """The codecs one operator reads and writes with, and the types it
+    declared (:mod:`weir.types`; ``None``: plain values)."""
 
     input: str = _codec.JSON
     output: str = _codec.JSON
     side_outputs: Dict[str, str] = field(default_factory=dict)
     state: str = _codec.JSON
+    input_type: Any = None
+    output_type: Any = None
+
+    def __post_init__(self) -> None:
+        #: A record's bytes to its value.
+        self.read: Callable[[bytes], Any] = _rows.reader(self.input, self.input_type)
+        #: A value to an output record's bytes.
+        self.write: Callable[[Any], bytes] = _rows.writer(self.output, self.output_type)
+
+    def transcode(self, value: bytes) -> bytes:
+        """An input record as an output record (a filter's, a timestamp
+        assigner's): the same bytes when the codecs agree."""
+        if self.input == self.output:
+            return bytes(value)
+        return self.write(self.read(value))
+
+    @property
+    def input_keys(self) -> str:
+        """The codec of the input's keys."""
+        return _rows.key_codec(self.input)
+
+    @property
+    def output_keys(self) -> str:
+        """The codec of the main output's keys."""
+        return _rows.key_codec(self.output)
 
 
 class Pending:
@@ -97,7 +124,7 @@ class Pending:
         self._hand_over = hand_over
 
     def push(self, value: Any, key: Optional[bytes] = None) -> None:
-        self.push_encoded(_codec.encode(self.codecs.output, value), key, self.timestamp)
+        self.push_encoded(self.codecs.write(value), key, self.timestamp)
 
     def push_encoded(self, value: bytes, key: Optional[bytes], timestamp: Optional[int]) -> None:
         out = self.outputs
@@ -136,7 +163,7 @@ class Context:
         """Send ``value`` to the main output under ``key`` (a downstream
         ``key-by = "key"`` partitions by it)."""
         p = self._pending
-        p.push(value, _codec.encode(p.codecs.output, key))
+        p.push(value, _codec.encode(p.codecs.output_keys, key))
 
     def emit_side(self, name: str, value: Any) -> None:
         """Send ``value`` to the side output ``name`` (routed in the manifest
@@ -165,7 +192,7 @@ class Context:
         key = self._cache.key
         if key is None:
             raise RuntimeError("this operator is not on a keyed stream")
-        return _codec.decode(self._pending.codecs.input, key)
+        return _codec.decode(self._pending.codecs.input_keys, key)
 
     @property
     def key_bytes(self) -> Optional[bytes]:

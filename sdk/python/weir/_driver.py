@@ -5,6 +5,7 @@ only the host differs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import traceback
@@ -55,7 +56,11 @@ class Instance:
             )
         self.name = name
         self.keyed = entry.keyed
-        self.codecs = codecs
+        try:
+            self.codecs = dataclasses.replace(codecs, input_type=entry.input_type,
+                                              output_type=entry.writes)
+        except Exception as e:
+            raise OperatorError(f"operator `{name}`: {e}") from None
         self.host = host
         self.cache = StateCache(host, codecs.state)
         ctx = OpenContext(config, entry.keyed, window, self.cache)
@@ -142,7 +147,7 @@ class Instance:
             raise OperatorError(f"accumulate: {len(targets)} targets for {len(values)} records")
         try:
             return self.handler.accumulate(values, accumulators, groups, targets,
-                                           self.codecs.input, self.codecs.state)
+                                           self.codecs.read, self.codecs.state)
         except Exception as e:
             raise OperatorError(describe(self.name, e)) from None
 
@@ -155,7 +160,7 @@ class Instance:
         strings = unpack(contents, content_ends)
         items = []
         start = 0
-        codec = self.codecs.input
+        codec = self.codecs.input_keys
         for (key, w_start, w_end), end in zip(windows, ends):
             if end < start or end > len(strings):
                 raise OperatorError("a window's contents are outside the call's")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from . import codec as _codec
+from . import codec as _plain
+from . import types as _types
 from ._context import Context, OpenContext, Pending, TimeDomain, Window
 
 
@@ -91,12 +92,28 @@ class Entry:
     make one for a subtask."""
 
     def __init__(self, name: str, kind: str, make: Callable[[OpenContext], "Handler"],
-                 target: Any) -> None:
+                 target: Any, input: Any = None, output: Any = None) -> None:
         self.name = name
         #: The decorated function or class.
         self.target = target
         self.kind = kind
         self.make = make
+        #: The types it declares (:class:`weir.types.Node`), or ``None``.
+        self.input_type = _declared(name, "input", input)
+        self.output_type = _declared(name, "output", output)
+        if self.passes_through and self.output_type is not None:
+            raise TypeError(f"operator `{name}` passes its records on: it declares no output type")
+
+    @property
+    def passes_through(self) -> bool:
+        """Whether it writes the records it reads (a filter, a timestamp
+        assigner): what it writes has its input's type."""
+        return self.kind in ("filter", "timestamp-assigner")
+
+    @property
+    def writes(self) -> Any:
+        """The type of what it writes."""
+        return self.input_type if self.passes_through else self.output_type
 
     @property
     def keyed(self) -> bool:
@@ -107,6 +124,15 @@ class Entry:
     def window(self) -> bool:
         """Whether it is a window function."""
         return self.kind in ("window", "window-process")
+
+
+def _declared(name: str, what: str, py: Any) -> Any:
+    if py is None:
+        return None
+    try:
+        return _types.type_of(py)
+    except TypeError as e:
+        raise TypeError(f"operator `{name}`: its {what} type: {e}") from None
 
 
 #: The operators of this component, by name, in registration order.
@@ -142,7 +168,7 @@ class Handler:
         pass
 
     def accumulate(self, records: List[bytes], accumulators: List[bytes], groups: List[int],
-                   targets: List[int], input: str, state: str) -> List[bytes]:
+                   targets: List[int], read: Callable[[bytes], Any], state: str) -> List[bytes]:
         raise TypeError("this operator is not a window aggregate")
 
     def fire(self, window: Window, contents: List[bytes], pending: Pending, ctx: Context) -> None:
@@ -154,30 +180,29 @@ class _Map(Handler):
         self.f = f
 
     def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
-        pending.push(self.f(_codec.decode(pending.codecs.input, value)))
+        pending.push(self.f(pending.codecs.read(value)))
 
 
 class _FlatMap(_Map):
     def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
-        _emit_all(self.f(_codec.decode(pending.codecs.input, value)), pending)
+        _emit_all(self.f(pending.codecs.read(value)), pending)
 
 
 class _Filter(_Map):
     def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
-        if self.f(_codec.decode(pending.codecs.input, value)):
-            c = pending.codecs
-            pending.push_encoded(_codec.transcode(c.input, c.output, value), None, pending.timestamp)
+        c = pending.codecs
+        if self.f(c.read(value)):
+            pending.push_encoded(c.transcode(value), None, pending.timestamp)
 
 
 class _Timestamps(_Map):
     def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
-        t = self.f(_codec.decode(pending.codecs.input, value))
+        t = self.f(pending.codecs.read(value))
         if not isinstance(t, int) or isinstance(t, bool):
             raise TypeError(f"a timestamp assigner returned {t!r}: an int of ms is needed")
         if not -(2**63) < t < 2**63:
             raise ValueError(f"the timestamp {t} is outside the 64-bit range")
-        c = pending.codecs
-        pending.push_encoded(_codec.transcode(c.input, c.output, value), None, t)
+        pending.push_encoded(pending.codecs.transcode(value), None, t)
 
 
 class _Process(Handler):
@@ -185,7 +210,7 @@ class _Process(Handler):
         self.op = op
 
     def record(self, value: bytes, pending: Pending, ctx: Context) -> None:
-        _emit_all(self.op.process(_codec.decode(pending.codecs.input, value), ctx), pending)
+        _emit_all(self.op.process(pending.codecs.read(value), ctx), pending)
 
     def timer(self, time: int, domain: TimeDomain, ctx: Context) -> None:
         _emit_all(self.op.on_timer(time, domain, ctx), ctx._pending)
@@ -198,13 +223,13 @@ class _Aggregate(Handler):
     def merged(self, stored: List[bytes], codec: str) -> Any:
         if not stored:
             return self.op.create_accumulator()
-        acc = _codec.decode(codec, stored[0])
+        acc = _plain.decode(codec, stored[0])
         for other in stored[1:]:
-            acc = self.op.merge(acc, _codec.decode(codec, other))
+            acc = self.op.merge(acc, _plain.decode(codec, other))
         return acc
 
     def accumulate(self, records: List[bytes], accumulators: List[bytes], groups: List[int],
-                   targets: List[int], input: str, state: str) -> List[bytes]:
+                   targets: List[int], read: Callable[[bytes], Any], state: str) -> List[bytes]:
         accs = []
         start = 0
         for end in groups:
@@ -213,12 +238,11 @@ class _Aggregate(Handler):
             accs.append(self.merged(accumulators[start:end], state))
             start = end
         add = self.op.add
-        decode = _codec.decode
         for record, g in zip(records, targets):
             if g >= len(accs):
                 raise ValueError("a record's group is outside the call's")
-            accs[g] = add(decode(input, record), accs[g])
-        return [_codec.encode(state, acc) for acc in accs]
+            accs[g] = add(read(record), accs[g])
+        return [_plain.encode(state, acc) for acc in accs]
 
     def fire(self, window: Window, contents: List[bytes], pending: Pending, ctx: Context) -> None:
         acc = self.merged(contents, pending.codecs.state)
@@ -230,8 +254,8 @@ class _ProcessWindow(Handler):
         self.op = op
 
     def fire(self, window: Window, contents: List[bytes], pending: Pending, ctx: Context) -> None:
-        codec = pending.codecs.input
-        elements = [_codec.decode(codec, c) for c in contents]
+        read = pending.codecs.read
+        elements = [read(c) for c in contents]
         _emit_all(self.op.process(window, elements), pending)
 
 
@@ -241,14 +265,14 @@ def _named(kind: str, name: str) -> str:
     return name
 
 
-def _function(kind: str, contract: str, handler: type) -> Callable[[str], Callable]:
-    def decorator(name: str) -> Callable:
+def _function(kind: str, contract: str, handler: type) -> Callable[..., Callable]:
+    def decorator(name: str, *, input: Any = None, output: Any = None) -> Callable:
         _named(kind, name)
 
         def register(f: Callable) -> Callable:
             if not callable(f) or isinstance(f, type):
                 raise TypeError(f"@weir.{kind}({name!r}) decorates a function")
-            _register(Entry(name, contract, lambda ctx: handler(f), f))
+            _register(Entry(name, contract, lambda ctx: handler(f), f, input, output))
             return f
 
         return register
@@ -257,8 +281,8 @@ def _function(kind: str, contract: str, handler: type) -> Callable[[str], Callab
     return decorator
 
 
-def _class(kind: str, contract: str, base: type, handler: type) -> Callable[[str], Callable]:
-    def decorator(name: str) -> Callable:
+def _class(kind: str, contract: str, base: type, handler: type) -> Callable[..., Callable]:
+    def decorator(name: str, *, input: Any = None, output: Any = None) -> Callable:
         _named(kind, name)
 
         def register(cls: type) -> type:
@@ -274,7 +298,7 @@ def _class(kind: str, contract: str, base: type, handler: type) -> Callable[[str
                 op.open(ctx)
                 return handler(op)
 
-            _register(Entry(name, contract, make, cls))
+            _register(Entry(name, contract, make, cls, input, output))
             return cls
 
         return register

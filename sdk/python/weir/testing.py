@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from . import _rows
 from . import codec as _codec
 from ._batch import OutBatch, unpack
 from ._context import Codecs, TimeDomain, WindowSpec
@@ -176,16 +177,26 @@ class Harness:
     ``params`` are the job's parameters; ``window`` a window function's
     windows (:func:`tumbling`, :func:`sliding`, :func:`session`); with
     ``msgpack=True`` records and state are MessagePack, as between
-    components on a cluster (JSON otherwise)."""
+    components on a cluster (JSON otherwise); with ``rows=True`` an operator
+    that declares types (:mod:`weir.types`) reads and writes rows, as beside
+    operators and sources of the same types (state and untyped sides are
+    MessagePack). Records handed in and handed back are values of the
+    declared types (dataclass instances)."""
 
     def __init__(self, operator: Union[str, Any], params: Optional[Dict[str, str]] = None,
-                 window: Optional[WindowSpec] = None, msgpack: bool = False) -> None:
+                 window: Optional[WindowSpec] = None, msgpack: bool = False,
+                 rows: bool = False) -> None:
         name = operator if isinstance(operator, str) else _name_of(operator)
         entry = REGISTRY.get(name)
         if entry is None:
             raise OperatorError(f"no operator named `{name}` (registered: {', '.join(REGISTRY)})")
-        codec = _codec.MSGPACK if msgpack else _codec.JSON
-        self.codecs = Codecs(codec, codec, {}, codec)
+        codec = _codec.MSGPACK if msgpack or rows else _codec.JSON
+        into = _rows.ROW if rows and entry.input_type is not None else codec
+        out = _rows.ROW if rows and entry.writes is not None else codec
+        self.codecs = Codecs(into, out, {}, codec)
+        self._input_type = entry.input_type
+        self._encode = _rows.writer(into, entry.input_type)
+        self._decode = _rows.reader(out, entry.writes)
         self._host = _MemoryHost()
         self._keyed = entry.keyed or entry.window
         self._windows = _Windows(window, entry.kind == "window") if window is not None else None
@@ -203,7 +214,7 @@ class Harness:
         for name, recs in side.items():
             self._side.setdefault(name, []).extend(recs)
         self._timestamps = [r[2] for r in main]
-        return [_codec.decode(self.codecs.output, r[1]) for r in main]
+        return [self._decode(r[1]) for r in main]
 
     def _call(self, f: Any, *args: Any) -> list:
         try:
@@ -216,9 +227,8 @@ class Harness:
     def process(self, value: Any, key: Any = None, timestamp: Optional[int] = None) -> list:
         """Hand the operator one record; what it emitted (for a window
         function, the windows that fired again at once)."""
-        codec = self.codecs.input
-        k = _codec.encode(codec, key) if self._keyed else None
-        v = _codec.encode(codec, value)
+        k = _codec.encode(self.codecs.input_keys, key) if self._keyed else None
+        v = self._encode(value)
         if self._windows is not None:
             return self._window_record(k, v, timestamp)
         batch = OutBatch()
@@ -294,6 +304,13 @@ class Harness:
         return self._call(self._instance.fire, [(key, start, end)], data, ends, [len(strings)],
                           self.watermark, self.processing_time)
 
+    def _as_json(self, value: bytes) -> bytes:
+        """An input record as JSON (a late record on its side output)."""
+        if self.codecs.input != _rows.ROW:
+            return _codec.transcode(self.codecs.input, _codec.JSON, value)
+        typed = _rows.read(self._input_type, value)
+        return _codec.encode(_codec.JSON, _rows.to_plain(self._input_type, typed, _codec.JSON))
+
     def _window_record(self, key: bytes, value: bytes, timestamp: Optional[int]) -> list:
         w = self._windows
         if w.spec.domain is TimeDomain.EVENT_TIME:
@@ -308,7 +325,7 @@ class Harness:
         assigned = [(s, e) for s, e in w.assign(t) if not w.late(e, self.watermark)]
         if not assigned:
             self._side.setdefault("late", []).append(
-                (None, _codec.transcode(self.codecs.input, _codec.JSON, value), timestamp))
+                (None, self._as_json(value), timestamp))
             return []
         out: list = []
         for start, end in assigned:

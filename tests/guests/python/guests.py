@@ -1,7 +1,11 @@
 """Python operators for Weir's tests: well-behaved ones and the hostile
 catalogue (an exception, an endless loop, a memory bomb)."""
 
+from dataclasses import dataclass
+from typing import List, Optional
+
 import weir
+from weir.types import U32, U64
 
 
 @weir.map("py-upper")
@@ -63,3 +67,46 @@ class WindowRecords(weir.ProcessWindow):
 
     def process(self, window, elements):
         yield window_count(window, len(elements))
+
+
+# Typed: the generator's `numbers` in, a record of every kind of field out.
+@dataclass
+class Number:
+    id: U64
+    k: U32
+    price: U64
+    ts: int
+
+
+@dataclass
+class Where:
+    k: U32
+    ts: int
+
+
+@dataclass
+class Priced:
+    id: U64
+    dollars: float
+    cheap: bool
+    label: str
+    tags: List[str]
+    at: Optional[Where]
+    note: Optional[str]
+
+
+@weir.map("py-typed-price", input=Number, output=Priced)
+def typed_price(n: Number) -> Priced:
+    return Priced(n.id, 0.908 * n.price, n.price < 100, f"#{n.id}", ["p"] * (n.id % 3),
+                  Where(n.k, n.ts) if n.id % 2 == 0 else None, None)
+
+
+@dataclass
+class Mistyped:
+    id: U64
+    k: str
+
+
+@weir.map("py-mistyped", input=Mistyped)
+def mistyped(n: Mistyped) -> str:
+    return n.k
