@@ -556,18 +556,27 @@ fn python_and_javascript_window_functions_fire_as_the_rust_one_does() {
     }
 }
 
-/// A Python operator that declares its types (dataclasses) reads the
+/// A Python or JavaScript operator that declares its types (dataclasses,
+/// `weir.types` records) reads the
 /// generator's rows and writes rows of a record with every kind of field
 /// (floats, a bool, a string, a list, a nested optional record, a null)
 /// that the sink writes as JSON: every field of every record exact. One
 /// whose input type does not fit what its upstream writes is refused
 /// before it runs, naming both operators and the field.
 #[test]
-fn a_typed_python_operator_reads_and_writes_rows() {
+fn typed_python_and_javascript_operators_read_and_write_rows() {
+    for language in ["python", "js"] {
+        typed_operator_reads_and_writes_rows(language);
+    }
+}
+
+fn typed_operator_reads_and_writes_rows(language: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let component = guests("python");
+    let component = guests(language);
+    let prefix = if language == "python" { "py" } else { "js" };
     let job = |function: &str| {
-        let bundle = dir.path().join(function);
+        let function = format!("{prefix}-{function}");
+        let bundle = dir.path().join(&function);
         std::fs::create_dir_all(&bundle).unwrap();
         std::fs::copy(&component, bundle.join("c.wasm")).unwrap();
         let output = dir.path().join(format!("{function}.jsonl"));
@@ -588,8 +597,8 @@ fn a_typed_python_operator_reads_and_writes_rows() {
         );
         (out, output)
     };
-    let (out, output) = job("py-typed-price");
-    assert!(out.status.success(), "{}", said(&out));
+    let (out, output) = job("typed-price");
+    assert!(out.status.success(), "{language}: {}", said(&out));
     let mut got = json_lines(&output);
     got.sort_by_key(|v| v["id"].as_u64());
     assert_eq!(got.len(), 2000);
@@ -614,9 +623,9 @@ fn a_typed_python_operator_reads_and_writes_rows() {
             "at": if i.is_multiple_of(2) { serde_json::json!({"k": k, "ts": ts}) } else { serde_json::Value::Null },
             "note": null,
         });
-        assert_eq!(v, &expected, "record {i}");
+        assert_eq!(v, &expected, "{language}, record {i}");
     }
-    let (out, _) = job("py-mistyped");
+    let (out, _) = job("mistyped");
     assert!(!out.status.success());
     let said = said(&out);
     assert!(

@@ -45,11 +45,13 @@ const SDK: &[(&str, &str)] = &[
         "src/operators.js",
         include_str!("../../../sdk/js/src/operators.js"),
     ),
+    ("src/rows.js", include_str!("../../../sdk/js/src/rows.js")),
     ("src/state.js", include_str!("../../../sdk/js/src/state.js")),
     (
         "src/testing.js",
         include_str!("../../../sdk/js/src/testing.js"),
     ),
+    ("src/types.js", include_str!("../../../sdk/js/src/types.js")),
 ];
 
 /// The module the bundle starts from: the project's main module (which
@@ -182,4 +184,23 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
     project::run(cmd, &what)?;
     std::fs::copy(stage.join("bundle.js"), dir.join(".weir/bundle.js"))?;
     build.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_module_of_the_sdk_travels_with_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/js/src");
+        let mut modules: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| format!("src/{}", e.unwrap().file_name().to_string_lossy()))
+            .filter(|n| n.ends_with(".js"))
+            .collect();
+        modules.sort();
+        let mut carried: Vec<&str> = SDK.iter().map(|(name, _)| *name).collect();
+        carried.sort();
+        assert_eq!(modules, carried);
+    }
 }

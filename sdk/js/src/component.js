@@ -11,6 +11,7 @@ import * as host from 'weir:operator/host@0.4.0';
 import { pack, unpack } from './batch.js';
 import { Instance, OperatorError, describe } from './driver.js';
 import { REGISTRY } from './operators.js';
+import { text } from './types.js';
 
 let wide = null;
 function isWide() {
@@ -178,12 +179,13 @@ class Operator {
 /** The `operators` export: what this component offers. */
 export const operators = {
   listOperators() {
-    // Untyped operators: their records are JSON or MessagePack.
+    // Declared types in the type syntax; an untyped operator's records are
+    // JSON or MessagePack, never rows.
     return [...REGISTRY.values()].map((e) => ({
       name: e.name,
       kind: e.kind,
-      inputType: undefined,
-      outputType: undefined,
+      inputType: e.inputType == null ? undefined : text(e.inputType),
+      outputType: e.outputType == null ? undefined : text(e.outputType),
     }));
   },
   Operator,

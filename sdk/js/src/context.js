@@ -48,7 +48,7 @@ export class Pending {
   }
 
   push(value, key = null) {
-    this.pushEncoded(encode(this.codecs.output, value), key, this.timestamp);
+    this.pushEncoded(this.codecs.write(value), key, this.timestamp);
   }
 
   pushEncoded(value, key, timestamp) {
@@ -89,7 +89,7 @@ export class Context {
   /** Send `value` to the main output under `key` (a downstream
    * `key-by = "key"` partitions by it). */
   emitKeyed(key, value) {
-    this.pending.push(value, encode(this.pending.codecs.output, key));
+    this.pending.push(value, encode(this.pending.codecs.outputKeys, key));
   }
 
   /** Send `value` to the side output `name` (routed in the manifest with
@@ -117,7 +117,7 @@ export class Context {
   /** The current key, decoded (keyed streams only). */
   get key() {
     if (this.cache.key == null) throw new Error('this operator is not on a keyed stream');
-    return decode(this.pending.codecs.input, this.cache.key);
+    return decode(this.pending.codecs.inputKeys, this.cache.key);
   }
 
   /** The current key's bytes, in the input's codec. */

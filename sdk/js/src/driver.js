@@ -6,6 +6,7 @@
 import { records as readRecords, unpack } from './batch.js';
 import { Context, OpenContext, Pending, TimeDomain, Window } from './context.js';
 import { REGISTRY } from './operators.js';
+import { typedCodecs } from './rows.js';
 import { StateCache } from './state.js';
 
 /** At most this much of a stack goes into a task's error. */
@@ -51,7 +52,7 @@ export class Instance {
     }
     this.name = name;
     this.keyed = entry.keyed;
-    this.codecs = codecs;
+    this.codecs = typedCodecs(codecs, entry.inputType, entry.writes);
     this.host = host;
     this.cache = new StateCache(host, codecs.state);
     const ctx = new OpenContext(config, entry.keyed, window, this.cache);
@@ -127,7 +128,7 @@ export class Instance {
     }
     if (typeof this.handler.weirSdkAccumulate !== 'function') throw new OperatorError(`operator \`${this.name}\` is not a window aggregate`);
     try {
-      return this.handler.weirSdkAccumulate(values, accumulators, groups, targets, this.codecs.input, this.codecs.state);
+      return this.handler.weirSdkAccumulate(values, accumulators, groups, targets, this.codecs.read, this.codecs.state);
     } catch (e) {
       throw new OperatorError(describe(this.name, e));
     }
@@ -144,7 +145,7 @@ export class Instance {
     windows.forEach((w, i) => {
       const end = ends[i];
       if (end < start || end > strings.length) throw new OperatorError("a window's contents are outside the call's");
-      items.push([new Window(w.key, w.start, w.end, this.codecs.input), strings.slice(start, end)]);
+      items.push([new Window(w.key, w.start, w.end, this.codecs.inputKeys), strings.slice(start, end)]);
       start = end;
     });
     const handler = this.handler;

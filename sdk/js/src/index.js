@@ -6,13 +6,19 @@
 // Rust or Python. Records are plain JS values (null, booleans, numbers,
 // strings, arrays, objects; Uint8Array for bytes), encoded as the other SDKs
 // encode them, so records and state written in one language read in
-// another. `weir/testing` runs an operator under `node --test`.
+// another; an operator that declares its types (`weir.map(name, f,
+// { input, output })` with `weir.types`) reads and writes rows beside
+// operators of the same types. `weir/testing` runs an operator under
+// `node --test`.
 
 export { CodecError, decode, encode } from './codec.js';
 export { Context, OpenContext, TimeDomain, Window } from './context.js';
 export { OperatorError } from './driver.js';
 export { filter, flatMap, keyedProcess, map, process, timestamps, windowAggregate, windowProcess } from './operators.js';
 export { ListState, MapState, ValueState } from './state.js';
+import * as types from './types.js';
+/** Record types for `{ input, output }` (`types.record({ id: types.u64 })`). */
+export { types };
 
 const LEVELS = ['debug', 'info', 'warn', 'error'];
 

@@ -1,7 +1,8 @@
 // Operators: the functions that register them by name, and how each kind
 // handles records, timers and windows.
 
-import { decode, encode, transcode } from './codec.js';
+import { decode, encode } from './codec.js';
+import { isType } from './types.js';
 
 /** The operators of this component, by name, in registration order. */
 export const REGISTRY = new Map();
@@ -14,10 +15,37 @@ function checkName(kind, name) {
 
 const isWindow = (contract) => contract === 'window' || contract === 'window-process';
 
-function register(kind, contract, name, target, make) {
+const passesThrough = (contract) => contract === 'filter' || contract === 'timestamp-assigner';
+
+function declared(name, what, t) {
+  if (t == null) return null;
+  if (!isType(t)) throw new TypeError(`operator \`${name}\`: its ${what} type is not a Weir type (weir.types)`);
+  return t;
+}
+
+function register(kind, contract, name, target, make, types = {}) {
   checkName(kind, name);
+  if (types == null || typeof types !== 'object') {
+    throw new TypeError(`weir.${kind}(${JSON.stringify(name)}, ..., types): types is { input, output }`);
+  }
+  const inputType = declared(name, 'input', types.input);
+  const outputType = declared(name, 'output', types.output);
+  if (passesThrough(contract) && outputType != null) {
+    throw new TypeError(`operator \`${name}\` passes its records on: it declares no output type`);
+  }
   if (REGISTRY.has(name)) throw new Error(`two operators are named \`${name}\``);
-  REGISTRY.set(name, { name, kind: contract, target, make, keyed: contract === 'keyed-process', window: isWindow(contract) });
+  REGISTRY.set(name, {
+    name,
+    kind: contract,
+    target,
+    make,
+    keyed: contract === 'keyed-process',
+    window: isWindow(contract),
+    inputType,
+    outputType,
+    // What it writes: a filter's and a timestamp assigner's input.
+    writes: passesThrough(contract) ? inputType : outputType,
+  });
   return target;
 }
 
@@ -30,15 +58,15 @@ function weirSdkEmitAll(outputs, pending) {
 }
 
 function fn(kind, contract, handler) {
-  return (name, f) => {
+  return (name, f, types) => {
     checkName(kind, name);
     if (typeof f !== 'function') throw new TypeError(`weir.${kind}(${JSON.stringify(name)}, f) needs a function`);
-    return register(kind, contract, name, f, () => handler(f));
+    return register(kind, contract, name, f, () => handler(f), types);
   };
 }
 
 function cls(kind, contract, required, handler) {
-  return (name, Cls) => {
+  return (name, Cls, types) => {
     checkName(kind, name);
     if (typeof Cls !== 'function' || typeof Cls.prototype?.[required] !== 'function') {
       throw new TypeError(`weir.${kind}(${JSON.stringify(name)}, Class) needs a class with a \`${required}\` method`);
@@ -50,45 +78,43 @@ function cls(kind, contract, required, handler) {
       const op = new Cls();
       if (typeof op.open === 'function') op.open(ctx);
       return handler(op);
-    });
+    }, types);
   };
 }
 
 const mapHandler = (f) => ({
   weirSdkRecord(value, pending) {
-    pending.push(f(decode(pending.codecs.input, value)));
+    pending.push(f(pending.codecs.read(value)));
   },
 });
 
 const flatMapHandler = (f) => ({
   weirSdkRecord(value, pending) {
-    weirSdkEmitAll(f(decode(pending.codecs.input, value)), pending);
+    weirSdkEmitAll(f(pending.codecs.read(value)), pending);
   },
 });
 
 const filterHandler = (f) => ({
   weirSdkRecord(value, pending) {
-    if (f(decode(pending.codecs.input, value))) {
-      const c = pending.codecs;
-      pending.pushEncoded(transcode(c.input, c.output, value), null, pending.timestamp);
+    if (f(pending.codecs.read(value))) {
+      pending.pushEncoded(pending.codecs.transcode(value), null, pending.timestamp);
     }
   },
 });
 
 const timestampsHandler = (f) => ({
   weirSdkRecord(value, pending) {
-    const t = f(decode(pending.codecs.input, value));
+    const t = f(pending.codecs.read(value));
     if (!Number.isSafeInteger(t)) {
       throw new TypeError(`a timestamp assigner returned ${JSON.stringify(t)}: a whole number of ms is needed`);
     }
-    const c = pending.codecs;
-    pending.pushEncoded(transcode(c.input, c.output, value), null, t);
+    pending.pushEncoded(pending.codecs.transcode(value), null, t);
   },
 });
 
 const processHandler = (op) => ({
   weirSdkRecord(value, pending, ctx) {
-    weirSdkEmitAll(op.process(decode(pending.codecs.input, value), ctx), pending);
+    weirSdkEmitAll(op.process(pending.codecs.read(value), ctx), pending);
   },
   weirSdkTimer(time, domain, pending, ctx) {
     if (typeof op.onTimer === 'function') weirSdkEmitAll(op.onTimer(time, domain, ctx), pending);
@@ -103,7 +129,7 @@ const aggregateHandler = (op) => {
     return acc;
   };
   return {
-    weirSdkAccumulate(records, accumulators, groups, targets, input, state) {
+    weirSdkAccumulate(records, accumulators, groups, targets, read, state) {
       const accs = [];
       let start = 0;
       for (const end of groups) {
@@ -114,7 +140,7 @@ const aggregateHandler = (op) => {
       records.forEach((record, i) => {
         const g = targets[i];
         if (g >= accs.length) throw new Error("a record's group is outside the call's");
-        accs[g] = op.add(decode(input, record), accs[g]);
+        accs[g] = op.add(read(record), accs[g]);
       });
       return accs.map((acc) => encode(state, acc));
     },
@@ -126,8 +152,8 @@ const aggregateHandler = (op) => {
 
 const processWindowHandler = (op) => ({
   weirSdkFire(window, contents, pending) {
-    const codec = pending.codecs.input;
-    weirSdkEmitAll(op.process(window, contents.map((c) => decode(codec, c))), pending);
+    const read = pending.codecs.read;
+    weirSdkEmitAll(op.process(window, contents.map((c) => read(c))), pending);
   },
 });
 

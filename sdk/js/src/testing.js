@@ -7,6 +7,7 @@
 // same state cache, the same codecs).
 
 import { JSON_CODEC, MSGPACK, decode, encode, transcode } from './codec.js';
+import { ROW, keyCodec, read, reader, toPlain, writer } from './rows.js';
 import { OutBatch, keyString, unpack } from './batch.js';
 import { TimeDomain } from './context.js';
 import { Instance, OperatorError } from './driver.js';
@@ -129,16 +130,23 @@ class MemoryHost {
 /** Runs one registered operator (by its name, or the registered function or
  * class) with in-memory state, timers and windows. Options: `params` (the
  * job's parameters), `window` (`tumbling`, `sliding`, `session`), `msgpack`
- * (records and state as MessagePack, as between components on a cluster). */
+ * (records and state as MessagePack, as between components on a cluster),
+ * `rows` (an operator that declares types reads and writes rows, as beside
+ * operators of the same types; the rest is MessagePack). */
 export class Harness {
-  constructor(operator, { params = {}, window = null, msgpack = false } = {}) {
+  constructor(operator, { params = {}, window = null, msgpack = false, rows = false } = {}) {
     const name = typeof operator === 'string' ? operator : [...REGISTRY.values()].find((e) => e.target === operator)?.name;
     const entry = REGISTRY.get(name);
     if (entry === undefined) {
       throw new OperatorError(`no operator named \`${name ?? operator}\` (registered: ${[...REGISTRY.keys()].join(', ')})`);
     }
-    const codec = msgpack ? MSGPACK : JSON_CODEC;
-    this.codecs = { input: codec, output: codec, sideOutputs: {}, state: codec };
+    const codec = msgpack || rows ? MSGPACK : JSON_CODEC;
+    const input = rows && entry.inputType != null ? ROW : codec;
+    const output = rows && entry.writes != null ? ROW : codec;
+    this.codecs = { input, output, sideOutputs: {}, state: codec };
+    this.inputType = entry.inputType;
+    this.encodeInput = writer(input, entry.inputType);
+    this.decodeOutput = reader(output, entry.writes);
     this.host = new MemoryHost();
     this.keyed = entry.keyed || entry.window;
     this.windows = window ? { spec: window, aggregate: entry.kind === 'window', open: new Map(), fired: new Set() } : null;
@@ -155,7 +163,7 @@ export class Harness {
     const { main, side } = this.host.commit();
     for (const [name, recs] of side) this.side.set(name, [...(this.side.get(name) ?? []), ...recs]);
     this.lastTimestamps = main.map((r) => r.timestamp);
-    return main.map((r) => decode(this.codecs.output, r.value));
+    return main.map((r) => this.decodeOutput(r.value));
   }
 
   call(f) {
@@ -171,8 +179,8 @@ export class Harness {
   /** Hand the operator one record; what it emitted (for a window function,
    * the windows that fired again at once). */
   process(value, { key = null, timestamp = null } = {}) {
-    const k = this.keyed ? encode(this.codecs.input, key) : null;
-    const v = encode(this.codecs.input, value);
+    const k = this.keyed ? encode(keyCodec(this.codecs.input), key) : null;
+    const v = this.encodeInput(value);
     if (this.windows) return this.windowRecord(k, v, timestamp);
     const b = new OutBatch();
     b.push(k, v, timestamp);
@@ -270,7 +278,10 @@ export class Harness {
     } else t = this.processingTime;
     const assigned = this.assign(t).filter(([, end]) => !this.late(end));
     if (assigned.length === 0) {
-      const late = transcode(this.codecs.input, JSON_CODEC, value);
+      const late =
+        this.codecs.input === ROW
+          ? encode(JSON_CODEC, toPlain(this.inputType, read(this.inputType, value), JSON_CODEC))
+          : transcode(this.codecs.input, JSON_CODEC, value);
       this.side.set('late', [...(this.side.get('late') ?? []), { key: null, value: late, timestamp }]);
       return [];
     }

@@ -125,22 +125,60 @@ export interface ProcessWindowFunction<In = any, Out = any> {
   process(window: Window, elements: In[]): Outputs<Out>;
 }
 
+/** A record type (`weir.types`). */
+export interface Type<T = any> {
+  readonly kind: string;
+  /** The values it describes (for inference only). */
+  readonly __value?: T;
+}
+/** The value of a `Type`. */
+export type ValueOf<T> = T extends Type<infer V> ? V : any;
+
+/** Record types, for an operator's `{ input, output }`. */
+export declare namespace types {
+  const bool: Type<boolean>;
+  const i8: Type<number>;
+  const i16: Type<number>;
+  const i32: Type<number>;
+  const i64: Type<number>;
+  const u8: Type<number>;
+  const u16: Type<number>;
+  const u32: Type<number>;
+  const u64: Type<number>;
+  const f32: Type<number>;
+  const f64: Type<number>;
+  const string: Type<string>;
+  const bytes: Type<Uint8Array>;
+  const json: Type<any>;
+  function optional<T>(t: Type<T>): Type<T | null>;
+  function list<T>(t: Type<T>): Type<T[]>;
+  function record<F extends Record<string, Type>>(fields: F): Type<{ [K in keyof F]: ValueOf<F[K]> }>;
+  /** The type in Weir's type syntax (`{id: u64, name: string?}`). */
+  function text(t: Type): string;
+}
+
+/** An operator's declared types: checked at submit, records as rows. */
+export interface Types<In = any, Out = any> {
+  input?: Type<In>;
+  output?: Type<Out>;
+}
+
 /** Register a map: `f(value)` is the one output of each record. */
-export declare function map<In = any, Out = any>(name: string, f: (value: In) => Out): (value: In) => Out;
+export declare function map<In = any, Out = any>(name: string, f: (value: In) => Out, types?: Types<In, Out>): (value: In) => Out;
 /** Register a flat map: `f(value)` returns (or yields) any outputs. */
-export declare function flatMap<In = any, Out = any>(name: string, f: (value: In) => Outputs<Out>): (value: In) => Outputs<Out>;
+export declare function flatMap<In = any, Out = any>(name: string, f: (value: In) => Outputs<Out>, types?: Types<In, Out>): (value: In) => Outputs<Out>;
 /** Register a filter: keeps the records for which `f(value)` is true. */
-export declare function filter<In = any>(name: string, f: (value: In) => boolean): (value: In) => boolean;
+export declare function filter<In = any>(name: string, f: (value: In) => boolean, types?: { input?: Type<In> }): (value: In) => boolean;
 /** Register a timestamp assigner: `f(value)` is the event time in ms. */
-export declare function timestamps<In = any>(name: string, f: (value: In) => number): (value: In) => number;
+export declare function timestamps<In = any>(name: string, f: (value: In) => number, types?: { input?: Type<In> }): (value: In) => number;
 /** Register a stateless operator with set-up. */
-export declare function process<C extends new () => ProcessFunction>(name: string, cls: C): C;
+export declare function process<C extends new () => ProcessFunction>(name: string, cls: C, types?: Types): C;
 /** Register a keyed process function (state and timers). */
-export declare function keyedProcess<C extends new () => KeyedProcessFunction>(name: string, cls: C): C;
+export declare function keyedProcess<C extends new () => KeyedProcessFunction>(name: string, cls: C, types?: Types): C;
 /** Register a window aggregate. */
-export declare function windowAggregate<C extends new () => AggregateFunction>(name: string, cls: C): C;
+export declare function windowAggregate<C extends new () => AggregateFunction>(name: string, cls: C, types?: Types): C;
 /** Register a process-window function. */
-export declare function windowProcess<C extends new () => ProcessWindowFunction>(name: string, cls: C): C;
+export declare function windowProcess<C extends new () => ProcessWindowFunction>(name: string, cls: C, types?: Types): C;
 
 /** Write a line to the task's log. */
 export declare function log(level: 'debug' | 'info' | 'warn' | 'error', message: string): void;

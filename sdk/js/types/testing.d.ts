@@ -15,6 +15,8 @@ export interface HarnessOptions {
   params?: Record<string, string | number>;
   window?: WindowSpec | null;
   msgpack?: boolean;
+  /** An operator that declares types reads and writes rows, as beside operators of its types. */
+  rows?: boolean;
 }
 
 /** Runs one registered operator with in-memory state, timers and windows. */

@@ -41,3 +41,30 @@ weir.windowAggregate('js-window-count', class {
 weir.windowProcess('js-window-records', class {
   *process(window, elements) { yield windowCount(window, elements.length); }
 });
+
+// Typed: the generator's `numbers` in, a record of every kind of field out.
+const { bool, f64, i64, list, optional, record, string, u32, u64 } = weir.types;
+const Number_ = record({ id: u64, k: u32, price: u64, ts: i64 });
+const Priced = record({
+  id: u64,
+  dollars: f64,
+  cheap: bool,
+  label: string,
+  tags: list(string),
+  at: optional(record({ k: u32, ts: i64 })),
+  note: optional(string),
+});
+weir.map(
+  'js-typed-price',
+  (n) => ({
+    id: n.id,
+    dollars: 0.908 * n.price,
+    cheap: n.price < 100,
+    label: `#${n.id}`,
+    tags: new Array(n.id % 3).fill('p'),
+    at: n.id % 2 === 0 ? { k: n.k, ts: n.ts } : null,
+    note: null,
+  }),
+  { input: Number_, output: Priced },
+);
+weir.map('js-mistyped', (n) => n.k, { input: record({ id: u64, k: string }) });
