@@ -12,6 +12,9 @@ and language it runs `weir run` R times after a warm-up (parallelism 1):
   `numbers` generator ({"id", "k", "price", "ts"}), MessagePack in and out;
 - q1: `SELECT id, k, 0.908 * price, price * 2 WHERE MOD(id, 2) = 0` as a
   flat-map, the query PyFlink runs with `price * 2` as a Python UDF;
+- q0-typed, q1-typed: the same with declared types (Python dataclasses,
+  `weir.types` in JavaScript), rows in and out (Rust's q0 and q1 are typed:
+  the same operators);
 - wordcount: a text of N words, split into words, counted per word (keyed
   value state), an update per word;
 - tumbling-count: a window aggregate, records per key (10,000 keys) and
@@ -53,6 +56,10 @@ count = "${count}"
 JOBS = {
     "q0": NUMBERS + '[[operator]]\nname = "q0"\nfunction = "q0"\n',
     "q1": NUMBERS + '[[operator]]\nname = "q1"\nfunction = "q1"\n',
+    # The same on declared types (rows in and out); Rust's q0 and q1 are
+    # typed already.
+    "q0-typed": NUMBERS + '[[operator]]\nname = "q0"\nfunction = "q0-typed"\n',
+    "q1-typed": NUMBERS + '[[operator]]\nname = "q1"\nfunction = "q1-typed"\n',
     "wordcount": """[[source]]
 name = "lines"
 type = "text-file"
@@ -138,10 +145,18 @@ def main():
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--docs", help="write the table into this file, between its markers")
+    parser.add_argument("--workloads", help="a comma-separated subset of the workloads (no --docs)")
     args = parser.parse_args()
+    jobs = list(JOBS) if not args.workloads else args.workloads.split(",")
+    unknown = [w for w in jobs if w not in JOBS]
+    if unknown:
+        parser.error(f"no workload {', '.join(unknown)} (there are {', '.join(JOBS)})")
+    if args.workloads and args.docs:
+        parser.error("--docs writes the whole table: give no --workloads")
 
     components = {
-        "rust": {w: args.rust for w in JOBS} | {"wordcount": args.rust_wordcount},
+        "rust": {w: args.rust for w in JOBS}
+        | {"wordcount": args.rust_wordcount, "q0-typed": None, "q1-typed": None},
         "python": {w: args.python for w in JOBS},
         "js": {w: args.js for w in JOBS},
         "js-starlingmonkey": {w: args.js_starlingmonkey for w in JOBS},
@@ -150,8 +165,12 @@ def main():
     words = work / "words.txt"
     text(words, args.events)
     rates = {}
-    for workload in JOBS:
+    for workload in jobs:
         for lang in LANGUAGES:
+            if components[lang][workload] is None:
+                # Rust's typed q0/q1 are its q0/q1.
+                rates[(workload, lang)] = rates.get((workload.removesuffix("-typed"), lang))
+                continue
             bundle = work / f"{workload}-{lang}"
             bundle.mkdir()
             (bundle / "weir.toml").write_text(manifest(workload, Path(components[lang][workload]).resolve()))
@@ -189,20 +208,27 @@ def main():
         "| workload | " + " | ".join(LANGUAGES) + " |",
         "| --- |" + " ---: |" * len(LANGUAGES),
     ]
-    for workload in JOBS:
+    for workload in jobs:
         cells = []
         for lang in LANGUAGES:
             r = rates[(workload, lang)]
+            if r is None:
+                cells.append("—")
+                continue
             cells.append(f"{fmt(r[0])} / **{fmt(statistics.median(r))}** / {fmt(r[-1])}")
         lines.append(f"| {workload} | " + " | ".join(cells) + " |")
     if flink:
         fr = sorted(flink)
-        py = statistics.median(rates[("q1", "python")])
+        ours = [
+            f"{name} **{statistics.median(rates[(w, 'python')]) / statistics.median(fr):.2f}×**"
+            for w, name in (("q1", "untyped"), ("q1-typed", "typed"))
+            if rates.get((w, "python"))
+        ]
         lines += [
             "",
             f"PyFlink's q1 with `price * 2` as a Python scalar UDF (thread mode), same machine, same run: "
             f"{fmt(fr[0])} / **{fmt(statistics.median(fr))}** / {fmt(fr[-1])} events/s; "
-            f"Weir's q1 in Python: **{py / statistics.median(fr):.2f}×** of it.",
+            f"Weir's q1 in Python: {', '.join(ours)} of it.",
         ]
     lines += [
         "",

@@ -102,15 +102,17 @@ impl Type {
     }
 
     /// The type a JSON pointer (`/a/b`) leads to inside it: through record
-    /// fields, and through optionals (the result is then optional); inside
-    /// a `json` value, `json`. `None` when the pointer names no field of
-    /// it. An empty pointer is the type itself.
+    /// fields, and through optionals and list elements by index (the result
+    /// is then optional); inside a `json` value, `json`. `None` when the
+    /// pointer names no field of it. An empty pointer is the type itself.
     ///
     /// ```
     /// use weir_types::Type;
-    /// let t: Type = "{user: {id: u64}?, n: u32}".parse().unwrap();
+    /// let t: Type = "{user: {id: u64}?, n: u32, tags: list<string>}".parse().unwrap();
     /// assert_eq!(t.at_pointer("/n"), Some(Type::U32));
     /// assert_eq!(t.at_pointer("/user/id"), Some(Type::U64.optional()));
+    /// assert_eq!(t.at_pointer("/tags/0"), Some(Type::String.optional()));
+    /// assert_eq!(t.at_pointer("/tags/first"), None);
     /// assert_eq!(t.at_pointer("/nope"), None);
     /// ```
     pub fn at_pointer(&self, pointer: &str) -> Option<Type> {
@@ -127,6 +129,13 @@ impl Type {
             }
             if ty == Type::Json {
                 return Some(Type::Json);
+            }
+            if let Type::List(element) = ty {
+                // An element, by its index: null past the end.
+                part.parse::<usize>().ok()?;
+                optional = true;
+                ty = *element;
+                continue;
             }
             let Type::Record(r) = &ty else { return None };
             let (_, f) = r.field(&name)?;

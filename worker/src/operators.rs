@@ -184,7 +184,11 @@ impl OperatorFactory for WasmOperatorFactory {
             ) => {
                 let f = BuiltinAggregate::new(
                     *function,
-                    crate::builtin::aggregate::ValueOf::new(field.clone(), input.clone()),
+                    crate::builtin::aggregate::ValueOf::new(
+                        *function,
+                        field.clone(),
+                        input.clone(),
+                    ),
                     field.is_none(),
                     ident.clone(),
                     crate::builtin::aggregate::KeyText::of(key_by.as_ref(), &input),

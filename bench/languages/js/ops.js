@@ -8,6 +8,17 @@ weir.flatMap('q1', (e) => (e.id % 2 === 0 ? [{ id: e.id, k: e.k, dollars: 0.908 
 // A stateless map: every event, decoded and encoded again.
 weir.map('q0', (e) => e);
 
+// q1 and q0 on declared types: the generator's rows in, rows out.
+const { f64, i64, record, u32, u64 } = weir.types;
+const Event = record({ id: u64, k: u32, price: u64, ts: i64 });
+const Q1 = record({ id: u64, k: u32, dollars: f64, doubled: u64 });
+weir.flatMap(
+  'q1-typed',
+  (e) => (e.id % 2 === 0 ? [{ id: e.id, k: e.k, dollars: 0.908 * e.price, doubled: e.price * 2 }] : []),
+  { input: Event, output: Q1 },
+);
+weir.map('q0-typed', (e) => e, { input: Event, output: Event });
+
 // The benchmark's text is ASCII; StarlingMonkey's regular expressions have
 // no Unicode property escapes (\p{L}), so both engines split on ASCII.
 weir.flatMap('split-words', (line) => line.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean));

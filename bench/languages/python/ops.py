@@ -2,8 +2,10 @@
 same names and results as bench/operators (Rust) and ../js."""
 
 import re
+from dataclasses import dataclass
 
 import weir
+from weir.types import U32, U64
 
 WORD = re.compile(r"[^\W_]+")
 
@@ -18,6 +20,35 @@ def q1(e):
 @weir.map("q0")
 def q0(e):
     """A stateless map: every event, decoded and encoded again."""
+    return e
+
+
+@dataclass
+class Event:
+    id: U64
+    k: U32
+    price: U64
+    ts: int
+
+
+@dataclass
+class Q1:
+    id: U64
+    k: U32
+    dollars: float
+    doubled: U64
+
+
+@weir.flat_map("q1-typed", input=Event, output=Q1)
+def q1_typed(e: Event):
+    """q1 on the declared types: the generator's rows in, rows out."""
+    if e.id % 2 == 0:
+        yield Q1(e.id, e.k, 0.908 * e.price, e.price * 2)
+
+
+@weir.map("q0-typed", input=Event, output=Event)
+def q0_typed(e: Event) -> Event:
+    """q0 on the declared types."""
     return e
 
 

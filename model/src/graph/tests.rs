@@ -634,7 +634,7 @@ mod type_tests {
     #[test]
     fn built_ins_on_typed_streams_read_fields_the_type_has() {
         let source = "type='json-lines-file'\npath='x'\n\
-                      schema={id='u64', name='string', price='f64?', extra='json'}";
+                      schema={id='u64', name='string', price='f64?', extra='json', xs='list<f64>'}";
         let check = |source: &str, op: &str| {
             typed(
                 source,
@@ -650,6 +650,7 @@ mod type_tests {
             "builtin='sum'\nfield='/price'\nkey-by='/name'",
             "builtin='count'\nfield='/name'\nkey-by='/name'",
             "builtin='count'\nkey-by='/name'",
+            "builtin='select'\ncolumns=['first = /xs/0 * 2']",
         ];
         for op in ok {
             assert_eq!(check(source, op), Ok(()), "{op}");
@@ -657,7 +658,7 @@ mod type_tests {
         let refused = [
             (
                 "builtin='select'\ncolumns=['id = /id', 'p = /prise']",
-                "operator `b`: column `p` reads /prise, which names no field (`s` writes {id: u64, name: string, price: f64?, extra: json})",
+                "operator `b`: column `p` reads /prise, which names no field (`s` writes {id: u64, name: string, price: f64?, extra: json, xs: list<f64>})",
             ),
             (
                 "builtin='select'\ncolumns=['d = /name * 2']",

@@ -3,7 +3,7 @@
 // converted to and from the declared type. 64-bit integers are numbers, as
 // the MessagePack codec reads them.
 
-import { CodecError, JSON_CODEC, MSGPACK, decode, encode, utf8Decode, utf8Encode } from './codec.js';
+import { CodecError, JSON_CODEC, MSGPACK, decode, encode, transcode, utf8Decode, utf8Encode } from './codec.js';
 
 export const ROW = 'row';
 
@@ -21,6 +21,8 @@ const SCALARS = {
   f32: [4, (v, i) => v.getFloat32(i, true), (v, i, x) => v.setFloat32(i, x, true)],
   f64: [8, (v, i) => v.getFloat64(i, true), (v, i, x) => v.setFloat64(i, x, true)],
 };
+
+const F32_MAX = 3.4028234663852886e38;
 
 const width = (t) => (t.kind === 'optional' ? width(t.inner) : SCALARS[t.kind]?.[0] ?? 8);
 
@@ -155,6 +157,9 @@ function checkScalar(kind, x, what) {
     if (typeof x !== 'boolean') throw new CodecError(`${what}: ${JSON.stringify(x)} is not a boolean`);
   } else if (kind === 'f32' || kind === 'f64') {
     if (typeof x !== 'number') throw new CodecError(`${what}: ${JSON.stringify(x)} is not a number`);
+    if (kind === 'f32' && Number.isFinite(x) && Math.abs(x) > F32_MAX) {
+      throw new CodecError(`${what}: ${x} is out of f32's range`);
+    }
   } else {
     const whole = typeof x === 'bigint' || Number.isInteger(x);
     if (!whole) throw new CodecError(`${what}: ${typeof x === 'bigint' ? x : JSON.stringify(x)} is not a whole number`);
@@ -384,7 +389,13 @@ export function typedCodecs(codecs, input, output) {
     ...codecs,
     read,
     write,
-    transcode: (b) => (codecs.input === codecs.output ? b : write(read(b))),
+    // An input record as an output one, all of it: read as its type only
+    // from rows (whose type is the stream's; a declared type may read fewer
+    // fields than a record has).
+    transcode: (b) => {
+      if (codecs.input === codecs.output) return b;
+      return codecs.input === ROW ? write(read(b)) : transcode(codecs.input, codecs.output, b);
+    },
     inputKeys: keyCodec(codecs.input),
     outputKeys: keyCodec(codecs.output),
   };

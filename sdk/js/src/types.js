@@ -66,6 +66,9 @@ export function record(fields) {
   return Object.freeze({ kind: 'record', fields: Object.freeze(entries) });
 }
 
+/** A field name as the syntax writes it: quoted unless an identifier. */
+const fieldName = (name) => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? name : JSON.stringify(name));
+
 /** The type in Weir's type syntax (`{id: u64, name: string?}`). */
 export function text(t) {
   switch (t.kind) {
@@ -74,7 +77,7 @@ export function text(t) {
     case 'list':
       return `list<${text(t.inner)}>`;
     case 'record':
-      return `{${t.fields.map(([name, f]) => `${name}: ${text(f)}`).join(', ')}}`;
+      return `{${t.fields.map(([name, f]) => `${fieldName(name)}: ${text(f)}`).join(', ')}}`;
     default:
       return t.kind;
   }

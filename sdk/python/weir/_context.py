@@ -92,10 +92,14 @@ class Codecs:
 
     def transcode(self, value: bytes) -> bytes:
         """An input record as an output record (a filter's, a timestamp
-        assigner's): the same bytes when the codecs agree."""
+        assigner's), all of it: the same bytes when the codecs agree; read
+        as its type only from rows (whose type is the stream's, where a
+        declared type may read fewer fields than a record has)."""
         if self.input == self.output:
             return bytes(value)
-        return self.write(self.read(value))
+        if self.input == _rows.ROW:
+            return self.write(self.read(value))
+        return _codec.transcode(self.input, self.output, value)
 
     @property
     def input_keys(self) -> str:

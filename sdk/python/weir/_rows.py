@@ -230,7 +230,7 @@ def _write_record(r: _Record, value: Any) -> bytes:
         offset += len(p)
     try:
         fixed = r.struct.pack(*bitmap, *slots)
-    except struct.error as e:
+    except (struct.error, OverflowError) as e:
         raise CodecError(f"a field out of its type's range: {e}") from None
     return fixed + b"".join(payloads)
 
@@ -277,7 +277,7 @@ def _write_list(element: Node, values: Any) -> bytes:
                 one.pack_into(fixed, at, offset, len(p))
                 payloads.append(p)
                 offset += len(p)
-        except struct.error as e:
+        except (struct.error, OverflowError) as e:
             raise CodecError(f"element {i} is out of its type's range: {e}") from None
     _U32.pack_into(fixed, 0, count)
     fixed[4:slots] = bitmap
@@ -292,7 +292,7 @@ def write(node: Node, value: Any) -> bytes:
     if scalar:
         try:
             return struct.pack("<" + scalar[0], _scalar(node.kind, value, "value"))
-        except struct.error as e:
+        except (struct.error, OverflowError) as e:
             raise CodecError(f"{value!r} is out of {node.kind}'s range: {e}") from None
     return _write_payload(node, value)
 

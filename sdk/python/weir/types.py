@@ -58,6 +58,8 @@ a dataclass                     a record, its fields in order
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import typing
 from typing import Any, List, Optional, Tuple
 
@@ -177,5 +179,13 @@ def text(node: Node) -> str:
     if node.kind == "list":
         return f"list<{text(node.inner)}>"
     if node.kind == "record":
-        return "{" + ", ".join(f"{name}: {text(t)}" for name, t in node.fields) + "}"
+        return "{" + ", ".join(f"{_name(name)}: {text(t)}" for name, t in node.fields) + "}"
     return node.kind
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _name(name: str) -> str:
+    """A field name as the syntax writes it: quoted unless an identifier."""
+    return name if _IDENTIFIER.match(name) else json.dumps(name)

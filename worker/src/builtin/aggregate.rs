@@ -23,7 +23,7 @@ use weir_model::format::Format;
 use weir_model::{Record, RecordBuffer};
 use weir_state::{StateBackend, StateKey, StateKind, StateOp};
 
-use super::fields::FieldReader;
+use super::fields::{FieldReader, NotNumber};
 use super::{Number, excerpt, input_error, state_error};
 use crate::operators::StreamOperator;
 
@@ -182,16 +182,24 @@ fn pick(old: Option<Number>, new: Number, smaller: bool) -> Number {
 pub(crate) struct ValueOf {
     /// The field's pointer (`None`: the aggregate reads no field).
     field: Option<String>,
+    /// Whether the aggregate computes with the field (all but `count`,
+    /// which counts the records whose field is not null, of any type).
+    numeric: bool,
     reader: FieldReader,
     input: Format,
 }
 
 impl ValueOf {
-    /// The values of `field` in records in `input`.
-    pub(crate) fn new(field: Option<String>, input: Format) -> ValueOf {
+    /// The values of `field` in records in `input`, for `function`.
+    pub(crate) fn new(
+        function: AggregateFunction,
+        field: Option<String>,
+        input: Format,
+    ) -> ValueOf {
         let pointers: Vec<String> = field.iter().cloned().collect();
         ValueOf {
             reader: FieldReader::new(&pointers, &input),
+            numeric: function != AggregateFunction::Count,
             field,
             input,
         }
@@ -216,11 +224,16 @@ impl ValueOf {
         })?;
         match fields[0] {
             None => Ok(None),
-            Some(f) => f.number().map_err(|()| {
+            Some(f) if !self.numeric => Ok((!f.is_null()).then_some(Number::Int(1))),
+            Some(f) => f.number().map_err(|e| {
+                let why = match e {
+                    NotNumber::Other => "is not a number".to_owned(),
+                    NotNumber::Malformed(e) => format!("is in a malformed row ({e})"),
+                };
                 input_error(
                     ident,
                     format!(
-                        "field {field} of a record is not a number: {}",
+                        "field {field} of a record {why}: {}",
                         self.input.excerpt(&r.value)
                     ),
                 )
@@ -246,7 +259,8 @@ impl KeyText {
     /// `input`.
     pub(crate) fn of(key_by: Option<&KeyBy>, input: &Format) -> KeyText {
         match key_by {
-            Some(KeyBy::Pointer(_) | KeyBy::Value) if input.codec == Codec::Row => KeyText::Msgpack,
+            // A row stream's keys are MessagePack, whoever made them.
+            Some(_) if input.codec == Codec::Row => KeyText::Msgpack,
             Some(KeyBy::Pointer(_)) => KeyText::Json,
             _ => KeyText::Raw,
         }
@@ -444,6 +458,39 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// `count` of a field counts the records where it is not null,
+    /// whatever it is; the others compute with numbers and fail on the rest.
+    #[test]
+    fn count_of_a_field_counts_what_is_not_null_of_any_type() {
+        let record = |json: &str| Record {
+            key: None,
+            value: json.as_bytes().to_vec().into(),
+            timestamp: None,
+        };
+        let ident = TaskIdent::default();
+        let mut scratch = Vec::new();
+        let count = ValueOf::new(
+            AggregateFunction::Count,
+            Some("/s".into()),
+            Format::default(),
+        );
+        let sum = ValueOf::new(AggregateFunction::Sum, Some("/s".into()), Format::default());
+        for (json, counted) in [
+            (r#"{"s": "x"}"#, true),
+            (r#"{"s": [1]}"#, true),
+            (r#"{"s": 0}"#, true),
+            (r#"{"s": null}"#, false),
+            ("{}", false),
+        ] {
+            let v = count.of(&record(json), &mut scratch, &ident).unwrap();
+            assert_eq!(v.is_some(), counted, "{json}");
+        }
+        let e = sum
+            .of(&record(r#"{"s": "x"}"#), &mut scratch, &ident)
+            .unwrap_err();
+        assert!(e.message.contains("is not a number"), "{e}");
+    }
+
     #[test]
     fn keys_are_written_as_json_whatever_they_were_read_as() {
         let rows = Format {
@@ -464,7 +511,9 @@ mod tests {
         let of_json = KeyText::of(Some(&pointer), &Format::default());
         assert_eq!(of_json, KeyText::Json);
         assert_eq!(write(of_json, br#""ana""#), r#""ana""#);
-        let own = KeyText::of(Some(&KeyBy::Key), &rows);
+        // The records' own keys: MessagePack on a row stream too.
+        assert_eq!(KeyText::of(Some(&KeyBy::Key), &rows), KeyText::Msgpack);
+        let own = KeyText::of(Some(&KeyBy::Key), &Format::default());
         assert_eq!(write(own, b"plain text"), r#""plain text""#);
     }
 

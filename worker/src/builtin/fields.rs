@@ -21,13 +21,34 @@ pub(crate) enum Field<'a> {
     Row(Located<'a, 'a>),
 }
 
+/// Why a field has no number.
+#[derive(Debug)]
+pub(crate) enum NotNumber {
+    /// It is something else (a string, a list...).
+    Other,
+    /// Its row is malformed (the bytes of the record say so).
+    Malformed(String),
+}
+
 impl Field<'_> {
-    /// Its value as a number: `Ok(None)` for a null, `Err` for a value
-    /// that is not a number (a string, a list...).
-    pub(crate) fn number(self) -> Result<Option<Number>, ()> {
+    /// Its value as a number: `Ok(None)` for a null.
+    pub(crate) fn number(self) -> Result<Option<Number>, NotNumber> {
         match self {
-            Field::Json(raw) => Number::parse(raw.get()),
-            Field::Row(at) => row_number(at).map_err(|_| ()),
+            Field::Json(raw) => Number::parse(raw.get()).map_err(|()| NotNumber::Other),
+            Field::Row(at) => row_number(at),
+        }
+    }
+
+    /// Whether it is null (JSON's `null`, a null optional).
+    pub(crate) fn is_null(self) -> bool {
+        match self {
+            Field::Json(raw) => raw.get() == "null",
+            Field::Row(at) => {
+                let null = matches!(at.field.node, Node::Optional(_))
+                    && row::is_null(at.base, 0, at.index);
+                null || matches!(at.field.node, Node::Json)
+                    && row::var(at.base, at.field.offset).is_ok_and(|p| p.trim_ascii() == b"null")
+            }
         }
     }
 
@@ -46,24 +67,29 @@ impl Field<'_> {
 /// A number in a row's slot as JSON would give it: whole numbers whole
 /// (an unsigned one past `i64::MAX` as a float, as its JSON text reads), an
 /// `f32` as its shortest text reads as an `f64`, a float that is not
-/// finite null (JSON writes it so); `Err` for what is not a number.
-fn row_number(at: Located<'_, '_>) -> Result<Option<Number>, row::RowError> {
+/// finite null (JSON writes it so).
+fn row_number(at: Located<'_, '_>) -> Result<Option<Number>, NotNumber> {
+    row_number_or(at).map_err(|e| NotNumber::Malformed(e.to_string()))?
+}
+
+/// [`row_number`], its row's errors apart.
+fn row_number_or(at: Located<'_, '_>) -> Result<Result<Option<Number>, NotNumber>, row::RowError> {
     let Located { base, index, field } = at;
     let mut node = &field.node;
     if let Node::Optional(inner) = node {
         if row::is_null(base, 0, index) {
-            return Ok(None);
+            return Ok(Ok(None));
         }
         node = inner;
     }
     let off = field.offset;
     let finite = |f: f64| f.is_finite().then_some(Number::Float(f));
-    Ok(match node {
+    Ok(Ok(match node {
         Node::Scalar(Scalar::F64) => finite(f64::from_le_bytes(row::fixed(base, off)?)),
         Node::Scalar(Scalar::F32) => {
             let f = f32::from_le_bytes(row::fixed(base, off)?);
             if !f.is_finite() {
-                return Ok(None);
+                return Ok(Ok(None));
             }
             // Its JSON text (the shortest that reads back as this f32),
             // read as an f64, as a reader of the JSON would.
@@ -74,14 +100,18 @@ fn row_number(at: Located<'_, '_>) -> Result<Option<Number>, row::RowError> {
             let u = u64::from_le_bytes(row::fixed(base, off)?);
             Some(i64::try_from(u).map_or(Number::Float(u as f64), Number::Int))
         }
-        Node::Scalar(Scalar::Bool) => return Err(row::RowError("a bool".into())),
+        Node::Scalar(Scalar::Bool) => return Ok(Err(NotNumber::Other)),
         Node::Scalar(_) => row::read_int(at)?.map(Number::Int),
         Node::Json => {
             let text = row::utf8(row::var(base, off)?)?;
-            Number::parse(text.trim()).map_err(|()| row::RowError("not a number".into()))?
+            return Ok(Number::parse(text.trim()).map_err(|()| NotNumber::Other));
         }
-        _ => return Err(row::RowError("not a number".into())),
-    })
+        _ => {
+            // Not a number; its slot must still be inside its row.
+            row::var(base, off)?;
+            return Ok(Err(NotNumber::Other));
+        }
+    }))
 }
 
 /// Reads the fields at a list of pointers from records of one stream.

@@ -30,7 +30,7 @@ pub fn create(
             emit,
         } => Box::new(aggregate::RunningAggregate::new(
             *function,
-            aggregate::ValueOf::new(field.clone(), input.clone()),
+            aggregate::ValueOf::new(*function, field.clone(), input.clone()),
             *emit,
             ident,
             backend,

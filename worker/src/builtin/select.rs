@@ -11,7 +11,7 @@ use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use weir_model::format::Format;
 use weir_model::{Record, RecordBuffer};
 
-use super::fields::{Field, FieldReader};
+use super::fields::{Field, FieldReader, NotNumber};
 use super::{Number, input_error};
 use crate::operators::StreamOperator;
 
@@ -66,7 +66,16 @@ pub(super) struct Select {
     reader: FieldReader,
     /// What the input is encoded in.
     input: Format,
+    /// For keys of rows (MessagePack): their JSON, as the output's keys.
+    input_keys: Option<fn(&[u8]) -> bytes::Bytes>,
     ident: TaskIdent,
+}
+
+/// A key of a row stream (MessagePack) as a key of a JSON one.
+fn json_key(key: &[u8]) -> bytes::Bytes {
+    let mut out = Vec::new();
+    super::aggregate::KeyText::Msgpack.write(&mut out, key);
+    out.into()
 }
 
 impl Select {
@@ -113,6 +122,7 @@ impl Select {
             columns,
             filter,
             reader: FieldReader::new(&pointers, &input),
+            input_keys: (input.codec == weir_model::codec::Codec::Row).then_some(json_key as _),
             input,
             ident,
         }
@@ -131,17 +141,21 @@ impl Select {
         })
     }
 
-    fn passes(&self, fields: &[Option<Field<'_>>]) -> bool {
-        self.filter.iter().all(|(left, right)| {
-            let a = number(left, fields);
-            match right {
+    fn passes(&self, fields: &[Option<Field<'_>>]) -> Result<bool, String> {
+        for (left, right) in &self.filter {
+            let a = number(left, fields)?;
+            let holds = match right {
                 None => a.is_some_and(|a| a.as_f64() != 0.0),
-                Some((cmp, right)) => match (a, number(right, fields)) {
+                Some((cmp, right)) => match (a, number(right, fields)?) {
                     (Some(a), Some(b)) => compare(a, *cmp, b),
                     _ => false,
                 },
+            };
+            if !holds {
+                return Ok(false);
             }
-        })
+        }
+        Ok(true)
     }
 }
 
@@ -164,24 +178,30 @@ fn compare(a: Number, cmp: Comparison, b: Number) -> bool {
     }
 }
 
-/// An expression's value as a number (`None`: null).
-fn number(e: &Compiled, fields: &[Option<Field<'_>>]) -> Option<Number> {
-    match e {
+/// An expression's value as a number (`None`: null, or not a number); an
+/// error for a malformed row.
+fn number(e: &Compiled, fields: &[Option<Field<'_>>]) -> Result<Option<Number>, String> {
+    Ok(match e {
         Compiled::Integer(i) => Some(Number::Int(*i)),
         Compiled::Number(f) => Some(Number::Float(*f)),
-        Compiled::Field(i) => fields[*i].and_then(|f| f.number().ok().flatten()),
+        Compiled::Field(i) => match fields[*i].map(Field::number) {
+            None | Some(Err(NotNumber::Other)) => None,
+            Some(Ok(n)) => n,
+            Some(Err(NotNumber::Malformed(e))) => return Err(e),
+        },
         Compiled::Negate(e) => match number(e, fields)? {
-            Number::Int(i) => Some(
+            None => None,
+            Some(Number::Int(i)) => Some(
                 i.checked_neg()
                     .map_or(Number::Float(-(i as f64)), Number::Int),
             ),
-            Number::Float(f) => Some(Number::Float(-f)),
+            Some(Number::Float(f)) => Some(Number::Float(-f)),
         },
-        Compiled::Binary(a, op, b) => {
-            let (a, b) = (number(a, fields)?, number(b, fields)?);
-            Some(arithmetic(a, *op, b))
-        }
-    }
+        Compiled::Binary(a, op, b) => match (number(a, fields)?, number(b, fields)?) {
+            (Some(a), Some(b)) => Some(arithmetic(a, *op, b)),
+            _ => None,
+        },
+    })
 }
 
 fn arithmetic(a: Number, op: BinaryOp, b: Number) -> Number {
@@ -218,11 +238,25 @@ impl StreamOperator for Select {
         let mut scratch = Vec::new();
         for r in &batch {
             let fields = self.fields(&r.value, &mut scratch)?;
-            if !self.passes(&fields) {
+            let malformed_row = |e: String| {
+                input_error(
+                    &self.ident,
+                    format!(
+                        "a record is a malformed row ({e}): {}",
+                        self.input.excerpt(&r.value)
+                    ),
+                )
+            };
+            if !self.passes(&fields).map_err(malformed_row)? {
                 continue;
             }
             let mut malformed = None;
-            main.push(r.key.clone(), r.timestamp, |value| {
+            let key = match (&r.key, self.input_keys) {
+                // Keys of rows are MessagePack; the output is JSON.
+                (Some(k), Some(json)) => Some(json(k)),
+                (k, _) => k.clone(),
+            };
+            main.push(key, r.timestamp, |value| {
                 value.push(b'{');
                 for (i, (prefix, column)) in self.columns.iter().enumerate() {
                     if i > 0 {
@@ -240,21 +274,18 @@ impl StreamOperator for Select {
                             None => value.extend_from_slice(b"null"),
                         },
                         Column::Computed(e) => match number(e, &fields) {
-                            Some(n) => n.write(value),
-                            None => value.extend_from_slice(b"null"),
+                            Ok(Some(n)) => n.write(value),
+                            Ok(None) => value.extend_from_slice(b"null"),
+                            Err(e) => {
+                                malformed.get_or_insert(e);
+                            }
                         },
                     }
                 }
                 value.push(b'}');
             });
             if let Some(e) = malformed {
-                return Err(input_error(
-                    &self.ident,
-                    format!(
-                        "a record is a malformed row ({e}): {}",
-                        self.input.excerpt(&r.value)
-                    ),
-                ));
+                return Err(malformed_row(e));
             }
         }
         Ok(BatchOutput {
@@ -392,6 +423,56 @@ mod tests {
                 r#"{"id":6,"k":1,"dollars":0.0908,"sum":-1,"name":"c\"d","at":{"x":-1},"none":null}"#,
             ]
         );
+    }
+
+    /// A malformed row is an error, in a computed column or a condition
+    /// as in a copied one, never a null; keys of rows (MessagePack) leave
+    /// as JSON.
+    #[test]
+    fn malformed_rows_fail_and_keys_of_rows_leave_as_json() {
+        use std::sync::Arc;
+        use weir_model::codec::Codec;
+        use weir_model::types::{Type, row};
+        let ty: Type = "{id: u64, name: string}".parse().unwrap();
+        let format = Format {
+            codec: Codec::Row,
+            schema: Some(Arc::new(row::Schema::new(ty))),
+        };
+        let ctx = || BatchContext {
+            watermark: None,
+            processing_time: 0,
+        };
+        let batch = |value: Vec<u8>, key: Option<&[u8]>| {
+            vec![Record {
+                key: key.map(|k| k.to_vec().into()),
+                value: value.into(),
+                timestamp: None,
+            }]
+        };
+        for (columns, filter) in [
+            (&["d = /id * 2"][..], None),
+            (&["id = /id"][..], Some("/id > 1")),
+            (&["n = /name * 1"][..], None),
+            (&["n = /name"][..], None),
+        ] {
+            let mut s = select_from(columns, filter, format.clone());
+            // Three bytes: no slot of the id, nor of the name, in them.
+            let e = s.process(batch(vec![0, 1, 2], None), ctx()).unwrap_err();
+            assert!(e.message.contains("malformed row"), "{columns:?}: {e}");
+        }
+        let mut row = Vec::new();
+        row::json::read_value(
+            &format.schema.as_ref().unwrap().node,
+            br#"{"id": 7, "name": "ana"}"#,
+            &mut row,
+        )
+        .unwrap();
+        let mut s = select_from(&["id = /id"], None, format.clone());
+        let out = s
+            .process(batch(row, Some(&[0xa3, b'a', b'n', b'a'])), ctx())
+            .unwrap();
+        assert_eq!(out.main[0].key.as_deref(), Some(&br#""ana""#[..]));
+        assert_eq!(&out.main[0].value[..], br#"{"id":7}"#);
     }
 
     #[test]
