@@ -51,6 +51,10 @@ class _Record:
             "<" + "B" * self.bitmap + "".join(_slot_format(t) for t in self.types))
         self.fixed = self.struct.size
         self.cls = node.cls
+        #: Every field a number, none optional: the slots are the values,
+        #: read and written in one call (a bool is checked one by one).
+        self.flat = all(self.scalar) and not any(self.optional) and not any(
+            i.kind == "bool" for i in self.inner)
 
 
 _compiled: dict = {}
@@ -91,6 +95,9 @@ def _read_record(r: _Record, buf: bytes, start: int, end: int) -> Any:
     if end - start < r.fixed:
         raise CodecError(f"a row of {end - start} bytes, shorter than its {r.fixed} bytes of slots")
     slots = r.struct.unpack_from(buf, start)
+    if r.flat:
+        values = slots[r.bitmap:]
+        return r.cls(*values) if r.cls is not None else dict(zip(r.names, values))
     bitmap = slots[: r.bitmap]
     j = r.bitmap
     values = []
@@ -205,6 +212,11 @@ def _write_payload(node: Node, value: Any) -> bytes:
 def _write_record(r: _Record, value: Any) -> bytes:
     if value is None or isinstance(value, (str, bytes, int, float, list)):
         raise CodecError(f"{value!r} is not a record ({r.cls.__name__ if r.cls else 'a dict'})")
+    if r.flat and not isinstance(value, dict):
+        try:
+            return r.struct.pack(*(0,) * r.bitmap, *[getattr(value, n) for n in r.names])
+        except (struct.error, OverflowError, AttributeError):
+            pass  # the field by field path says which field is wrong
     bitmap = [0] * r.bitmap
     slots: List[Any] = []
     payloads: List[bytes] = []
