@@ -210,3 +210,15 @@ def test_a_filter_passes_whole_records_on_whatever_fields_it_declares():
     record = weir.codec.encode("msgpack", {"id": 1, "k": 2})
     assert weir.codec.decode("json", c.transcode(record)) == {"id": 1, "k": 2}
     assert c.read(record) == IdOnly(1)
+
+
+def test_a_record_of_numbers_only_takes_the_one_call_path_with_the_same_bytes():
+    node = type_of(Bid)
+    b = Bid(2**64 - 1, 7, 0, -(2**63))
+    # A dict goes field by field; the dataclass in one struct call.
+    assert _rows.write(node, b) == _rows.write(node, b.__dict__)
+    assert _rows.read(node, _rows.write(node, b)) == b
+    with pytest.raises(CodecError, match="field `k`: 1.5 is not an int"):
+        _rows.write(node, Bid(1, 1.5, 0, 0))
+    with pytest.raises(CodecError, match="range"):
+        _rows.write(node, Bid(-1, 1, 0, 0))
