@@ -14,7 +14,8 @@ and language it runs `weir run` R times after a warm-up (parallelism 1):
   flat-map, the query PyFlink runs with `price * 2` as a Python UDF;
 - q0-typed, q1-typed: the same with declared types (Python dataclasses,
   `weir.types` in JavaScript), rows in and out (Rust's q0 and q1 are typed:
-  the same operators);
+  the same operators); q1-vectorized: Python's vectorized map over a
+  batch's columns;
 - wordcount: a text of N words, split into words, counted per word (keyed
   value state), an update per word;
 - tumbling-count: a window aggregate, records per key (10,000 keys) and
@@ -60,6 +61,8 @@ JOBS = {
     # typed already.
     "q0-typed": NUMBERS + '[[operator]]\nname = "q0"\nfunction = "q0-typed"\n',
     "q1-typed": NUMBERS + '[[operator]]\nname = "q1"\nfunction = "q1-typed"\n',
+    # Python's vectorized map: a batch's columns in and out.
+    "q1-vectorized": NUMBERS + '[[operator]]\nname = "q1"\nfunction = "q1-vectorized"\n',
     "wordcount": """[[source]]
 name = "lines"
 type = "text-file"
@@ -157,10 +160,11 @@ def main():
 
     components = {
         "rust": {w: args.rust for w in JOBS}
-        | {"wordcount": args.rust_wordcount, "q0-typed": None, "q1-typed": None},
+        | {"wordcount": args.rust_wordcount, "q0-typed": None, "q1-typed": None,
+           "q1-vectorized": None},
         "python": {w: args.python for w in JOBS},
-        "js": {w: args.js for w in JOBS},
-        "js-starlingmonkey": {w: args.js_starlingmonkey for w in JOBS},
+        "js": {w: args.js for w in JOBS} | {"q1-vectorized": None},
+        "js-starlingmonkey": {w: args.js_starlingmonkey for w in JOBS} | {"q1-vectorized": None},
     }
     work = Path(tempfile.mkdtemp(prefix="weir-languages-"))
     words = work / "words.txt"
@@ -222,7 +226,7 @@ def main():
         fr = sorted(flink)
         ours = [
             f"{name} **{statistics.median(rates[(w, 'python')]) / statistics.median(fr):.2f}×**"
-            for w, name in (("q1", "untyped"), ("q1-typed", "typed"))
+            for w, name in (("q1", "untyped"), ("q1-typed", "typed"), ("q1-vectorized", "vectorized"))
             if rates.get((w, "python"))
         ]
         lines += [

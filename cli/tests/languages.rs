@@ -625,6 +625,23 @@ fn typed_operator_reads_and_writes_rows(language: &str) {
         });
         assert_eq!(v, &expected, "{language}, record {i}");
     }
+    if language == "python" {
+        // A vectorized map: a batch's columns in, columns out, a mask.
+        let (out, output) = job("vectorized-q1");
+        assert!(out.status.success(), "{}", said(&out));
+        let mut got = json_lines(&output);
+        got.sort_by_key(|v| v["id"].as_u64());
+        assert_eq!(got.len(), 1000);
+        for (n, v) in got.iter().enumerate() {
+            let i = 2 * n as u64;
+            let price = i % 1000;
+            assert_eq!(v["id"], i);
+            assert_eq!(v["k"], i % 10_000);
+            assert_eq!(v["doubled"], 2 * price);
+            let dollars = v["dollars"].as_f64().unwrap();
+            assert!((dollars - 0.908 * price as f64).abs() <= 1e-12 * price as f64);
+        }
+    }
     let (out, _) = job("mistyped");
     assert!(!out.status.success());
     let said = said(&out);

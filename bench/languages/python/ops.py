@@ -46,6 +46,18 @@ def q1_typed(e: Event):
         yield Q1(e.id, e.k, 0.908 * e.price, e.price * 2)
 
 
+@weir.vectorized_map("q1-vectorized", input=Event, output=Q1)
+def q1_vectorized(c):
+    """q1 over a batch's columns, as PyFlink's pandas functions."""
+    return {
+        "id": c["id"],
+        "k": c["k"],
+        "dollars": [0.908 * p for p in c["price"]],
+        "doubled": [2 * p for p in c["price"]],
+        weir.KEEP: [i % 2 == 0 for i in c["id"]],
+    }
+
+
 @weir.map("q0-typed", input=Event, output=Event)
 def q0_typed(e: Event) -> Event:
     """q0 on the declared types."""

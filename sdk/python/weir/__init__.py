@@ -74,12 +74,15 @@ from ._operators import (
     map,
     process,
     timestamps,
+    vectorized_map,
     window_aggregate,
     window_process,
 )
+from ._rows import KEEP
 from ._state import ListState, MapState, ValueState
 
 __all__ = [
+    "KEEP",
     "Aggregate",
     "Context",
     "KeyedProcess",
@@ -102,6 +105,7 @@ __all__ = [
     "process",
     "timestamps",
     "types",
+    "vectorized_map",
     "window_aggregate",
     "window_process",
 ]

@@ -15,6 +15,7 @@ from ._batch import OutBatch, records as _records, unpack
 from ._context import Codecs, Context, OpenContext, Pending, TimeDomain, Window, WindowSpec
 from ._operators import REGISTRY, Handler
 from ._state import StateCache
+from . import _rows
 
 _SDK_DIR = os.path.dirname(os.path.abspath(__file__))
 _MOUNT = re.compile(r"^/\d+/")
@@ -56,6 +57,7 @@ class Instance:
             )
         self.name = name
         self.keyed = entry.keyed
+        self.vectorized = entry.vectorized
         try:
             self.codecs = dataclasses.replace(codecs, input_type=entry.input_type,
                                               output_type=entry.writes)
@@ -105,6 +107,9 @@ class Instance:
                 watermark: Optional[int], processing_time: int) -> None:
         """Handle a batch of records."""
         records = _records(data, spans, timestamps)
+        if self.vectorized:
+            self._vectorized(records, watermark, processing_time)
+            return
         cache = self.cache
         if self.keyed:
             for i, r in enumerate(records):
@@ -122,6 +127,29 @@ class Instance:
             handler.record(record[1], pending, ctx)
 
         self._run(records, watermark, processing_time, each)
+
+    def _vectorized(self, records: List[Any], watermark: Optional[int],
+                    processing_time: int) -> None:
+        """A vectorized map's batch: its records as columns, one call."""
+        codecs = self.codecs
+        f = self.handler.f  # type: ignore[attr-defined]
+
+        def each(_: Any, pending: Pending, ctx: Context) -> None:
+            cols = _rows.columns(codecs.input, codecs.input_type, [r[1] for r in records],
+                                 codecs.read)
+            out = f(cols)
+            keep = out.get(_rows.KEEP) if isinstance(out, dict) else None
+            values = _rows.rows_of(codecs.output, codecs.output_type, out, len(records),
+                                   codecs.write)
+            if keep is not None:
+                keep = list(keep)
+                if len(keep) != len(records):
+                    raise ValueError(f"weir.KEEP has {len(keep)} values for {len(records)} records")
+            for i, value in enumerate(values):
+                if keep is None or keep[i]:
+                    pending.push_encoded(value, None, records[i][2])
+
+        self._run([None], watermark, processing_time, each)
 
     def on_timer(self, timers: List[Tuple[bytes, int, TimeDomain]], watermark: Optional[int],
                  processing_time: int) -> None:

@@ -98,6 +98,8 @@ class Entry:
         self.target = target
         self.kind = kind
         self.make = make
+        #: Whether it takes a batch's columns (:func:`vectorized_map`).
+        self.vectorized = False
         #: The types it declares (:class:`weir.types.Node`), or ``None``.
         self.input_type = _declared(name, "input", input)
         self.output_type = _declared(name, "output", output)
@@ -259,6 +261,13 @@ class _ProcessWindow(Handler):
         _emit_all(self.op.process(window, elements), pending)
 
 
+class _Vectorized(Handler):
+    """A vectorized map: the batch's records as columns in, columns out."""
+
+    def __init__(self, f: Callable[[Any], Any]) -> None:
+        self.f = f
+
+
 def _named(kind: str, name: str) -> str:
     if not isinstance(name, str) or not name:
         raise TypeError(f"@weir.{kind} needs the operator's name, as the manifest's `function` says it")
@@ -305,6 +314,30 @@ def _class(kind: str, contract: str, base: type, handler: type) -> Callable[...,
 
     decorator.__name__ = kind
     return decorator
+
+
+def vectorized_map(name: str, *, input: Any, output: Any) -> Callable:
+    """Register a vectorized map, like PyFlink's pandas scalar functions:
+    ``f(columns)`` gets a batch's records as columns (a dict of lists, one
+    per field of ``input``, a record type) and returns the output's columns
+    (a dict of lists of the same length, one per field of ``output``); row
+    ``i`` of the output is record ``i``'s result, with its timestamp. A
+    column ``weir.KEEP`` of booleans, when returned, drops the rows that are
+    false (a filter in the same pass)."""
+    _named("vectorized_map", name)
+
+    def register(f: Callable) -> Callable:
+        if not callable(f) or isinstance(f, type):
+            raise TypeError(f"@weir.vectorized_map({name!r}) decorates a function")
+        entry = Entry(name, "flat-map", lambda ctx: _Vectorized(f), f, input, output)
+        for what, t in (("input", entry.input_type), ("output", entry.output_type)):
+            if t is None or t.kind != "record":
+                raise TypeError(f"operator `{name}`: a vectorized map's {what} is a record type")
+        entry.vectorized = True
+        _register(entry)
+        return f
+
+    return register
 
 
 map = _function("map", "map", _Map)

@@ -382,6 +382,61 @@ def writer(codec: str, node: Optional[Node]) -> Callable[[Any], bytes]:
     return lambda value: _codec.encode(codec, to_plain(node, value, codec))
 
 
+def columns(codec: str, node: Node, values: List[bytes],
+            read: Callable[[bytes], Any]) -> dict:
+    """The records ``values`` of the record type ``node`` as columns: a list
+    per field, in the field order."""
+    names = [name for name, _ in node.fields]
+    if codec == ROW and _record(node).flat:
+        r = _record(node)
+        unpack = r.struct.unpack_from
+        try:
+            rows = [unpack(v) for v in values]
+        except struct.error as e:
+            raise CodecError(f"a row cut short: {e}") from None
+        cols = list(zip(*rows)) if rows else [() for _ in range(r.bitmap + len(names))]
+        return {name: list(col) for name, col in zip(names, cols[r.bitmap:])}
+    records = [read(v) for v in values]
+    return {name: [_field_of(rec, name) for rec in records] for name in names}
+
+
+def rows_of(codec: str, node: Node, cols: Any, n: int,
+            write: Callable[[Any], bytes]) -> List[bytes]:
+    """Columns of ``n`` values each, for every field of ``node``, as
+    records."""
+    if not isinstance(cols, dict):
+        raise CodecError(f"a vectorized function returned {type(cols).__name__}: a dict of columns "
+                         "is needed")
+    names = [name for name, _ in node.fields]
+    lists = []
+    for name in names:
+        col = cols.get(name)
+        if col is None:
+            raise CodecError(f"the returned columns have no `{name}`")
+        col = list(col)
+        if len(col) != n:
+            raise CodecError(f"column `{name}` has {len(col)} values for {n} records")
+        lists.append(col)
+    extra = [k for k in cols if k not in names and k != KEEP]
+    if extra:
+        raise CodecError(f"the returned columns have {', '.join(map(str, extra))}, which "
+                         "the output type has not")
+    if codec == ROW and _record(node).flat:
+        r = _record(node)
+        pack = r.struct.pack
+        zeros = (0,) * r.bitmap
+        try:
+            return [pack(*zeros, *row) for row in zip(*lists)]
+        except (struct.error, OverflowError):
+            pass  # the field by field path says which value is wrong
+    return [write(dict(zip(names, row))) for row in zip(*lists)]
+
+
+#: The column of a vectorized function's output that says which rows to
+#: keep (``True``) and which to drop.
+KEEP = "__weir_keep__"
+
+
 def _fails(message: str) -> Callable[[Any], Any]:
     def fail(_: Any) -> Any:
         raise CodecError(message)

@@ -110,3 +110,22 @@ class Mistyped:
 @weir.map("py-mistyped", input=Mistyped)
 def mistyped(n: Mistyped) -> str:
     return n.k
+
+
+@dataclass
+class Q1:
+    id: U64
+    k: U32
+    dollars: float
+    doubled: U64
+
+
+@weir.vectorized_map("py-vectorized-q1", input=Number, output=Q1)
+def vectorized_q1(c):
+    return {
+        "id": c["id"],
+        "k": c["k"],
+        "dollars": [0.908 * p for p in c["price"]],
+        "doubled": [2 * p for p in c["price"]],
+        weir.KEEP: [i % 2 == 0 for i in c["id"]],
+    }
