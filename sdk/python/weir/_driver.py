@@ -131,6 +131,8 @@ class Instance:
     def _vectorized(self, records: List[Any], watermark: Optional[int],
                     processing_time: int) -> None:
         """A vectorized map's batch: its records as columns, one call."""
+        if not records:
+            return
         codecs = self.codecs
         f = self.handler.f  # type: ignore[attr-defined]
 
@@ -142,9 +144,15 @@ class Instance:
             values = _rows.rows_of(codecs.output, codecs.output_type, out, len(records),
                                    codecs.write)
             if keep is not None:
+                # Checked whole before anything is emitted.
+                if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
+                    raise TypeError(f"weir.KEEP is a {type(keep).__name__}: a list of booleans "
+                                    "is needed")
                 keep = list(keep)
                 if len(keep) != len(records):
                     raise ValueError(f"weir.KEEP has {len(keep)} values for {len(records)} records")
+                if any(type(k) is not bool for k in keep):
+                    raise TypeError("weir.KEEP holds something other than True and False")
             for i, value in enumerate(values):
                 if keep is None or keep[i]:
                     pending.push_encoded(value, None, records[i][2])

@@ -214,7 +214,11 @@ def _write_record(r: _Record, value: Any) -> bytes:
         raise CodecError(f"{value!r} is not a record ({r.cls.__name__ if r.cls else 'a dict'})")
     if r.flat and not isinstance(value, dict):
         try:
-            return r.struct.pack(*(0,) * r.bitmap, *[getattr(value, n) for n in r.names])
+            values = [getattr(value, n) for n in r.names]
+            # Only ints and floats (not a bool, which struct takes as an
+            # int): anything else goes field by field, which says why.
+            if set(map(type, values)) <= _NUMBERS:
+                return r.struct.pack(*(0,) * r.bitmap, *values)
         except (struct.error, OverflowError, AttributeError):
             pass  # the field by field path says which field is wrong
     bitmap = [0] * r.bitmap
@@ -413,6 +417,8 @@ def rows_of(codec: str, node: Node, cols: Any, n: int,
         col = cols.get(name)
         if col is None:
             raise CodecError(f"the returned columns have no `{name}`")
+        if isinstance(col, (str, bytes, dict)) or not hasattr(col, "__iter__"):
+            raise CodecError(f"column `{name}` is a {type(col).__name__}, not a list of values")
         col = list(col)
         if len(col) != n:
             raise CodecError(f"column `{name}` has {len(col)} values for {n} records")
@@ -421,7 +427,9 @@ def rows_of(codec: str, node: Node, cols: Any, n: int,
     if extra:
         raise CodecError(f"the returned columns have {', '.join(map(str, extra))}, which "
                          "the output type has not")
-    if codec == ROW and _record(node).flat:
+    if not names:
+        return [write({}) for _ in range(n)]
+    if codec == ROW and _record(node).flat and all(set(map(type, c)) <= _NUMBERS for c in lists):
         r = _record(node)
         pack = r.struct.pack
         zeros = (0,) * r.bitmap
@@ -430,6 +438,11 @@ def rows_of(codec: str, node: Node, cols: Any, n: int,
         except (struct.error, OverflowError):
             pass  # the field by field path says which value is wrong
     return [write(dict(zip(names, row))) for row in zip(*lists)]
+
+
+#: What the one-call path writes as it is: a bool (an int to struct) or any
+#: other number type goes field by field, which checks it.
+_NUMBERS = {int, float}
 
 
 #: The column of a vectorized function's output that says which rows to

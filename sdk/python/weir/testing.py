@@ -239,7 +239,13 @@ class Harness:
     def process_batch(self, values: List[Any], timestamps: Optional[List[Optional[int]]] = None
                       ) -> list:
         """Hand the operator records in one batch (a vectorized map sees them
-        as one batch's columns); what it emitted."""
+        as one batch's columns); what it emitted. For operators that take
+        records without a key or a window."""
+        if self._keyed or self._windows is not None:
+            raise OperatorError("process_batch is for operators without keys or windows: "
+                                "use process")
+        if timestamps is not None and len(timestamps) != len(values):
+            raise ValueError(f"{len(timestamps)} timestamps for {len(values)} records")
         batch = OutBatch()
         for i, value in enumerate(values):
             batch.push(None, self._encode(value), timestamps[i] if timestamps else None)
