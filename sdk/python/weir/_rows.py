@@ -57,14 +57,11 @@ class _Record:
             i.kind == "bool" for i in self.inner)
 
 
-_compiled: dict = {}
-
-
 def _record(node: Node) -> _Record:
-    r = _compiled.get(id(node))
-    if r is None or r.node is not node:
-        r = _compiled[id(node)] = _Record(node)
-    return r
+    """The record type ``node``, compiled once (kept on the node)."""
+    if node.compiled is None:
+        node.compiled = _Record(node)
+    return node.compiled
 
 
 # --- rows to values -----------------------------------------------------------

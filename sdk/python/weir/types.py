@@ -93,7 +93,7 @@ class Node:
     ``fields`` a record's (name, type) pairs and ``cls`` the dataclass its
     values are (``None``: dicts)."""
 
-    __slots__ = ("kind", "inner", "fields", "cls")
+    __slots__ = ("kind", "inner", "fields", "cls", "compiled")
 
     def __init__(self, kind: str, inner: Optional["Node"] = None,
                  fields: Optional[List[Tuple[str, "Node"]]] = None, cls: Any = None) -> None:
@@ -101,6 +101,8 @@ class Node:
         self.inner = inner
         self.fields = fields or []
         self.cls = cls
+        #: The SDK's reader and writer of its rows, made on first use.
+        self.compiled: Any = None
 
     def __repr__(self) -> str:
         return f"Node({text(self)})"
