@@ -30,6 +30,12 @@ pub(crate) enum NotNumber {
     Malformed(String),
 }
 
+impl From<row::RowError> for NotNumber {
+    fn from(e: row::RowError) -> NotNumber {
+        NotNumber::Malformed(e.to_string())
+    }
+}
+
 impl Field<'_> {
     /// Its value as a number: `Ok(None)` for a null.
     pub(crate) fn number(self) -> Result<Option<Number>, NotNumber> {
@@ -69,27 +75,22 @@ impl Field<'_> {
 /// `f32` as its shortest text reads as an `f64`, a float that is not
 /// finite null (JSON writes it so).
 fn row_number(at: Located<'_, '_>) -> Result<Option<Number>, NotNumber> {
-    row_number_or(at).map_err(|e| NotNumber::Malformed(e.to_string()))?
-}
-
-/// [`row_number`], its row's errors apart.
-fn row_number_or(at: Located<'_, '_>) -> Result<Result<Option<Number>, NotNumber>, row::RowError> {
     let Located { base, index, field } = at;
     let mut node = &field.node;
     if let Node::Optional(inner) = node {
         if row::is_null(base, 0, index) {
-            return Ok(Ok(None));
+            return Ok(None);
         }
         node = inner;
     }
     let off = field.offset;
     let finite = |f: f64| f.is_finite().then_some(Number::Float(f));
-    Ok(Ok(match node {
+    Ok(match node {
         Node::Scalar(Scalar::F64) => finite(f64::from_le_bytes(row::fixed(base, off)?)),
         Node::Scalar(Scalar::F32) => {
             let f = f32::from_le_bytes(row::fixed(base, off)?);
             if !f.is_finite() {
-                return Ok(Ok(None));
+                return Ok(None);
             }
             // Its JSON text (the shortest that reads back as this f32),
             // read as an f64, as a reader of the JSON would.
@@ -100,18 +101,18 @@ fn row_number_or(at: Located<'_, '_>) -> Result<Result<Option<Number>, NotNumber
             let u = u64::from_le_bytes(row::fixed(base, off)?);
             Some(i64::try_from(u).map_or(Number::Float(u as f64), Number::Int))
         }
-        Node::Scalar(Scalar::Bool) => return Ok(Err(NotNumber::Other)),
+        Node::Scalar(Scalar::Bool) => return Err(NotNumber::Other),
         Node::Scalar(_) => row::read_int(at)?.map(Number::Int),
         Node::Json => {
             let text = row::utf8(row::var(base, off)?)?;
-            return Ok(Number::parse(text.trim()).map_err(|()| NotNumber::Other));
+            return Number::parse(text.trim()).map_err(|()| NotNumber::Other);
         }
         _ => {
             // Not a number; its slot must still be inside its row.
             row::var(base, off)?;
-            return Ok(Err(NotNumber::Other));
+            return Err(NotNumber::Other);
         }
-    }))
+    })
 }
 
 /// Reads the fields at a list of pointers from records of one stream.

@@ -66,8 +66,9 @@ pub(super) struct Select {
     reader: FieldReader,
     /// What the input is encoded in.
     input: Format,
-    /// For keys of rows (MessagePack): their JSON, as the output's keys.
-    input_keys: Option<fn(&[u8]) -> bytes::Bytes>,
+    /// Whether its keys are a row stream's (MessagePack), written as JSON
+    /// for its output.
+    keys_of_rows: bool,
     ident: TaskIdent,
 }
 
@@ -122,7 +123,7 @@ impl Select {
             columns,
             filter,
             reader: FieldReader::new(&pointers, &input),
-            input_keys: (input.codec == weir_model::codec::Codec::Row).then_some(json_key as _),
+            keys_of_rows: input.codec == weir_model::codec::Codec::Row,
             input,
             ident,
         }
@@ -251,10 +252,9 @@ impl StreamOperator for Select {
                 continue;
             }
             let mut malformed = None;
-            let key = match (&r.key, self.input_keys) {
-                // Keys of rows are MessagePack; the output is JSON.
-                (Some(k), Some(json)) => Some(json(k)),
-                (k, _) => k.clone(),
+            let key = match &r.key {
+                Some(k) if self.keys_of_rows => Some(json_key(k)),
+                k => k.clone(),
             };
             main.push(key, r.timestamp, |value| {
                 value.push(b'{');
