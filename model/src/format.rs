@@ -145,17 +145,47 @@ impl Format {
         }
     }
 
+    /// The path of the field at `pointer` in a row stream's type, resolved
+    /// once for every record; `None` for a stream that is not rows, and for
+    /// a field inside a `json` value or past the type.
+    pub fn row_path(&self, pointer: &str) -> Option<Vec<(usize, FieldNode)>> {
+        let schema = self
+            .schema
+            .as_deref()
+            .filter(|_| self.codec == Codec::Row)?;
+        let path = schema.pointer(pointer)?;
+        Some(path.into_iter().map(|(i, f)| (i, f.clone())).collect())
+    }
+
     /// The integer at `pointer` in a row (a typed source's timestamp): an
     /// error naming the field when it is missing, null or not an integer.
-    pub fn row_int(&self, value: &[u8], pointer: &str) -> Result<i64, String> {
-        let schema = self.schema()?;
+    /// `path` is the pointer's [`Format::row_path`] when the caller
+    /// resolved it once (else it is resolved here).
+    pub fn row_int(
+        &self,
+        value: &[u8],
+        pointer: &str,
+        path: Option<&[(usize, FieldNode)]>,
+    ) -> Result<i64, String> {
+        self.schema()?;
         let not_integer = || {
             format!(
                 "the field {pointer} of record {} is not an integer of 64 bits",
                 self.excerpt(value)
             )
         };
-        let Some(path) = schema.pointer(pointer) else {
+        let resolved;
+        let path = match path {
+            Some(path) => path,
+            None => match self.row_path(pointer) {
+                Some(p) => {
+                    resolved = p;
+                    &resolved[..]
+                }
+                None => &[],
+            },
+        };
+        if path.is_empty() {
             // Inside a `json` field: read from the record's JSON.
             let mut json = Vec::new();
             self.write_json(value, &mut json)?;
@@ -163,8 +193,8 @@ impl Format {
                 .map_err(|e| format!("a record is not JSON: {e}"))?
                 .ok_or_else(|| format!("record {} has no field {pointer}", self.excerpt(value)))?;
             return raw.get().parse::<i64>().map_err(|_| not_integer());
-        };
-        let found = row::locate(&path, value).map_err(|e| format!("a malformed row: {e}"))?;
+        }
+        let found = row::locate(path, value).map_err(|e| format!("a malformed row: {e}"))?;
         let Some(at) = found else {
             return Err(format!(
                 "record {} has no field {pointer}",
@@ -273,7 +303,7 @@ mod tests {
             &[0xa2, b'a', b'b'][..]
         );
         assert_eq!(j.pointer_key(&r, "/p/nope").unwrap(), None);
-        assert_eq!(j.row_int(&r, "/p/ts"), Ok(12));
+        assert_eq!(j.row_int(&r, "/p/ts", None), Ok(12));
         let r = row(&f, r#"{"k": 1, "name": "", "at": null}"#);
         assert_eq!(
             f.pointer_key(&r, "/at/city").unwrap(),
@@ -295,11 +325,23 @@ mod tests {
     fn timestamps_and_json_lines_of_rows() {
         let f = rows("{ts: i64, u: u64, s: string, o: i32?}");
         let r = row(&f, r#"{"ts": -5, "u": 7, "s": "x", "o": null}"#);
-        assert_eq!(f.row_int(&r, "/ts"), Ok(-5));
-        assert_eq!(f.row_int(&r, "/u"), Ok(7));
-        assert!(f.row_int(&r, "/s").unwrap_err().contains("not an integer"));
-        assert!(f.row_int(&r, "/o").unwrap_err().contains("not an integer"));
-        assert!(f.row_int(&r, "/x").unwrap_err().contains("no field /x"));
+        assert_eq!(f.row_int(&r, "/ts", None), Ok(-5));
+        assert_eq!(f.row_int(&r, "/u", None), Ok(7));
+        assert!(
+            f.row_int(&r, "/s", None)
+                .unwrap_err()
+                .contains("not an integer")
+        );
+        assert!(
+            f.row_int(&r, "/o", None)
+                .unwrap_err()
+                .contains("not an integer")
+        );
+        assert!(
+            f.row_int(&r, "/x", None)
+                .unwrap_err()
+                .contains("no field /x")
+        );
         let mut line = Vec::new();
         f.write_json(&r, &mut line).unwrap();
         assert_eq!(line, br#"{"ts":-5,"u":7,"s":"x","o":null}"#);

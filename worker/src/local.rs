@@ -21,7 +21,7 @@ use crate::partition::{Envelope, NetworkOutput};
 use crate::sinks::SharedSink;
 use crate::sinks::part_files::PartFileSink;
 use crate::task::{Canceled, ChainNode, EventClock, Head, NodeOp, Route, Subtask};
-use crate::watermark::WatermarkGenerator;
+use crate::watermark::{TimestampField, WatermarkGenerator};
 use weir_model::graph::SinkConfig;
 use weir_model::metrics::{Counters, JobCounters, VertexReport};
 
@@ -283,12 +283,18 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             // timestamps are: at the source or its timestamp assigner.
             let clock = match &graph.vertices[t.vertices[0]].kind {
                 VertexKind::Source(_) => t.vertices.iter().enumerate().find_map(|(i, &v)| {
-                    graph.vertices[v].event_time.clone().map(|et| EventClock {
-                        node: i,
-                        pointer: et.timestamp.clone(),
-                        format: codecs.format(t.vertices[0], None),
-                        generator: WatermarkGenerator::new(et, Instant::now()),
-                        pending: None,
+                    graph.vertices[v].event_time.clone().map(|et| {
+                        let format = codecs.format(t.vertices[0], None);
+                        EventClock {
+                            node: i,
+                            timestamps: et
+                                .timestamp
+                                .as_deref()
+                                .map(|p| TimestampField::new(p, &format)),
+                            format,
+                            generator: WatermarkGenerator::new(et, Instant::now()),
+                            pending: None,
+                        }
                     })
                 }),
                 _ => None,

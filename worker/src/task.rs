@@ -40,7 +40,7 @@ use crate::operators::StreamOperator;
 use crate::partition::{Envelope, NetworkOutput, PartitionError};
 use crate::sinks::Sink;
 use crate::sources::Source;
-use crate::watermark::{WatermarkGenerator, WatermarkTracker, timestamp_at};
+use crate::watermark::{TimestampField, WatermarkGenerator, WatermarkTracker};
 
 /// How often a subtask waiting for input checks whether the job was canceled.
 const CANCEL_CHECK: Duration = Duration::from_millis(200);
@@ -111,7 +111,7 @@ pub struct EventClock {
     /// The watermarks.
     pub generator: WatermarkGenerator,
     /// Where timestamps are read from the source's records, if they are.
-    pub pointer: Option<String>,
+    pub timestamps: Option<TimestampField>,
     /// How the source's records are encoded.
     pub format: weir_model::format::Format,
     /// A punctuated watermark the last batch allowed, not emitted yet.
@@ -900,9 +900,9 @@ impl Subtask {
             }
             return Ok(());
         }
-        if let Some(pointer) = &clock.pointer {
+        if let Some(field) = &clock.timestamps {
             for r in &mut batch {
-                let t = timestamp_at(&r.value, pointer, &clock.format).map_err(|e| {
+                let t = field.read(&r.value, &clock.format).map_err(|e| {
                     anyhow::anyhow!("source `{}` ({}): {e}", self.nodes[0].name, self.name)
                 })?;
                 r.timestamp = Some(t);

@@ -253,10 +253,37 @@ impl WatermarkGenerator {
 /// assert_eq!(timestamp_at(&packed, "/ts", &Format::of(Codec::Msgpack)).unwrap(), 1000);
 /// ```
 pub fn timestamp_at(value: &[u8], pointer: &str, format: &Format) -> Result<i64, String> {
-    let codec = format.codec;
-    if codec == Codec::Row {
-        return format.row_int(value, pointer);
+    TimestampField::new(pointer, format).read(value, format)
+}
+
+/// Where a source's records carry their timestamps: a JSON pointer and, on
+/// a stream of rows, the field's path in the type, resolved once.
+#[derive(Debug, Clone)]
+pub struct TimestampField {
+    pointer: String,
+    path: Option<Vec<(usize, weir_model::types::row::FieldNode)>>,
+}
+
+impl TimestampField {
+    /// The timestamps at `pointer` of records in `format`.
+    pub fn new(pointer: &str, format: &Format) -> TimestampField {
+        TimestampField {
+            pointer: pointer.to_owned(),
+            path: format.row_path(pointer),
+        }
     }
+
+    /// The timestamp of `value`, a record in the format this was made for.
+    pub fn read(&self, value: &[u8], format: &Format) -> Result<i64, String> {
+        if format.codec == Codec::Row {
+            return format.row_int(value, &self.pointer, self.path.as_deref());
+        }
+        timestamp_in(value, &self.pointer, format.codec)
+    }
+}
+
+/// The timestamp at `pointer` of a JSON or MessagePack record.
+fn timestamp_in(value: &[u8], pointer: &str, codec: Codec) -> Result<i64, String> {
     // A JSON record as its first 120 characters, MessagePack as JSON.
     let show = || match codec {
         Codec::Json => {
