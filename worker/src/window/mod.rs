@@ -384,10 +384,13 @@ impl weir_window::Store for BackendStore<'_> {
     type Error = anyhow::Error;
 
     fn load(&mut self, keys: &[&[u8]]) -> anyhow::Result<Vec<Vec<Slot>>> {
-        // Cached keys are taken (the engine saves every key it loads);
-        // the others are read from the backend in one call.
-        let mut out: Vec<Option<Vec<Slot>>> =
-            keys.iter().map(|k| self.cache.slots.remove(*k)).collect();
+        // Cached keys' slots are taken, their entries left in place for
+        // `save` (the engine saves every key it loads); the others are read
+        // from the backend in one call.
+        let mut out: Vec<Option<Vec<Slot>>> = keys
+            .iter()
+            .map(|k| self.cache.slots.get_mut(*k).map(std::mem::take))
+            .collect();
         let missing: Vec<StateKey> = keys
             .iter()
             .zip(&out)
@@ -411,7 +414,12 @@ impl weir_window::Store for BackendStore<'_> {
     }
 
     fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> anyhow::Result<()> {
-        self.cache.slots.insert(key.to_vec(), slots);
+        match self.cache.slots.get_mut(key) {
+            Some(cached) => *cached = slots,
+            None => {
+                self.cache.slots.insert(key.to_vec(), slots);
+            }
+        }
         Ok(())
     }
 
