@@ -22,7 +22,7 @@ use weir_state::StateBackend;
 pub(crate) struct Staged {
     pub(crate) main: Vec<Record>,
     pub(crate) side: Vec<(String, Vec<Record>)>,
-    pub(crate) state_ops: Vec<StateOp>,
+    pub(crate) state_ops: Vec<weir_state::StateOp>,
     pub(crate) timer_ops: Vec<TimerOp>,
     /// Records and bytes emitted in this call, for the quotas.
     pub(crate) emitted: (u64, u64),
@@ -243,18 +243,22 @@ impl host::Host for TaskState {
         states: Vec<u32>,
         keys: types::Packed,
     ) -> wasmtime::Result<(types::Packed, Vec<bool>)> {
-        let mut requests = Vec::with_capacity(keys.ends.len() * states.len());
-        for key in crate::packed::strings(&keys).map_err(wasmtime::Error::msg)? {
-            for &state in &states {
-                requests.push(weir_state::StateKey {
-                    state,
-                    key: key.to_vec(),
-                });
-            }
-        }
-        let answers = self.backend.get_values(&requests).map_err(backend_error)?;
-        let present = answers.iter().map(Option::is_some).collect();
-        let values = crate::packed::pack(answers.iter().map(|a| a.as_deref().unwrap_or_default()));
+        let keys = crate::packed::strings(&keys).map_err(wasmtime::Error::msg)?;
+        let answers = keys.len() * states.len();
+        let mut values = types::Packed {
+            data: Vec::new(),
+            ends: Vec::with_capacity(answers),
+        };
+        let mut present = Vec::with_capacity(answers);
+        self.backend
+            .read_values(
+                &states,
+                &mut keys.into_iter(),
+                &mut values.data,
+                &mut values.ends,
+                &mut present,
+            )
+            .map_err(backend_error)?;
         Ok((values, present))
     }
 
@@ -264,28 +268,17 @@ impl host::Host for TaskState {
         keys: types::Packed,
         values: types::Packed,
     ) -> wasmtime::Result<()> {
-        let keys = crate::packed::strings(&keys).map_err(wasmtime::Error::msg)?;
-        let values = crate::packed::strings(&values).map_err(wasmtime::Error::msg)?;
-        if keys.len() != values.len() {
-            return Err(wasmtime::format_err!(
-                "put-values: {} keys but {} values",
-                keys.len(),
-                values.len()
-            ));
-        }
-        let bytes = keys.iter().chain(&values).map(|b| b.len() as u64).sum();
-        self.count_staged_state(bytes)?;
-        for (key, value) in keys.into_iter().zip(values) {
-            self.staged
-                .state_ops
-                .push(StateOp::PutValue(types::ValuePut {
-                    target: StateKey {
-                        state,
-                        key: key.to_vec(),
-                    },
-                    value: value.to_vec(),
-                }));
-        }
+        let packed = |p: types::Packed| {
+            weir_state::Packed::new(p.data, p.ends)
+                .map_err(|e| wasmtime::format_err!("put-values: {e}"))
+        };
+        let puts = weir_state::PackedPuts::new(state, packed(keys)?, packed(values)?)
+            .map_err(|e| wasmtime::format_err!("put-values: {e}"))?;
+        self.count_staged_state(puts.bytes())?;
+        // Kept as the guest packed them: applied without a copy per key.
+        self.staged
+            .state_ops
+            .push(weir_state::StateOp::PutValues(puts));
         Ok(())
     }
 
@@ -309,7 +302,9 @@ impl host::Host for TaskState {
 
     fn update_state(&mut self, ops: Vec<StateOp>) -> wasmtime::Result<()> {
         self.count_staged_state(ops.iter().map(op_bytes).sum())?;
-        self.staged.state_ops.extend(ops);
+        self.staged
+            .state_ops
+            .extend(ops.into_iter().map(Into::into));
         Ok(())
     }
 

@@ -385,7 +385,7 @@ impl OperatorInstance {
             Ok(Ok(())) => {
                 let data = self.store.data_mut();
                 let staged = std::mem::take(&mut data.staged);
-                let ops = staged.state_ops.into_iter().map(Into::into).collect();
+                let ops = staged.state_ops;
                 let timers = staged.timer_ops.into_iter().map(Into::into).collect();
                 data.backend
                     .apply_all(ops, timers)

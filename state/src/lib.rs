@@ -130,6 +130,96 @@ pub enum StateOp {
     },
     /// Clear the entry of any kind of state (a whole list or map).
     Clear(StateKey),
+    /// Set many entries of one value state at once: a batch's puts as a
+    /// guest hands them over, in two buffers (no allocation per key).
+    PutValues(PackedPuts),
+}
+
+/// Byte strings in one buffer: string `i` is `data[ends[i - 1] .. ends[i]]`
+/// (from 0 for the first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Packed {
+    data: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl Packed {
+    /// The strings of `data` ending at `ends`: an error names an end outside
+    /// the data or before the previous one.
+    pub fn new(data: Vec<u8>, ends: Vec<u32>) -> Result<Packed, String> {
+        let mut from = 0u32;
+        for &end in &ends {
+            if end < from || end as usize > data.len() {
+                return Err(format!(
+                    "a packed string ends at {end}, outside its {} bytes (or before the previous)",
+                    data.len()
+                ));
+            }
+            from = end;
+        }
+        Ok(Packed { data, ends })
+    }
+
+    /// How many strings it holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes of all its strings.
+    pub fn bytes(&self) -> usize {
+        self.ends.last().map_or(0, |&e| e as usize)
+    }
+
+    /// Its strings, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.data[start as usize..end as usize])
+    }
+}
+
+/// Puts of one value state: key `i` of `keys` gets value `i` of `values`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedPuts {
+    /// The state's id.
+    pub state: u32,
+    keys: Packed,
+    values: Packed,
+}
+
+impl PackedPuts {
+    /// The puts of `keys` and `values` into `state`: an error when their
+    /// numbers differ.
+    pub fn new(state: u32, keys: Packed, values: Packed) -> Result<PackedPuts, String> {
+        if keys.len() != values.len() {
+            return Err(format!(
+                "{} keys but {} values to put",
+                keys.len(),
+                values.len()
+            ));
+        }
+        Ok(PackedPuts {
+            state,
+            keys,
+            values,
+        })
+    }
+
+    /// Bytes of their keys and values.
+    pub fn bytes(&self) -> u64 {
+        (self.keys.bytes() + self.values.bytes()) as u64
+    }
+
+    /// `(key, value)`, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.keys.iter().zip(self.values.iter())
+    }
 }
 
 /// Which clock a timer follows.
@@ -185,6 +275,36 @@ pub trait StateBackend: Send {
         keys.iter()
             .map(|k| self.get_value(k.state, &k.key))
             .collect()
+    }
+    /// Many value states at once, into one buffer: for each key of `keys`,
+    /// the value of each state of `states` (key-major), appended to `data`
+    /// with its end pushed to `ends` (empty for an unset one) and whether
+    /// it is set to `present`. The same answers as
+    /// [`StateBackend::get_values`]; a backend that can answers without an
+    /// allocation per key.
+    fn read_values(
+        &self,
+        states: &[u32],
+        keys: &mut dyn Iterator<Item = &[u8]>,
+        data: &mut Vec<u8>,
+        ends: &mut Vec<u32>,
+        present: &mut Vec<bool>,
+    ) -> anyhow::Result<()> {
+        let mut requests = Vec::new();
+        for key in keys {
+            for &state in states {
+                requests.push(StateKey {
+                    state,
+                    key: key.to_vec(),
+                });
+            }
+        }
+        for answer in self.get_values(&requests)? {
+            present.push(answer.is_some());
+            data.extend_from_slice(answer.as_deref().unwrap_or_default());
+            ends.push(data.len() as u32);
+        }
+        Ok(())
     }
     /// A list state's values (empty when unset).
     fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>>;

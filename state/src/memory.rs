@@ -256,6 +256,29 @@ impl StateBackend for MemoryStateBackend {
         Ok(slot(&self.values, state)?.get(key).cloned())
     }
 
+    fn read_values(
+        &self,
+        states: &[u32],
+        keys: &mut dyn Iterator<Item = &[u8]>,
+        data: &mut Vec<u8>,
+        ends: &mut Vec<u32>,
+        present: &mut Vec<bool>,
+    ) -> anyhow::Result<()> {
+        let maps = states
+            .iter()
+            .map(|&s| slot(&self.values, s))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for key in keys {
+            for map in &maps {
+                let value = map.get(key);
+                present.push(value.is_some());
+                data.extend_from_slice(value.map_or(&[][..], Vec::as_slice));
+                ends.push(data.len() as u32);
+            }
+        }
+        Ok(())
+    }
+
     fn get_list(&self, state: u32, key: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
         Ok(slot(&self.lists, state)?
             .get(key)
@@ -289,6 +312,25 @@ impl StateBackend for MemoryStateBackend {
                     None => {
                         added += len(&target.key);
                         values.insert(target.key, value);
+                    }
+                }
+            }
+            StateOp::PutValues(puts) => {
+                // Existing entries are overwritten in place: no allocation
+                // when the new value fits where the old one was.
+                let values = slot_mut(&mut self.values, puts.state)?;
+                for (key, value) in puts.iter() {
+                    added += len(value);
+                    match values.get_mut(key) {
+                        Some(v) => {
+                            removed += len(v);
+                            v.clear();
+                            v.extend_from_slice(value);
+                        }
+                        None => {
+                            added += len(key);
+                            values.insert(key.to_vec(), value.to_vec());
+                        }
                     }
                 }
             }
@@ -498,7 +540,7 @@ mod tests {
         for _ in 0..5_000 {
             let k = format!("key{}", next(6));
             let bytes = |n: u64| vec![b'x'; n as usize];
-            let op = match next(7) {
+            let op = match next(8) {
                 0 => StateOp::PutValue {
                     target: key(v, &k),
                     value: bytes(next(20)),
@@ -521,6 +563,19 @@ mod tests {
                     map_key: bytes(1 + next(4)),
                 },
                 5 => StateOp::Clear(key([v, l, m][next(3) as usize], &k)),
+                6 => {
+                    let (mut keys, mut values) = (Vec::new(), Vec::new());
+                    let (mut key_ends, mut value_ends) = (Vec::new(), Vec::new());
+                    for _ in 0..next(4) {
+                        keys.extend_from_slice(format!("key{}", next(6)).as_bytes());
+                        key_ends.push(keys.len() as u32);
+                        values.extend(bytes(next(20)));
+                        value_ends.push(values.len() as u32);
+                    }
+                    let keys = crate::Packed::new(keys, key_ends).unwrap();
+                    let values = crate::Packed::new(values, value_ends).unwrap();
+                    StateOp::PutValues(crate::PackedPuts::new(v, keys, values).unwrap())
+                }
                 _ => StateOp::Clear(key(v, &k)),
             };
             b.apply(op).unwrap();

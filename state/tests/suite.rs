@@ -3,8 +3,8 @@
 
 use weir_state::snapshot::{LocalSnapshot, SnapshotFormat};
 use weir_state::{
-    MemoryStateBackend, RocksDbStateBackend, StateBackend, StateKey, StateKind, StateOp,
-    TimeDomain, Timer, TimerOp,
+    MemoryStateBackend, Packed, PackedPuts, RocksDbStateBackend, StateBackend, StateKey, StateKind,
+    StateOp, TimeDomain, Timer, TimerOp,
 };
 
 /// A backend under test, what keeps it alive (a directory), and how a
@@ -67,6 +67,57 @@ fn values_and_kinds(mut s: Subject) {
         b.get_value(99, b"a").is_err(),
         "an undeclared id is an error"
     );
+}
+
+fn packed(strings: &[&str]) -> Packed {
+    let mut data = Vec::new();
+    let mut ends = Vec::new();
+    for s in strings {
+        data.extend_from_slice(s.as_bytes());
+        ends.push(data.len() as u32);
+    }
+    Packed::new(data, ends).unwrap()
+}
+
+fn packed_puts_and_reads(mut s: Subject) {
+    let b = &mut s.backend;
+    let count = b.register("count", StateKind::Value).unwrap();
+    let other = b.register("other", StateKind::Value).unwrap();
+    b.apply(put(count, "a", "old value, longer")).unwrap();
+    // Puts in order: a later put of the same key wins; an empty value is set.
+    let puts = PackedPuts::new(
+        count,
+        packed(&["a", "b", "", "b"]),
+        packed(&["1", "2", "", "3"]),
+    )
+    .unwrap();
+    b.apply_all(vec![StateOp::PutValues(puts), put(other, "a", "x")], vec![])
+        .unwrap();
+    assert_eq!(b.get_value(count, b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(b.get_value(count, b"b").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(b.get_value(count, b"").unwrap(), Some(Vec::new()));
+    // The bulk read into one buffer: key-major, unset ones empty and absent.
+    let (mut data, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
+    let keys: [&[u8]; 3] = [b"a", b"zz", b""];
+    b.read_values(
+        &[count, other],
+        &mut keys.into_iter(),
+        &mut data,
+        &mut ends,
+        &mut present,
+    )
+    .unwrap();
+    assert_eq!(present, [true, true, false, false, true, false]);
+    let strings = Packed::new(data, ends).unwrap();
+    let strings: Vec<&[u8]> = strings.iter().collect();
+    assert_eq!(strings, [&b"1"[..], b"x", b"", b"", b"", b""]);
+    // Puts into an undeclared state, or of unequal numbers, are errors.
+    let e = PackedPuts::new(count, packed(&["a"]), packed(&[])).unwrap_err();
+    assert!(e.contains("1 keys but 0 values"), "{e}");
+    let bad = PackedPuts::new(99, packed(&["a"]), packed(&["1"])).unwrap();
+    assert!(b.apply(StateOp::PutValues(bad)).is_err());
+    assert!(Packed::new(b"ab".to_vec(), vec![1, 3]).is_err());
+    assert!(Packed::new(b"ab".to_vec(), vec![2, 1]).is_err());
 }
 
 fn keys_are_bytes_not_strings(mut s: Subject) {
@@ -485,6 +536,7 @@ macro_rules! suite {
 
 suite!(
     values_and_kinds,
+    packed_puts_and_reads,
     keys_are_bytes_not_strings,
     lists,
     maps,

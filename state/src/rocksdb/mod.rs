@@ -357,6 +357,12 @@ impl RocksDbStateBackend {
                 let k = self.entry_key(target.state, &target.key)?;
                 self.values.borrow_mut().put(k, value);
             }
+            StateOp::PutValues(puts) => {
+                let mut values = self.values.borrow_mut();
+                for (key, value) in puts.iter() {
+                    values.put(self.entry_key(puts.state, key)?, value.to_vec());
+                }
+            }
             StateOp::ReplaceList { target, values } => {
                 let k = self.entry_key(target.state, &target.key)?;
                 if values.is_empty() {
