@@ -11,8 +11,10 @@ use crate::LogLevel;
 /// here: the driver collects them per batch and hands them over at its end.
 pub(crate) trait HostApi {
     fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
-    /// For each key, the value of each state (key-major).
-    fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>>;
+    /// For each key, the value of each state (key-major), as the contract's
+    /// `get-values` answers: the values packed (empty when unset), and
+    /// which are set.
+    fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>);
     fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>>;
     fn get_entry(&mut self, key: &StateKey, map_key: &[u8]) -> Option<Vec<u8>>;
     fn get_entries(&mut self, key: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)>;
@@ -32,16 +34,8 @@ mod wasm {
         fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
             imports::declare_state(name, kind)
         }
-        fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
-            let (values, present) = imports::get_values(states, &crate::host::pack(keys));
-            // A malformed answer is the host's bug: the batch fails with it.
-            let values = crate::host::unpacked(&values)
-                .unwrap_or_else(|e| panic!("the host's answer to get-values: {e}"));
-            values
-                .into_iter()
-                .zip(present)
-                .map(|(v, set)| set.then(|| v.to_vec()))
-                .collect()
+        fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
+            imports::get_values(states, &crate::host::pack(keys))
         }
         fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
             imports::get_list(key)
@@ -69,7 +63,7 @@ impl HostApi for WasmHost {
     fn declare_state(&mut self, _: &str, _: StateKind) -> Result<u32, String> {
         Err(NATIVE.into())
     }
-    fn get_values(&mut self, _: &[u32], _: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
+    fn get_values(&mut self, _: &[u32], _: &[&[u8]]) -> (Packed, Vec<bool>) {
         panic!("{NATIVE}")
     }
     fn get_list(&mut self, _: &StateKey) -> Vec<Vec<u8>> {

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    BatchContext, OperatorKind, SlidingWindow, StateKey, StateKind, StateOp,
+    BatchContext, OperatorKind, Packed, SlidingWindow, StateKey, StateKind, StateOp,
     TimeDomain as WitDomain, Timer, TimerOp, Window as WitWindow, WindowAssigner, WindowSpec,
 };
 use crate::batch::OutBatch;
@@ -63,12 +63,16 @@ impl HostApi for MemoryHost {
         s.declared.push((name.to_owned(), kind));
         Ok(s.declared.len() as u32 - 1)
     }
-    fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
+    fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
         let s = self.0.borrow();
-        keys.iter()
+        let answers: Vec<Option<&Vec<u8>>> = keys
+            .iter()
             .flat_map(|k| states.iter().map(move |&state| (state, k.to_vec())))
-            .map(|addr| s.values.get(&addr).cloned())
-            .collect()
+            .map(|addr| s.values.get(&addr))
+            .collect();
+        let present = answers.iter().map(Option::is_some).collect();
+        let values = crate::host::pack(answers.iter().map(|a| a.map_or(&[][..], Vec::as_slice)));
+        (values, present)
     }
     fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
         self.0

@@ -8,15 +8,13 @@
 //! the host as one list when the batch ends. Values are decoded once and
 //! encoded once per key and batch, however often the operator touches them.
 
-use std::any::Any;
+mod values;
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
-
-/// Cache maps: looked up by borrowed key, the key copied only on insert.
-type KeyMap<V> = hashbrown::HashMap<Vec<u8>, V, FxBuildHasher>;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -34,9 +32,6 @@ pub(crate) fn with_cache<R>(f: impl FnOnce(&mut StateCache) -> R) -> R {
     CACHE.with(|c| f(&mut c.borrow_mut()))
 }
 
-/// Encodes a slot's value at the end of a buffer.
-type Encoder = fn(&dyn Any, Codec, &mut Vec<u8>);
-
 /// A value state's puts of one batch, as the contract's `put-values` takes
 /// them: key `i` gets value `i`.
 pub(crate) struct ValuePuts {
@@ -52,17 +47,6 @@ pub(crate) struct StateChanges {
     pub(crate) puts: Vec<ValuePuts>,
     /// Everything else, in order.
     pub(crate) ops: Vec<StateOp>,
-}
-
-enum ValueSlot {
-    /// As read from the host, not decoded yet.
-    Raw(Option<Vec<u8>>),
-    /// Decoded; `dirty` when it must be written back.
-    Typed {
-        value: Option<Box<dyn Any>>,
-        dirty: bool,
-        encode: Encoder,
-    },
 }
 
 enum ListSlot {
@@ -89,9 +73,8 @@ pub(crate) struct StateCache {
     pub(crate) current_key: Option<Vec<u8>>,
     /// The operator's codecs (its state's among them).
     pub(crate) codecs: Codecs,
-    /// Host ids of value states, for the batch's bulk fetch.
-    value_ids: Vec<u32>,
-    values: Vec<KeyMap<ValueSlot>>,
+    /// Value states' entries: the batch's keys, answers and values.
+    values: values::ValueEntries,
     list_ids: Vec<u32>,
     lists: Vec<FxHashMap<Vec<u8>, ListSlot>>,
     map_ids: Vec<u32>,
@@ -112,10 +95,7 @@ impl StateCache {
     /// Register a declared state; returns the local slot index.
     pub(crate) fn add(&mut self, id: u32, kind: StateKind) -> usize {
         let (ids, len) = match kind {
-            StateKind::Value => {
-                self.values.push(KeyMap::default());
-                (&mut self.value_ids, self.values.len())
-            }
+            StateKind::Value => return self.values.add(id),
             StateKind::List => {
                 self.lists.push(FxHashMap::default());
                 (&mut self.list_ids, self.lists.len())
@@ -131,28 +111,7 @@ impl StateCache {
 
     /// Fetch the value states of `keys` in one host call.
     pub(crate) fn prefetch<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
-        if self.value_ids.is_empty() {
-            return;
-        }
-        let size = keys.size_hint().1.unwrap_or(0);
-        let mut distinct: FxHashSet<&[u8]> =
-            FxHashSet::with_capacity_and_hasher(size, FxBuildHasher);
-        let mut requested: Vec<&[u8]> = Vec::with_capacity(size);
-        for key in keys {
-            if distinct.insert(key) {
-                requested.push(key);
-            }
-        }
-        if requested.is_empty() {
-            return;
-        }
-        let answers = host::with(|h| h.get_values(&self.value_ids, &requested));
-        let per_key = self.value_ids.len();
-        for (i, answer) in answers.into_iter().enumerate() {
-            self.values[i % per_key]
-                .entry_ref(requested[i / per_key])
-                .or_insert(ValueSlot::Raw(answer));
-        }
+        self.values.fetch(keys);
     }
 
     /// Drain the batch's changes, leaving the cache empty. A value state's
@@ -161,41 +120,8 @@ impl StateCache {
         let mut ops = Vec::new();
         let mut puts = Vec::new();
         let codec = self.codecs.state;
-        for (slots, &state) in self.values.iter_mut().zip(&self.value_ids) {
-            let mut keys = Packed {
-                data: Vec::new(),
-                ends: Vec::new(),
-            };
-            let mut values = Packed {
-                data: Vec::new(),
-                ends: Vec::new(),
-            };
-            for (key, slot) in slots.drain() {
-                if let ValueSlot::Typed {
-                    value,
-                    dirty: true,
-                    encode,
-                } = slot
-                {
-                    match value {
-                        Some(v) => {
-                            keys.data.extend_from_slice(&key);
-                            keys.ends.push(keys.data.len() as u32);
-                            encode(&*v, codec, &mut values.data);
-                            values.ends.push(values.data.len() as u32);
-                        }
-                        None => ops.push(StateOp::Clear(StateKey { state, key })),
-                    }
-                }
-            }
-            if !keys.ends.is_empty() {
-                puts.push(ValuePuts {
-                    state,
-                    keys,
-                    values,
-                });
-            }
-        }
+        self.values.changes(codec, &mut puts, &mut ops);
+        self.values.clear();
         for (slots, &state) in self.lists.iter_mut().zip(&self.list_ids) {
             for (key, slot) in slots.drain() {
                 let target = StateKey { state, key };
@@ -247,7 +173,7 @@ impl StateCache {
 
     /// Drop the batch's cached entries and changes (the batch failed).
     pub(crate) fn discard(&mut self) {
-        self.values.iter_mut().for_each(KeyMap::clear);
+        self.values.clear();
         self.lists.iter_mut().for_each(FxHashMap::clear);
         self.maps.iter_mut().for_each(FxHashMap::clear);
         self.current_key = None;
@@ -312,41 +238,11 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         }
     }
 
-    fn encode(value: &dyn Any, codec: Codec, buf: &mut Vec<u8>) {
-        match value.downcast_ref::<T>() {
-            Some(v) => wire::encode_into(codec, buf, v),
-            None => unreachable!("a value state holds one type"),
-        }
-    }
-
-    fn with_slot<R>(
-        &self,
-        f: impl FnOnce(&mut Option<Box<dyn Any>>, &mut bool) -> R,
-    ) -> crate::Result<R> {
+    fn with_slot<R>(&self, f: impl FnOnce(&mut Option<T>, &mut bool) -> R) -> crate::Result<R> {
         with_cache(|cache| {
             let codec = cache.codecs.state;
-            let state = cache.value_ids[self.slot];
             let key = cache.current_key.as_deref().ok_or_else(no_key)?;
-            // One lookup on a hit; the key is copied only on a miss.
-            let slot = cache.values[self.slot].entry_ref(key).or_insert_with(|| {
-                let answer = host::with(|h| h.get_values(&[state], &[key]));
-                ValueSlot::Raw(answer.into_iter().next().flatten())
-            });
-            if let ValueSlot::Raw(bytes) = slot {
-                let value = match bytes {
-                    Some(b) => Some(Box::new(wire::decode::<T>(codec, b)?) as Box<dyn Any>),
-                    None => None,
-                };
-                *slot = ValueSlot::Typed {
-                    value,
-                    dirty: false,
-                    encode: Self::encode,
-                };
-            }
-            match slot {
-                ValueSlot::Typed { value, dirty, .. } => Ok(f(value, dirty)),
-                ValueSlot::Raw(_) => unreachable!("decoded above"),
-            }
+            cache.values.with(self.slot, key, codec, f)
         })
     }
 
@@ -374,7 +270,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// # assert_eq!(h.process::<_, _, i64>("k", &6, None).unwrap(), [5]);
     /// ```
     pub fn get(&self) -> crate::Result<Option<T>> {
-        self.with_slot(|v, _| v.as_ref().and_then(|b| b.downcast_ref::<T>()).cloned())
+        self.with_slot(|v, _| v.clone())
     }
 
     /// Set the current key's value.
@@ -428,7 +324,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// ```
     pub fn try_set(&self, value: T) -> crate::Result<()> {
         self.with_slot(|v, dirty| {
-            *v = Some(Box::new(value));
+            *v = Some(value);
             *dirty = true;
         })
     }

@@ -1,0 +1,430 @@
+//! The value states' entries of one batch, without an allocation per key:
+//! every key the batch touches once, in one buffer, found through a table
+//! of indices; per state, the host's answers in one buffer and the values
+//! decoded from them in one typed column. The buffers are emptied, not
+//! freed, when the batch ends, so a steady stream of batches allocates
+//! nothing for its keys and values.
+
+use std::any::Any;
+
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::hash::BuildHasher;
+
+use super::ValuePuts;
+use crate::__private::bindings::weir::operator::types::{Packed, StateKey, StateOp};
+use crate::codec::wire::{self, Codec};
+
+/// One entry's value in a state's column.
+enum Cell<T> {
+    /// Not decoded yet: its bytes are the host's answer.
+    Raw,
+    /// Decoded (`None`: unset); `dirty` when it must be written back.
+    Known { value: Option<T>, dirty: bool },
+}
+
+/// A state's values, one cell per entry, of the state's type.
+struct Column<T> {
+    cells: Vec<Cell<T>>,
+}
+
+/// A column whatever its type: what the batch's end needs of it.
+trait AnyColumn {
+    fn as_any(&mut self) -> &mut dyn Any;
+    /// The changed entries: a put (encoded into `values`, the key into
+    /// `keys`) or, for an unset one, a clear.
+    fn changes(
+        &self,
+        entries: &KeyArena,
+        codec: Codec,
+        state: u32,
+        puts: (&mut Packed, &mut Packed),
+        clears: &mut Vec<StateOp>,
+    );
+    /// Forget every entry (keeping the buffer).
+    fn clear(&mut self);
+}
+
+impl<T: Serialize + 'static> AnyColumn for Column<T> {
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn changes(
+        &self,
+        entries: &KeyArena,
+        codec: Codec,
+        state: u32,
+        (keys, values): (&mut Packed, &mut Packed),
+        clears: &mut Vec<StateOp>,
+    ) {
+        for (i, cell) in self.cells.iter().enumerate() {
+            if let Cell::Known { value, dirty: true } = cell {
+                let key = entries.key(i as u32);
+                match value {
+                    Some(v) => {
+                        keys.data.extend_from_slice(key);
+                        keys.ends.push(keys.data.len() as u32);
+                        wire::encode_into(codec, &mut values.data, v);
+                        values.ends.push(values.data.len() as u32);
+                    }
+                    None => clears.push(StateOp::Clear(StateKey {
+                        state,
+                        key: key.to_vec(),
+                    })),
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.cells.clear();
+    }
+}
+
+/// The batch's keys, each once, in one buffer.
+#[derive(Default)]
+pub(crate) struct KeyArena {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+    index: HashTable<u32>,
+}
+
+impl KeyArena {
+    fn key(&self, i: u32) -> &[u8] {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        self.index.find(hash, |&i| self.key(i) == key).copied()
+    }
+
+    fn push(&mut self, hash: u64, key: &[u8]) -> u32 {
+        let i = self.ends.len() as u32;
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len() as u32);
+        let KeyArena { bytes, ends, index } = self;
+        index.insert_unique(hash, i, |&j| {
+            let j = j as usize;
+            let start = if j == 0 { 0 } else { ends[j - 1] as usize };
+            FxBuildHasher.hash_one(&bytes[start..ends[j] as usize])
+        });
+        i
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.index.clear();
+    }
+}
+
+/// Every value state's entries of the batch.
+#[derive(Default)]
+pub(crate) struct ValueEntries {
+    /// The host ids of the value states, in the order they were declared.
+    pub(crate) ids: Vec<u32>,
+    keys: KeyArena,
+    /// The host's answers for every entry and state: entry `e`'s value of
+    /// state `s` is answer `e * ids.len() + s`.
+    answers: Vec<u8>,
+    answer_ends: Vec<u32>,
+    present: Vec<bool>,
+    /// Per state, its decoded values, made on the state's first use.
+    columns: Vec<Option<Box<dyn AnyColumn>>>,
+}
+
+impl ValueEntries {
+    /// A value state declared with host id `id`; returns its index.
+    pub(crate) fn add(&mut self, id: u32) -> usize {
+        self.ids.push(id);
+        self.columns.push(None);
+        self.ids.len() - 1
+    }
+
+    /// Fetch the values of `keys` not yet known, in one host call.
+    pub(crate) fn fetch<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
+        if self.ids.is_empty() {
+            return;
+        }
+        let mut requested: Vec<&[u8]> = Vec::new();
+        for key in keys {
+            let hash = FxBuildHasher.hash_one(key);
+            if self.keys.find(hash, key).is_none() {
+                self.keys.push(hash, key);
+                requested.push(key);
+            }
+        }
+        if requested.is_empty() {
+            return;
+        }
+        let (values, present) = crate::host::with(|h| h.get_values(&self.ids, &requested));
+        // A malformed answer is the host's bug: the batch fails with it.
+        let expected = requested.len() * self.ids.len();
+        if values.ends.len() != expected || present.len() != expected {
+            panic!(
+                "the host answered get-values with {} values for {expected} requests",
+                values.ends.len()
+            );
+        }
+        let base = self.answers.len() as u32;
+        let mut from = 0;
+        for &end in &values.ends {
+            if end < from || end as usize > values.data.len() {
+                panic!("the host's answer to get-values ends a value outside its bytes");
+            }
+            from = end;
+            self.answer_ends.push(base + end);
+        }
+        self.answers.extend_from_slice(&values.data);
+        self.present.extend(present);
+    }
+
+    /// The current key's cell of state `slot` (fetching the key's values on
+    /// a miss), decoded, handed to `f` with its dirty flag.
+    pub(crate) fn with<T, R>(
+        &mut self,
+        slot: usize,
+        key: &[u8],
+        codec: Codec,
+        f: impl FnOnce(&mut Option<T>, &mut bool) -> R,
+    ) -> crate::Result<R>
+    where
+        T: Serialize + DeserializeOwned + 'static,
+    {
+        let hash = FxBuildHasher.hash_one(key);
+        let entry = match self.keys.find(hash, key) {
+            Some(e) => e,
+            None => {
+                self.fetch(std::iter::once(key));
+                self.keys.find(hash, key).expect("fetched above")
+            }
+        } as usize;
+        let answer = entry * self.ids.len() + slot;
+        let raw = self.present[answer].then(|| {
+            let start = if answer == 0 {
+                0
+            } else {
+                self.answer_ends[answer - 1] as usize
+            };
+            &self.answers[start..self.answer_ends[answer] as usize]
+        });
+        let column = self.columns[slot].get_or_insert_with(|| {
+            Box::new(Column::<T> {
+                cells: Vec::with_capacity(self.keys.len()),
+            })
+        });
+        let Some(column) = column.as_any().downcast_mut::<Column<T>>() else {
+            unreachable!("a value state holds one type")
+        };
+        if column.cells.len() <= entry {
+            column.cells.resize_with(entry + 1, || Cell::Raw);
+        }
+        let cell = &mut column.cells[entry];
+        if let Cell::Raw = cell {
+            let value = match raw {
+                Some(b) => Some(wire::decode::<T>(codec, b)?),
+                None => None,
+            };
+            *cell = Cell::Known {
+                value,
+                dirty: false,
+            };
+        }
+        match cell {
+            Cell::Known { value, dirty } => Ok(f(value, dirty)),
+            Cell::Raw => unreachable!("decoded above"),
+        }
+    }
+
+    /// The batch's changes: per state with any puts, its packed puts; the
+    /// clears into `clears`.
+    pub(crate) fn changes(
+        &self,
+        codec: Codec,
+        puts: &mut Vec<ValuePuts>,
+        clears: &mut Vec<StateOp>,
+    ) {
+        for (column, &state) in self.columns.iter().zip(&self.ids) {
+            let Some(column) = column else { continue };
+            let mut keys = Packed {
+                data: Vec::new(),
+                ends: Vec::new(),
+            };
+            let mut values = Packed {
+                data: Vec::new(),
+                ends: Vec::new(),
+            };
+            column.changes(&self.keys, codec, state, (&mut keys, &mut values), clears);
+            if !keys.ends.is_empty() {
+                puts.push(ValuePuts {
+                    state,
+                    keys,
+                    values,
+                });
+            }
+        }
+    }
+
+    /// Forget the batch's entries, keeping the buffers.
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+        self.answers.clear();
+        self.answer_ends.clear();
+        self.present.clear();
+        for column in self.columns.iter_mut().flatten() {
+            column.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::__private::bindings::weir::operator::types::StateKind;
+    use crate::LogLevel;
+    use crate::host::HostApi;
+
+    /// A host with fixed values, counting the keys it is asked for.
+    struct Fixed {
+        values: HashMap<(u32, Vec<u8>), Vec<u8>>,
+        asked: Rc<RefCell<Vec<Vec<u8>>>>,
+    }
+
+    impl HostApi for Fixed {
+        fn declare_state(&mut self, _: &str, _: StateKind) -> Result<u32, String> {
+            unreachable!()
+        }
+        fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
+            let mut present = Vec::new();
+            let mut answers = Vec::new();
+            for k in keys {
+                self.asked.borrow_mut().push(k.to_vec());
+                for &s in states {
+                    let v = self.values.get(&(s, k.to_vec()));
+                    present.push(v.is_some());
+                    answers.push(v.cloned().unwrap_or_default());
+                }
+            }
+            (crate::host::pack(answers), present)
+        }
+        fn get_list(&mut self, _: &StateKey) -> Vec<Vec<u8>> {
+            unreachable!()
+        }
+        fn get_entry(&mut self, _: &StateKey, _: &[u8]) -> Option<Vec<u8>> {
+            unreachable!()
+        }
+        fn get_entries(&mut self, _: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)> {
+            unreachable!()
+        }
+        fn log(&mut self, _: LogLevel, _: &str) {}
+    }
+
+    fn strings(p: &Packed) -> Vec<String> {
+        crate::host::unpacked(p)
+            .unwrap()
+            .into_iter()
+            .map(|s| String::from_utf8(s.to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn entries_are_fetched_once_decoded_once_and_written_back_when_changed() {
+        let asked = Rc::new(RefCell::new(Vec::new()));
+        let values = [
+            ((7, b"a".to_vec()), b"10".to_vec()),
+            ((9, b"b".to_vec()), b"\"x\"".to_vec()),
+        ];
+        crate::host::install(Box::new(Fixed {
+            values: values.into_iter().collect(),
+            asked: asked.clone(),
+        }));
+        let mut e = ValueEntries::default();
+        let (count, name) = (e.add(7), e.add(9));
+        let json = Codec::Json;
+        // The batch's keys in one call, each once.
+        e.fetch([&b"a"[..], b"b", b"a"].into_iter());
+        assert_eq!(*asked.borrow(), [b"a".to_vec(), b"b".to_vec()]);
+        let get = |e: &mut ValueEntries, key: &[u8]| {
+            e.with::<i64, _>(count, key, json, |v, _| *v).unwrap()
+        };
+        assert_eq!(get(&mut e, b"a"), Some(10));
+        assert_eq!(get(&mut e, b"b"), None);
+        // A key not fetched with the batch: one more call, for it alone.
+        assert_eq!(get(&mut e, b"c"), None);
+        assert_eq!(asked.borrow().len(), 3);
+        let name_of = |e: &mut ValueEntries, key: &[u8]| {
+            e.with::<String, _>(name, key, json, |v, _| v.clone())
+                .unwrap()
+        };
+        assert_eq!(name_of(&mut e, b"b").as_deref(), Some("x"));
+        // Changes: `a` set, `b`'s name cleared, `c` read only.
+        e.with::<i64, _>(count, b"a", json, |v, dirty| {
+            *v = Some(11);
+            *dirty = true;
+        })
+        .unwrap();
+        e.with::<String, _>(name, b"b", json, |v, dirty| {
+            *v = None;
+            *dirty = true;
+        })
+        .unwrap();
+        let (mut puts, mut clears) = (Vec::new(), Vec::new());
+        e.changes(json, &mut puts, &mut clears);
+        assert_eq!(puts.len(), 1);
+        assert_eq!(
+            (puts[0].state, strings(&puts[0].keys)),
+            (7, vec!["a".into()])
+        );
+        assert_eq!(strings(&puts[0].values), ["11"]);
+        assert!(matches!(&clears[..], [StateOp::Clear(k)] if k.state == 9 && k.key == b"b"));
+        // The next batch starts empty: nothing known, nothing to write.
+        e.clear();
+        let (mut puts, mut clears) = (Vec::new(), Vec::new());
+        e.changes(json, &mut puts, &mut clears);
+        assert!(puts.is_empty() && clears.is_empty());
+        assert_eq!(get(&mut e, b"b"), None);
+        assert_eq!(get(&mut e, b"a"), Some(10), "read from the host again");
+        assert_eq!(asked.borrow().len(), 5);
+        // A stored value its type cannot read is an error, not a panic.
+        let mut other = ValueEntries::default();
+        let names_as_numbers = other.add(9);
+        assert!(
+            other
+                .with::<i64, _>(names_as_numbers, b"b", json, |v, _| *v)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn many_keys_grow_the_index_and_keep_each_value() {
+        let asked = Rc::new(RefCell::new(Vec::new()));
+        let values =
+            (0..2000u32).map(|i| ((1, i.to_be_bytes().to_vec()), i.to_string().into_bytes()));
+        crate::host::install(Box::new(Fixed {
+            values: values.collect(),
+            asked: asked.clone(),
+        }));
+        let mut e = ValueEntries::default();
+        let s = e.add(1);
+        let keys: Vec<[u8; 4]> = (0..2000u32).map(u32::to_be_bytes).collect();
+        e.fetch(keys.iter().map(|k| &k[..]));
+        for (i, k) in keys.iter().enumerate().rev() {
+            let v = e.with::<u32, _>(s, k, Codec::Json, |v, _| *v).unwrap();
+            assert_eq!(v, Some(i as u32));
+        }
+        assert_eq!(asked.borrow().len(), 2000);
+    }
+}
