@@ -87,8 +87,9 @@ impl Spec {
         records: &[(&[u8], i64)],
         watermark: Option<i64>,
     ) -> Result<Assigned, S::Error> {
-        let mut index: HashMap<&[u8], usize> = HashMap::default();
-        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut index: HashMap<&[u8], usize> =
+            HashMap::with_capacity_and_hasher(records.len(), Default::default());
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(records.len());
         let of_record: Vec<usize> = records
             .iter()
             .map(|(k, _)| {
@@ -114,9 +115,9 @@ impl Spec {
                     .collect()
             })
             .collect();
-        let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut groups: Vec<Vec<Vec<u8>>> = Vec::with_capacity(keys.len());
         // A group merged into another (sessions) points on.
-        let mut redirect: Vec<u32> = Vec::new();
+        let mut redirect: Vec<u32> = Vec::with_capacity(keys.len());
         let mut additions = Vec::with_capacity(records.len());
         let mut late = Vec::new();
         let mut slots = Vec::new();
@@ -191,7 +192,7 @@ impl Spec {
         }
         // Number the live groups densely.
         let mut renumber = vec![u32::MAX; groups.len()];
-        let mut live = Vec::new();
+        let mut live = Vec::with_capacity(groups.len());
         for (g, contents) in groups.into_iter().enumerate() {
             if redirect[g] == g as u32 {
                 renumber[g] = live.len() as u32;
@@ -387,8 +388,9 @@ impl Spec {
         store: &mut S,
         timers: &[(&[u8], i64)],
     ) -> Result<Vec<Fired>, S::Error> {
-        let mut index: HashMap<&[u8], usize> = HashMap::default();
-        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut index: HashMap<&[u8], usize> =
+            HashMap::with_capacity_and_hasher(timers.len(), Default::default());
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(timers.len());
         for (k, _) in timers {
             index.entry(k).or_insert_with(|| {
                 keys.push(k);
