@@ -447,7 +447,7 @@ impl Instance {
             }
         }
         let state = with_cache(|c| {
-            c.current_key = None;
+            c.set_key(None);
             match result {
                 Ok(()) => c.take_ops(),
                 Err(_) => {

@@ -71,6 +71,8 @@ struct MapSlot {
 pub(crate) struct StateCache {
     /// The key of the record or timer being processed.
     pub(crate) current_key: Option<Vec<u8>>,
+    /// The current key's entry among the value states', once looked up.
+    current_entry: Option<u32>,
     /// The operator's codecs (its state's among them).
     pub(crate) codecs: Codecs,
     /// Value states' entries: the batch's keys, answers and values.
@@ -122,6 +124,7 @@ impl StateCache {
         let codec = self.codecs.state;
         self.values.changes(codec, &mut puts, &mut ops);
         self.values.clear();
+        self.current_entry = None;
         for (slots, &state) in self.lists.iter_mut().zip(&self.list_ids) {
             for (key, slot) in slots.drain() {
                 let target = StateKey { state, key };
@@ -174,6 +177,7 @@ impl StateCache {
     /// Drop the batch's cached entries and changes (the batch failed).
     pub(crate) fn discard(&mut self) {
         self.values.clear();
+        self.current_entry = None;
         self.lists.iter_mut().for_each(FxHashMap::clear);
         self.maps.iter_mut().for_each(FxHashMap::clear);
         self.current_key = None;
@@ -181,6 +185,7 @@ impl StateCache {
 
     /// Make `key` the current key, reusing the buffer.
     pub(crate) fn set_key(&mut self, key: Option<&[u8]>) {
+        self.current_entry = None;
         match key {
             Some(k) => {
                 let current = self.current_key.get_or_insert_with(Vec::new);
@@ -242,7 +247,8 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         with_cache(|cache| {
             let codec = cache.codecs.state;
             let key = cache.current_key.as_deref().ok_or_else(no_key)?;
-            cache.values.with(self.slot, key, codec, f)
+            let entry = &mut cache.current_entry;
+            cache.values.with(self.slot, key, entry, codec, f)
         })
     }
 

@@ -189,23 +189,33 @@ impl ValueEntries {
     }
 
     /// The current key's cell of state `slot` (fetching the key's values on
-    /// a miss), decoded, handed to `f` with its dirty flag.
+    /// a miss), decoded, handed to `f` with its dirty flag. `entry` is the
+    /// key's entry when a previous call found it (the caller forgets it
+    /// when the key changes), else it is looked up and kept there.
     pub(crate) fn with<T, R>(
         &mut self,
         slot: usize,
         key: &[u8],
+        entry: &mut Option<u32>,
         codec: Codec,
         f: impl FnOnce(&mut Option<T>, &mut bool) -> R,
     ) -> crate::Result<R>
     where
         T: Serialize + DeserializeOwned + 'static,
     {
-        let hash = FxBuildHasher.hash_one(key);
-        let entry = match self.keys.find(hash, key) {
+        let entry = match *entry {
             Some(e) => e,
             None => {
-                self.fetch(std::iter::once(key));
-                self.keys.find(hash, key).expect("fetched above")
+                let hash = FxBuildHasher.hash_one(key);
+                let found = match self.keys.find(hash, key) {
+                    Some(e) => e,
+                    None => {
+                        self.fetch(std::iter::once(key));
+                        self.keys.find(hash, key).expect("fetched above")
+                    }
+                };
+                *entry = Some(found);
+                found
             }
         } as usize;
         let answer = entry * self.ids.len() + slot;
@@ -358,7 +368,8 @@ mod tests {
         e.fetch([&b"a"[..], b"b", b"a"].into_iter());
         assert_eq!(*asked.borrow(), [b"a".to_vec(), b"b".to_vec()]);
         let get = |e: &mut ValueEntries, key: &[u8]| {
-            e.with::<i64, _>(count, key, json, |v, _| *v).unwrap()
+            e.with::<i64, _>(count, key, &mut None, json, |v, _| *v)
+                .unwrap()
         };
         assert_eq!(get(&mut e, b"a"), Some(10));
         assert_eq!(get(&mut e, b"b"), None);
@@ -366,17 +377,26 @@ mod tests {
         assert_eq!(get(&mut e, b"c"), None);
         assert_eq!(asked.borrow().len(), 3);
         let name_of = |e: &mut ValueEntries, key: &[u8]| {
-            e.with::<String, _>(name, key, json, |v, _| v.clone())
+            e.with::<String, _>(name, key, &mut None, json, |v, _| v.clone())
                 .unwrap()
         };
         assert_eq!(name_of(&mut e, b"b").as_deref(), Some("x"));
+        // A key's entry, once found, is kept by the caller for the next
+        // access to any state.
+        let mut entry = None;
+        e.with::<String, _>(name, b"c", &mut entry, json, |_, _| ())
+            .unwrap();
+        assert_eq!(entry, Some(2));
+        let n = e.with::<i64, _>(count, b"zzz", &mut entry, json, |v, _| *v);
+        assert_eq!(n.unwrap(), None, "entry 2 (`c`) is read, not the key given");
+        assert_eq!(asked.borrow().len(), 3);
         // Changes: `a` set, `b`'s name cleared, `c` read only.
-        e.with::<i64, _>(count, b"a", json, |v, dirty| {
+        e.with::<i64, _>(count, b"a", &mut None, json, |v, dirty| {
             *v = Some(11);
             *dirty = true;
         })
         .unwrap();
-        e.with::<String, _>(name, b"b", json, |v, dirty| {
+        e.with::<String, _>(name, b"b", &mut None, json, |v, dirty| {
             *v = None;
             *dirty = true;
         })
@@ -403,7 +423,7 @@ mod tests {
         let names_as_numbers = other.add(9);
         assert!(
             other
-                .with::<i64, _>(names_as_numbers, b"b", json, |v, _| *v)
+                .with::<i64, _>(names_as_numbers, b"b", &mut None, json, |v, _| *v)
                 .is_err()
         );
     }
@@ -422,7 +442,9 @@ mod tests {
         let keys: Vec<[u8; 4]> = (0..2000u32).map(u32::to_be_bytes).collect();
         e.fetch(keys.iter().map(|k| &k[..]));
         for (i, k) in keys.iter().enumerate().rev() {
-            let v = e.with::<u32, _>(s, k, Codec::Json, |v, _| *v).unwrap();
+            let v = e
+                .with::<u32, _>(s, k, &mut None, Codec::Json, |v, _| *v)
+                .unwrap();
             assert_eq!(v, Some(i as u32));
         }
         assert_eq!(asked.borrow().len(), 2000);
