@@ -21,7 +21,7 @@ use weir_model::builtin::{AggregateFunction, Emit};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
 use weir_model::{Record, RecordBuffer};
-use weir_state::{StateBackend, StateKey, StateKind, StateOp};
+use weir_state::{Packed, PackedPuts, StateBackend, StateKind, StateOp};
 
 use super::fields::{FieldReader, NotNumber};
 use super::{Number, excerpt, input_error, state_error};
@@ -107,6 +107,13 @@ impl Acc {
 
     /// As stored: a tag, then two 8-byte fields.
     pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(17);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Append its encoding to `out`.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
         let (tag, a, b): (u8, u64, u64) = match *self {
             Acc::Count(n) => (0, n, 0),
             Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => match v {
@@ -116,11 +123,9 @@ impl Acc {
             },
             Acc::Avg(s, n) => (4, s.to_bits(), n),
         };
-        let mut out = Vec::with_capacity(17);
         out.push(tag);
         out.extend_from_slice(&a.to_be_bytes());
         out.extend_from_slice(&b.to_be_bytes());
-        out
     }
 
     pub(crate) fn decode(f: AggregateFunction, bytes: &[u8]) -> Option<Acc> {
@@ -349,8 +354,8 @@ impl StreamOperator for RunningAggregate {
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         // The batch's keys, each once, in order of first appearance.
-        let mut index: HashMap<&[u8], usize> = HashMap::new();
-        let mut keys: Vec<StateKey> = Vec::new();
+        let mut index: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(batch.len());
         let mut of_record = Vec::with_capacity(batch.len());
         for r in &batch {
             let key = r.key.as_deref().ok_or_else(|| {
@@ -360,28 +365,35 @@ impl StreamOperator for RunningAggregate {
                 )
             })?;
             let i = *index.entry(key).or_insert_with(|| {
-                keys.push(StateKey {
-                    state: self.state,
-                    key: key.to_vec(),
-                });
+                keys.push(key);
                 keys.len() - 1
             });
             of_record.push(i);
         }
-        let stored = self
-            .backend
-            .get_values(&keys)
+        // Their accumulators, read into one buffer.
+        let (mut stored, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
+        self.backend
+            .read_values(
+                &[self.state],
+                &mut keys.iter().copied(),
+                &mut stored,
+                &mut ends,
+                &mut present,
+            )
             .map_err(|e| state_error(&self.ident, e))?;
         let mut accs = Vec::with_capacity(keys.len());
-        for (k, v) in keys.iter().zip(stored) {
-            accs.push(match v {
-                None => Acc::new(self.function),
-                Some(bytes) => Acc::decode(self.function, &bytes).ok_or_else(|| {
+        let mut start = 0;
+        for (i, key) in keys.iter().enumerate() {
+            let bytes = &stored[start..ends[i] as usize];
+            start = ends[i] as usize;
+            accs.push(match present[i] {
+                false => Acc::new(self.function),
+                true => Acc::decode(self.function, bytes).ok_or_else(|| {
                     state_error(
                         &self.ident,
                         anyhow::anyhow!(
                             "a stored accumulator of key {:?} is corrupt",
-                            excerpt(&k.key)
+                            excerpt(key)
                         ),
                     )
                 })?,
@@ -399,25 +411,29 @@ impl StreamOperator for RunningAggregate {
             let v = self.value_of.of(r, &mut scratch, &self.ident)?;
             accs[i].add(v, counts_null);
             match self.emit {
-                Emit::Record => self.output(&mut main, &keys[i].key, &accs[i], r.timestamp),
+                Emit::Record => self.output(&mut main, keys[i], &accs[i], r.timestamp),
                 Emit::Batch => last_timestamp[i] = r.timestamp,
             }
         }
         if self.emit == Emit::Batch {
             for (i, k) in keys.iter().enumerate() {
-                self.output(&mut main, &k.key, &accs[i], last_timestamp[i]);
+                self.output(&mut main, k, &accs[i], last_timestamp[i]);
             }
         }
-        let ops = keys
-            .into_iter()
-            .zip(&accs)
-            .map(|(target, acc)| StateOp::PutValue {
-                target,
-                value: acc.encode(),
-            })
-            .collect();
+        // Written back as one packed put.
+        let (mut key_bytes, mut key_ends) = (Vec::new(), Vec::with_capacity(keys.len()));
+        let (mut values, mut value_ends) = (Vec::with_capacity(keys.len() * 17), Vec::new());
+        for (key, acc) in keys.iter().zip(&accs) {
+            key_bytes.extend_from_slice(key);
+            key_ends.push(key_bytes.len() as u32);
+            acc.encode_into(&mut values);
+            value_ends.push(values.len() as u32);
+        }
+        let puts = Packed::new(key_bytes, key_ends)
+            .and_then(|keys| PackedPuts::new(self.state, keys, Packed::new(values, value_ends)?))
+            .map_err(|e| state_error(&self.ident, anyhow::anyhow!(e)))?;
         self.backend
-            .apply_all(ops, Vec::new())
+            .apply_all(vec![StateOp::PutValues(puts)], Vec::new())
             .map_err(|e| state_error(&self.ident, e))?;
         Ok(BatchOutput {
             main: main.finish(),
