@@ -170,14 +170,16 @@ impl FieldReader {
         };
         match &self.how {
             How::Json(pointers) => json(pointers, value),
-            How::Rows(paths) => paths
-                .iter()
-                .map(|path| {
-                    row::locate(path, value)
-                        .map(|at| at.map(Field::Row))
-                        .map_err(|e| format!("is a malformed row ({e})"))
-                })
-                .collect(),
+            How::Rows(paths) => {
+                // A plain loop: this runs per record, for every field read.
+                let mut fields = Vec::with_capacity(paths.len());
+                for path in paths {
+                    let at = row::locate(path, value)
+                        .map_err(|e| format!("is a malformed row ({e})"))?;
+                    fields.push(at.map(Field::Row));
+                }
+                Ok(fields)
+            }
             How::RowsAsJson(format, pointers) => {
                 scratch.clear();
                 format.write_json(value, scratch)?;
