@@ -327,6 +327,15 @@ mod tests {
         let r = row(&f, r#"{"ts": -5, "u": 7, "s": "x", "o": null}"#);
         assert_eq!(f.row_int(&r, "/ts", None), Ok(-5));
         assert_eq!(f.row_int(&r, "/u", None), Ok(7));
+        // A path resolved once reads the same as one resolved per record;
+        // a pointer into a `json` field or past the type has none.
+        let ts = f.row_path("/ts").unwrap();
+        assert_eq!(f.row_int(&r, "/ts", Some(&ts)), Ok(-5));
+        let o = f.row_path("/o").unwrap();
+        assert!(f.row_int(&r, "/o", Some(&o)).is_err());
+        assert!(f.row_path("/x").is_none());
+        assert!(rows("{p: json}").row_path("/p/ts").is_none());
+        assert!(Format::of(Codec::Json).row_path("/ts").is_none());
         assert!(
             f.row_int(&r, "/s", None)
                 .unwrap_err()

@@ -170,9 +170,9 @@ impl Packed {
         self.ends.is_empty()
     }
 
-    /// Bytes of all its strings.
+    /// Bytes it holds: its strings and anything after the last.
     pub fn bytes(&self) -> usize {
-        self.ends.last().map_or(0, |&e| e as usize)
+        self.data.len()
     }
 
     /// Its strings, in order.
@@ -211,7 +211,7 @@ impl PackedPuts {
         })
     }
 
-    /// Bytes of their keys and values.
+    /// Bytes of their keys and values, as held (what a quota counts).
     pub fn bytes(&self) -> u64 {
         (self.keys.bytes() + self.values.bytes()) as u64
     }

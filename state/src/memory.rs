@@ -317,15 +317,21 @@ impl StateBackend for MemoryStateBackend {
             }
             StateOp::PutValues(puts) => {
                 // Existing entries are overwritten in place: no allocation
-                // when the new value fits where the old one was.
+                // when the new value fits where the old one was (and a
+                // much smaller one gets its own, so that what is counted
+                // is about what is held).
                 let values = slot_mut(&mut self.values, puts.state)?;
                 for (key, value) in puts.iter() {
                     added += len(value);
                     match values.get_mut(key) {
                         Some(v) => {
                             removed += len(v);
-                            v.clear();
-                            v.extend_from_slice(value);
+                            if v.capacity() <= 2 * value.len() + 64 {
+                                v.clear();
+                                v.extend_from_slice(value);
+                            } else {
+                                *v = value.to_vec();
+                            }
                         }
                         None => {
                             added += len(key);

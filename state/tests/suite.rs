@@ -111,6 +111,25 @@ fn packed_puts_and_reads(mut s: Subject) {
     let strings = Packed::new(data, ends).unwrap();
     let strings: Vec<&[u8]> = strings.iter().collect();
     assert_eq!(strings, [&b"1"[..], b"x", b"", b"", b"", b""]);
+    // In one batch, puts and other changes of the same key apply in order.
+    let puts =
+        |v: &str| StateOp::PutValues(PackedPuts::new(count, packed(&["k"]), packed(&[v])).unwrap());
+    b.apply_all(
+        vec![
+            StateOp::Clear(key(count, "k")),
+            puts("1"),
+            StateOp::Clear(key(count, "k")),
+        ],
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(b.get_value(count, b"k").unwrap(), None);
+    b.apply_all(
+        vec![puts("1"), StateOp::Clear(key(count, "k")), puts("2")],
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(b.get_value(count, b"k").unwrap(), Some(b"2".to_vec()));
     // Puts into an undeclared state, or of unequal numbers, are errors.
     let e = PackedPuts::new(count, packed(&["a"]), packed(&[])).unwrap_err();
     assert!(e.contains("1 keys but 0 values"), "{e}");

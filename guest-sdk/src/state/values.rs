@@ -428,6 +428,49 @@ mod tests {
         );
     }
 
+    /// A value that counts how often it is decoded.
+    #[derive(Serialize, Clone, Debug, PartialEq)]
+    struct Counted(i64);
+
+    static DECODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    impl<'de> serde::Deserialize<'de> for Counted {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            DECODED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            <i64 as serde::Deserialize>::deserialize(d).map(Counted)
+        }
+    }
+
+    #[test]
+    fn a_value_is_decoded_once_per_batch_however_often_it_is_touched() {
+        let asked = Rc::new(RefCell::new(Vec::new()));
+        crate::host::install(Box::new(Fixed {
+            values: [((3, b"k".to_vec()), b"41".to_vec())].into_iter().collect(),
+            asked,
+        }));
+        let mut e = ValueEntries::default();
+        let s = e.add(3);
+        e.fetch(std::iter::once(&b"k"[..]));
+        for _ in 0..3 {
+            // A fresh lookup each time (no entry kept by the caller).
+            let v = e.with::<Counted, _>(s, b"k", &mut None, Codec::Json, |v, dirty| {
+                let n = v.as_ref().map_or(0, |c| c.0);
+                *v = Some(Counted(n + 1));
+                *dirty = true;
+                n
+            });
+            assert!(v.unwrap() >= 41);
+        }
+        assert_eq!(DECODED.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let (mut puts, mut clears) = (Vec::new(), Vec::new());
+        e.changes(Codec::Json, &mut puts, &mut clears);
+        assert_eq!(
+            strings(&puts[0].values),
+            ["44"],
+            "encoded once, the last value"
+        );
+    }
+
     #[test]
     fn many_keys_grow_the_index_and_keep_each_value() {
         let asked = Rc::new(RefCell::new(Vec::new()));

@@ -384,33 +384,39 @@ impl weir_window::Store for BackendStore<'_> {
     type Error = anyhow::Error;
 
     fn load(&mut self, keys: &[&[u8]]) -> anyhow::Result<Vec<Vec<Slot>>> {
-        // Cached keys' slots are taken, their entries left in place for
-        // `save` (the engine saves every key it loads); the others are read
-        // from the backend in one call.
-        let mut out: Vec<Option<Vec<Slot>>> = keys
-            .iter()
-            .map(|k| self.cache.slots.get_mut(*k).map(std::mem::take))
-            .collect();
-        let missing: Vec<StateKey> = keys
-            .iter()
-            .zip(&out)
-            .filter(|(_, cached)| cached.is_none())
-            .map(|(k, _)| StateKey {
-                state: self.state,
-                key: k.to_vec(),
-            })
-            .collect();
-        if !missing.is_empty() {
-            let mut read = self.backend.get_values(&missing)?.into_iter();
-            for slot_list in out.iter_mut().filter(|o| o.is_none()) {
-                *slot_list = Some(match read.next().flatten() {
-                    None => Vec::new(),
-                    Some(bytes) => slot::decode(&bytes)
-                        .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt"))?,
-                });
-            }
+        // The keys not cached are read from the backend in one call and
+        // decoded first; then the cached keys' slots are taken, their
+        // entries left in place for `save` (the engine saves every key it
+        // loads). A failure leaves the cache as it was.
+        let cache = &self.cache.slots;
+        let mut missing = keys.iter().copied().filter(|k| !cache.contains_key(*k));
+        let (mut data, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
+        self.backend.read_values(
+            &[self.state],
+            &mut missing,
+            &mut data,
+            &mut ends,
+            &mut present,
+        )?;
+        let mut read = Vec::with_capacity(present.len());
+        let mut start = 0;
+        for (&end, &set) in ends.iter().zip(&present) {
+            let bytes = &data[start..end as usize];
+            start = end as usize;
+            read.push(match set {
+                false => Vec::new(),
+                true => slot::decode(bytes)
+                    .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt"))?,
+            });
         }
-        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+        let mut read = read.into_iter();
+        Ok(keys
+            .iter()
+            .map(|k| match self.cache.slots.get_mut(*k) {
+                Some(cached) => std::mem::take(cached),
+                None => read.next().unwrap_or_default(),
+            })
+            .collect())
     }
 
     fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> anyhow::Result<()> {
