@@ -101,10 +101,11 @@ export function utf8Decode(bytes, start = 0, end = bytes.length) {
   return s + String.fromCharCode.apply(null, chunk);
 }
 
-function shown(value) {
+/** A value as a short text for an error message. */
+export function shown(value) {
   let text;
   try {
-    text = JSON.stringify(value);
+    text = typeof value === 'bigint' ? String(value) : JSON.stringify(value);
   } catch (e) {
     text = String(value);
   }
@@ -112,18 +113,132 @@ function shown(value) {
   return text.length <= 80 ? text : text.slice(0, 77) + '...';
 }
 
+/** Whether `value` holds a BigInt to write (JSON.stringify refuses them);
+ * throws on what JSON cannot hold. */
 function checkJson(value) {
   // JSON.stringify writes NaN as null and drops undefined and functions:
   // refuse them instead of losing data.
   const t = typeof value;
   if (t === 'number') {
     if (!Number.isFinite(value)) throw new CodecError(`cannot encode ${value} as JSON`);
-  } else if (t === 'undefined' || t === 'function' || t === 'symbol' || t === 'bigint') {
+  } else if (t === 'bigint') {
+    return true;
+  } else if (t === 'undefined' || t === 'function' || t === 'symbol') {
     throw new CodecError(`cannot encode a ${t} as JSON`);
   } else if (value !== null && t === 'object') {
     if (value instanceof Uint8Array) throw new CodecError('cannot encode bytes as JSON');
+    if (typeof value.toJSON === 'function') return checkJson(value.toJSON());
     const items = Array.isArray(value) ? value : Object.values(value);
-    for (const v of items) checkJson(v);
+    let big = false;
+    for (const v of items) big = checkJson(v) || big;
+    return big;
+  }
+  return false;
+}
+
+/** JSON text of a checked value holding BigInts: written as integers. */
+function stringifyBig(value) {
+  if (typeof value === 'bigint') return value.toString();
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (typeof value.toJSON === 'function') return stringifyBig(value.toJSON());
+  if (Array.isArray(value)) return '[' + value.map(stringifyBig).join(',') + ']';
+  const parts = Object.keys(value).map((k) => JSON.stringify(k) + ':' + stringifyBig(value[k]));
+  return '{' + parts.join(',') + '}';
+}
+
+/** JSON text as a value. Integers beyond 2^53 − 1 in magnitude, which a
+ * number cannot hold exactly, are BigInts. */
+export function parseJson(text) {
+  // An integer needs 16 digits or more to pass 2^53: text without such a
+  // run of digits is parsed natively.
+  if (!/\d{16}/.test(text)) return JSON.parse(text);
+  const p = new JsonParser(text);
+  const v = p.value();
+  p.space();
+  if (p.i !== text.length) p.fail('unexpected text after the value');
+  return v;
+}
+
+const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+
+class JsonParser {
+  constructor(text) {
+    this.text = text;
+    this.i = 0;
+  }
+  fail(what) {
+    throw new SyntaxError(`${what} at position ${this.i}`);
+  }
+  space() {
+    const t = this.text;
+    while (this.i < t.length && ' \t\n\r'.includes(t[this.i])) this.i++;
+  }
+  value() {
+    this.space();
+    const t = this.text;
+    const c = t[this.i];
+    if (c === '{') {
+      this.i++;
+      const obj = {};
+      this.space();
+      if (t[this.i] === '}') {
+        this.i++;
+        return obj;
+      }
+      for (;;) {
+        this.space();
+        if (t[this.i] !== '"') this.fail('expected a string key');
+        const key = this.string();
+        this.space();
+        if (t[this.i++] !== ':') this.fail("expected ':'");
+        // As JSON.parse: `__proto__` is a key like any other.
+        Object.defineProperty(obj, key, { value: this.value(), writable: true, enumerable: true, configurable: true });
+        this.space();
+        const next = t[this.i++];
+        if (next === '}') return obj;
+        if (next !== ',') this.fail("expected ',' or '}'");
+      }
+    }
+    if (c === '[') {
+      this.i++;
+      const list = [];
+      this.space();
+      if (t[this.i] === ']') {
+        this.i++;
+        return list;
+      }
+      for (;;) {
+        list.push(this.value());
+        this.space();
+        const next = t[this.i++];
+        if (next === ']') return list;
+        if (next !== ',') this.fail("expected ',' or ']'");
+      }
+    }
+    if (c === '"') return this.string();
+    for (const [word, v] of [['true', true], ['false', false], ['null', null]]) {
+      if (t.startsWith(word, this.i)) {
+        this.i += word.length;
+        return v;
+      }
+    }
+    NUMBER.lastIndex = this.i;
+    const m = NUMBER.exec(t);
+    if (m === null) this.fail('unexpected character');
+    this.i = NUMBER.lastIndex;
+    const n = Number(m[0]);
+    if (m[1] === undefined && m[2] === undefined && !Number.isSafeInteger(n)) return BigInt(m[0]);
+    return n;
+  }
+  string() {
+    const t = this.text;
+    const start = this.i;
+    let i = start + 1;
+    while (i < t.length && t[i] !== '"') i += t[i] === '\\' ? 2 : 1;
+    if (i >= t.length) this.fail('unterminated string');
+    this.i = i + 1;
+    // The native parser unescapes (and refuses control characters).
+    return JSON.parse(t.slice(start, i + 1));
   }
 }
 
@@ -134,8 +249,7 @@ export function encode(codec, value) {
     pack(value, w);
     return w.finish();
   }
-  checkJson(value);
-  return utf8Encode(JSON.stringify(value));
+  return utf8Encode(checkJson(value) ? stringifyBig(value) : JSON.stringify(value));
 }
 
 /** Decode `bytes`, one value in `codec`. */
@@ -156,7 +270,7 @@ export function decode(codec, bytes) {
   }
   const text = utf8Decode(bytes);
   try {
-    return JSON.parse(text);
+    return parseJson(text);
   } catch (e) {
     throw new CodecError(`cannot decode ${JSON.stringify(text.slice(0, 80))} as JSON: ${e.message}`);
   }
@@ -379,6 +493,11 @@ function unpackMap(r, n) {
   return out;
 }
 
+/** A 64-bit integer: a number when one holds it exactly, else a BigInt. */
+export function exact(x) {
+  return x <= BigInt(Number.MAX_SAFE_INTEGER) && x >= -BigInt(Number.MAX_SAFE_INTEGER) ? Number(x) : x;
+}
+
 function unpack(r) {
   const v = r.view;
   const b = v.getUint8(r.i++);
@@ -404,7 +523,7 @@ function unpack(r) {
     case 0xcf:
       x = v.getBigUint64(r.i);
       r.i += 8;
-      return Number(x);
+      return exact(x);
     case 0xd0:
       x = v.getInt8(r.i);
       r.i += 1;
@@ -420,7 +539,7 @@ function unpack(r) {
     case 0xd3:
       x = v.getBigInt64(r.i);
       r.i += 8;
-      return Number(x);
+      return exact(x);
     case 0xca:
       x = v.getFloat32(r.i);
       r.i += 4;

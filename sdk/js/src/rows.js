@@ -1,9 +1,10 @@
 // Typed values in every codec: rows (the contract's binary layout, read and
 // written with a DataView) and, for JSON and MessagePack, plain values
-// converted to and from the declared type. 64-bit integers are numbers, as
-// the MessagePack codec reads them.
+// converted to and from the declared type. 64-bit integers are numbers when
+// a number holds them exactly (up to 2^53 − 1 in magnitude), else BigInts,
+// as the codecs read them.
 
-import { CodecError, JSON_CODEC, MSGPACK, decode, encode, transcode, utf8Decode, utf8Encode } from './codec.js';
+import { CodecError, JSON_CODEC, MSGPACK, decode, encode, exact, parseJson, shown, transcode, utf8Decode, utf8Encode } from './codec.js';
 
 export const ROW = 'row';
 
@@ -13,11 +14,11 @@ const SCALARS = {
   i8: [1, (v, i) => v.getInt8(i), (v, i, x) => v.setInt8(i, x), -(2 ** 7), 2 ** 7 - 1],
   i16: [2, (v, i) => v.getInt16(i, true), (v, i, x) => v.setInt16(i, x, true), -(2 ** 15), 2 ** 15 - 1],
   i32: [4, (v, i) => v.getInt32(i, true), (v, i, x) => v.setInt32(i, x, true), -(2 ** 31), 2 ** 31 - 1],
-  i64: [8, (v, i) => Number(v.getBigInt64(i, true)), (v, i, x) => v.setBigInt64(i, BigInt(x), true), -(2n ** 63n), 2n ** 63n - 1n],
+  i64: [8, (v, i) => exact(v.getBigInt64(i, true)), (v, i, x) => v.setBigInt64(i, BigInt(x), true), -(2n ** 63n), 2n ** 63n - 1n],
   u8: [1, (v, i) => v.getUint8(i), (v, i, x) => v.setUint8(i, x), 0, 2 ** 8 - 1],
   u16: [2, (v, i) => v.getUint16(i, true), (v, i, x) => v.setUint16(i, x, true), 0, 2 ** 16 - 1],
   u32: [4, (v, i) => v.getUint32(i, true), (v, i, x) => v.setUint32(i, x, true), 0, 2 ** 32 - 1],
-  u64: [8, (v, i) => Number(v.getBigUint64(i, true)), (v, i, x) => v.setBigUint64(i, BigInt(x), true), 0n, 2n ** 64n - 1n],
+  u64: [8, (v, i) => exact(v.getBigUint64(i, true)), (v, i, x) => v.setBigUint64(i, BigInt(x), true), 0n, 2n ** 64n - 1n],
   f32: [4, (v, i) => v.getFloat32(i, true), (v, i, x) => v.setFloat32(i, x, true)],
   f64: [8, (v, i) => v.getFloat64(i, true), (v, i, x) => v.setFloat64(i, x, true)],
 };
@@ -60,7 +61,7 @@ function payload(t, bytes, view, start, end) {
       return bytes.slice(start, end);
     case 'json':
       try {
-        return JSON.parse(utf8Decode(bytes, start, end));
+        return parseJson(utf8Decode(bytes, start, end));
       } catch (e) {
         throw new CodecError(`a json field is not JSON: ${e.message}`);
       }
@@ -154,15 +155,15 @@ function concat(parts, total) {
 function checkScalar(kind, x, what) {
   const s = SCALARS[kind];
   if (kind === 'bool') {
-    if (typeof x !== 'boolean') throw new CodecError(`${what}: ${JSON.stringify(x)} is not a boolean`);
+    if (typeof x !== 'boolean') throw new CodecError(`${what}: ${shown(x)} is not a boolean`);
   } else if (kind === 'f32' || kind === 'f64') {
-    if (typeof x !== 'number') throw new CodecError(`${what}: ${JSON.stringify(x)} is not a number`);
+    if (typeof x !== 'number') throw new CodecError(`${what}: ${shown(x)} is not a number`);
     if (kind === 'f32' && Number.isFinite(x) && Math.abs(x) > F32_MAX) {
       throw new CodecError(`${what}: ${x} is out of f32's range`);
     }
   } else {
     const whole = typeof x === 'bigint' || Number.isInteger(x);
-    if (!whole) throw new CodecError(`${what}: ${typeof x === 'bigint' ? x : JSON.stringify(x)} is not a whole number`);
+    if (!whole) throw new CodecError(`${what}: ${shown(x)} is not a whole number`);
     const big = typeof s[3] === 'bigint';
     const v = big ? BigInt(x) : Number(x);
     if (v < s[3] || v > s[4]) throw new CodecError(`${what}: ${x} is out of ${kind}'s range`);
@@ -172,7 +173,7 @@ function checkScalar(kind, x, what) {
 function writePayload(t, x) {
   switch (t.kind) {
     case 'string':
-      if (typeof x !== 'string') throw new CodecError(`${JSON.stringify(x)} is not a string`);
+      if (typeof x !== 'string') throw new CodecError(`${shown(x)} is not a string`);
       return utf8Encode(x);
     case 'bytes':
       if (!(x instanceof Uint8Array)) throw new CodecError('bytes must be a Uint8Array');
@@ -190,7 +191,7 @@ function writePayload(t, x) {
 
 function writeRecord(p, value) {
   if (value == null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array) {
-    throw new CodecError(`${JSON.stringify(value) ?? String(value)} is not a record`);
+    throw new CodecError(`${shown(value)} is not a record`);
   }
   const fixed = new Uint8Array(p.fixed);
   const view = viewOf(fixed);
@@ -226,7 +227,7 @@ function writeRecord(p, value) {
 }
 
 function writeList(element, values) {
-  if (!Array.isArray(values)) throw new CodecError(`${JSON.stringify(values)} is not an array`);
+  if (!Array.isArray(values)) throw new CodecError(`${shown(values)} is not an array`);
   const optional = element.kind === 'optional';
   const inner = optional ? element.inner : element;
   const w = width(inner);
@@ -317,7 +318,7 @@ export function fromPlain(t, value, codec) {
   if (value == null && t.kind !== 'json') throw new CodecError(`null where a ${t.kind} is needed`);
   switch (t.kind) {
     case 'record': {
-      if (typeof value !== 'object' || Array.isArray(value)) throw new CodecError(`${JSON.stringify(value)} is not a record`);
+      if (typeof value !== 'object' || Array.isArray(value)) throw new CodecError(`${shown(value)} is not a record`);
       const out = {};
       for (const [name, f] of t.fields) {
         try {
@@ -329,7 +330,7 @@ export function fromPlain(t, value, codec) {
       return out;
     }
     case 'list':
-      if (!Array.isArray(value)) throw new CodecError(`${JSON.stringify(value)} is not an array`);
+      if (!Array.isArray(value)) throw new CodecError(`${shown(value)} is not an array`);
       return value.map((v) => fromPlain(t.inner, v, codec));
     case 'bytes':
       return typeof value === 'string' ? fromBase64(value) : value;

@@ -55,3 +55,32 @@ test('transcode keeps bytes when the codecs agree', () => {
   assert.equal(hex(transcode('json', 'msgpack', json)), '81a16101');
   assert.equal(utf8Decode(transcode('msgpack', 'json', encode('msgpack', ['word', 3]))), '["word",3]');
 });
+
+test('64-bit integers beyond 2^53 arrive exact, as BigInts, and are written back exact', () => {
+  const big = 2n ** 63n - 1n; // 9223372036854775807: a number would round it
+  const ids = [big, -(2n ** 63n), 2n ** 64n - 1n, 2n ** 53n, -(2n ** 53n)];
+  for (const kind of ['json', 'msgpack']) {
+    for (const id of ids) assert.equal(decode(kind, encode(kind, { id })).id, id, `${kind} ${id}`);
+    // What a number holds exactly stays a number.
+    assert.equal(decode(kind, encode(kind, 2n ** 53n - 1n)), 2 ** 53 - 1);
+    assert.equal(decode(kind, encode(kind, -(2n ** 53n - 1n))), -(2 ** 53 - 1));
+  }
+  // JSON text written by others: large integers exact, floats and strings as they are.
+  const text = '{"id": 1832198348291850241, "ts":1700000000000, "f": 12345678901234567.5, "e": 1e300, "s": "12345678901234567890", "l": [9007199254740993, -9007199254740993, 9007199254740991], "o": {"__proto__": 1}}';
+  const v = decode('json', utf8Encode(text));
+  assert.equal(v.id, 1832198348291850241n);
+  assert.equal(v.ts, 1700000000000);
+  assert.equal(v.f, 12345678901234567.5);
+  assert.equal(v.e, 1e300);
+  assert.equal(v.s, '12345678901234567890');
+  assert.deepEqual(v.l, [9007199254740993n, -9007199254740993n, 9007199254740991]);
+  assert.deepEqual(Object.keys(v.o), ['__proto__']);
+  assert.equal(Object.getPrototypeOf(v.o), Object.prototype);
+  assert.equal(utf8Decode(encode('json', v)), '{"id":1832198348291850241,"ts":1700000000000,"f":12345678901234568,"e":1e+300,"s":"12345678901234567890","l":[9007199254740993,-9007199254740993,9007199254740991],"o":{"__proto__":1}}');
+  // The same errors as the native parser's, for text that is not JSON.
+  for (const bad of ['[12345678901234567890', '{"a" 12345678901234567890}', '12345678901234567890 x', '["\\u0001 12345678901234567890', '[01234567890123456789]']) {
+    assert.throws(() => decode('json', utf8Encode(bad)), CodecError, bad);
+  }
+  // Integers past 64 bits still cannot be packed.
+  assert.throws(() => encode('msgpack', 2n ** 64n), /does not fit in 64 bits/);
+});

@@ -167,3 +167,21 @@ test('a filter passes whole records on, whatever fields it declares', async () =
   assert.deepEqual(c.read(rec), { id: 1 });
   assert.equal(text(record({ 'user-id': u64 })), '{"user-id": u64}');
 });
+
+test('64-bit fields beyond 2^53 read as exact BigInts in rows and plain values', () => {
+  const Ids = record({ id: u64, delta: i64, n: u32 });
+  const value = { id: 2n ** 64n - 1n, delta: -(2n ** 63n), n: 5 };
+  const row = write(Ids, value);
+  assert.equal(hex(row.subarray(1, 9)), 'ff ff ff ff ff ff ff ff');
+  assert.deepEqual(read(Ids, row), value);
+  // What a number holds exactly is a number.
+  assert.deepEqual(read(Ids, write(Ids, { id: 2 ** 53 - 1, delta: -7, n: 5 })), { id: 2 ** 53 - 1, delta: -7, n: 5 });
+  for (const codec of ['json', 'msgpack']) {
+    const w = writer(codec, Ids);
+    const r = reader(codec, Ids);
+    assert.deepEqual(r(w(value)), value, codec);
+  }
+  // A BigInt where a float or string is declared is refused with its value named.
+  assert.throws(() => write(record({ x: f64 }), { x: 5n }), /5 is not a number/);
+  assert.throws(() => write(Ids, { id: 2n ** 64n, delta: 0, n: 0 }), /out of u64's range/);
+});

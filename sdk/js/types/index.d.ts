@@ -140,11 +140,13 @@ export declare namespace types {
   const i8: Type<number>;
   const i16: Type<number>;
   const i32: Type<number>;
-  const i64: Type<number>;
+  /** A number, or a BigInt beyond 2^53 − 1 in magnitude (which a number cannot hold exactly). */
+  const i64: Type<number | bigint>;
   const u8: Type<number>;
   const u16: Type<number>;
   const u32: Type<number>;
-  const u64: Type<number>;
+  /** A number, or a BigInt beyond 2^53 − 1 (which a number cannot hold exactly). */
+  const u64: Type<number | bigint>;
   const f32: Type<number>;
   const f64: Type<number>;
   const string: Type<string>;
