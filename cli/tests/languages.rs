@@ -650,3 +650,58 @@ fn typed_operator_reads_and_writes_rows(language: &str) {
         "{said}"
     );
 }
+
+#[test]
+fn javascript_operators_keep_64_bit_ids_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ids");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::copy(guests("js"), bundle.join("c.wasm")).unwrap();
+    // Ids a JavaScript number cannot hold (it would read 9007199254740993
+    // as ...992), beside ones it can.
+    let ids: [i128; 5] = [
+        9_007_199_254_740_993,
+        1_832_198_348_291_850_241,
+        -9_007_199_254_740_995,
+        9_223_372_036_854_775_806,
+        42,
+    ];
+    let input = dir.path().join("ids.jsonl");
+    let lines: Vec<String> = ids.iter().map(|i| format!("{{\"id\": {i}}}")).collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(
+        bundle.join("weir.toml"),
+        format!(
+            "[job]\nname = 'ids'\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'ids'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [[operator]]\nname = 'next'\nfunction = 'js-next-id'\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    let out = weir(&["run", bundle.to_str().unwrap()], Duration::from_secs(300));
+    assert!(out.status.success(), "{}", said(&out));
+    let text = std::fs::read_to_string(&output).unwrap();
+    let mut got: Vec<(String, String, bool)> = text
+        .lines()
+        .map(|l| {
+            // Compared as text: a JSON reader of f64s would round them too.
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["id"].to_string(),
+                v["next"].to_string(),
+                v["big"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut expected: Vec<(String, String, bool)> = ids
+        .iter()
+        .map(|&i| (i.to_string(), (i + 1).to_string(), i.abs() > (1 << 53) - 1))
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected, "{text}");
+}

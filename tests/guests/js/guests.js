@@ -68,3 +68,10 @@ weir.map(
   { input: Number_, output: Priced },
 );
 weir.map('js-mistyped', (n) => n.k, { input: record({ id: u64, k: string }) });
+
+// 64-bit ids past 2^53 (which a number would round): the next id, exact.
+weir.map('js-next-id', (e) => ({
+  id: e.id,
+  next: typeof e.id === 'bigint' ? e.id + 1n : e.id + 1,
+  big: typeof e.id === 'bigint',
+}));
