@@ -107,57 +107,76 @@ export function shown(value) {
   try {
     text = typeof value === 'bigint' ? String(value) : JSON.stringify(value);
   } catch (e) {
-    text = String(value);
+    try {
+      text = stringifyBig(value);
+    } catch (e2) {
+      text = String(value);
+    }
   }
   if (text === undefined) text = String(value);
   return text.length <= 80 ? text : text.slice(0, 77) + '...';
 }
 
-/** Whether `value` holds a BigInt to write (JSON.stringify refuses them);
- * throws on what JSON cannot hold. */
+/** Whether `value` needs the exact writer: it holds a BigInt, or a whole
+ * number beyond 2^53 − 1 (written in exponent form, so that it reads back as
+ * the number it is, not as a BigInt). Throws on what JSON cannot hold. */
 function checkJson(value) {
   // JSON.stringify writes NaN as null and drops undefined and functions:
   // refuse them instead of losing data.
   const t = typeof value;
   if (t === 'number') {
     if (!Number.isFinite(value)) throw new CodecError(`cannot encode ${value} as JSON`);
+    return Math.abs(value) > Number.MAX_SAFE_INTEGER && Number.isInteger(value);
   } else if (t === 'bigint') {
     return true;
   } else if (t === 'undefined' || t === 'function' || t === 'symbol') {
     throw new CodecError(`cannot encode a ${t} as JSON`);
   } else if (value !== null && t === 'object') {
     if (value instanceof Uint8Array) throw new CodecError('cannot encode bytes as JSON');
-    if (typeof value.toJSON === 'function') return checkJson(value.toJSON());
+    // What writes itself (a Date) is JSON.stringify's; a boxed value is its value.
+    if (typeof value.toJSON === 'function') return false;
+    if (isBoxed(value)) return checkJson(value.valueOf());
     const items = Array.isArray(value) ? value : Object.values(value);
-    let big = false;
-    for (const v of items) big = checkJson(v) || big;
-    return big;
+    let exact = false;
+    for (const v of items) exact = checkJson(v) || exact;
+    return exact;
   }
   return false;
 }
 
-/** JSON text of a checked value holding BigInts: written as integers. */
+const isBoxed = (v) => v instanceof Number || v instanceof String || v instanceof Boolean || v instanceof BigInt;
+
+/** JSON text of a checked value holding BigInts or large whole numbers. */
 function stringifyBig(value) {
   if (typeof value === 'bigint') return value.toString();
-  if (value === null || typeof value !== 'object') return JSON.stringify(value);
-  if (typeof value.toJSON === 'function') return stringifyBig(value.toJSON());
+  if (typeof value === 'number' && Math.abs(value) > Number.MAX_SAFE_INTEGER) return value.toExponential();
+  if (value === null || typeof value !== 'object' || typeof value.toJSON === 'function') return JSON.stringify(value);
+  if (isBoxed(value)) return stringifyBig(value.valueOf());
   if (Array.isArray(value)) return '[' + value.map(stringifyBig).join(',') + ']';
   const parts = Object.keys(value).map((k) => JSON.stringify(k) + ':' + stringifyBig(value[k]));
   return '{' + parts.join(',') + '}';
 }
 
 /** JSON text as a value. Integers beyond 2^53 − 1 in magnitude, which a
- * number cannot hold exactly, are BigInts. */
+ * number cannot hold exactly, are BigInts (within 64 bits; larger ones are
+ * numbers, as floats are). */
 export function parseJson(text) {
-  // An integer needs 16 digits or more to pass 2^53: text without such a
-  // run of digits is parsed natively.
-  if (!/\d{16}/.test(text)) return JSON.parse(text);
+  // An integer needs 16 digits or more to pass 2^53: text without such an
+  // integer (digits not after a point, nor before one or an exponent) is
+  // parsed natively.
+  if (!LONG_INTEGER.test(text)) return JSON.parse(text);
   const p = new JsonParser(text);
   const v = p.value();
   p.space();
   if (p.i !== text.length) p.fail('unexpected text after the value');
   return v;
 }
+
+const LONG_INTEGER = /(?:^|[^.\d])-?\d{16,}(?![.\deE])/;
+const WORDS = [['true', true], ['false', false], ['null', null]];
+const I64_MIN = -(2n ** 63n);
+const U64_MAX = 2n ** 64n - 1n;
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
 
@@ -216,7 +235,7 @@ class JsonParser {
       }
     }
     if (c === '"') return this.string();
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]]) {
+    for (const [word, v] of WORDS) {
       if (t.startsWith(word, this.i)) {
         this.i += word.length;
         return v;
@@ -227,7 +246,10 @@ class JsonParser {
     if (m === null) this.fail('unexpected character');
     this.i = NUMBER.lastIndex;
     const n = Number(m[0]);
-    if (m[1] === undefined && m[2] === undefined && !Number.isSafeInteger(n)) return BigInt(m[0]);
+    if (m[1] === undefined && m[2] === undefined && !Number.isSafeInteger(n)) {
+      const big = BigInt(m[0]);
+      if (big >= I64_MIN && big <= U64_MAX) return big;
+    }
     return n;
   }
   string() {
@@ -495,7 +517,7 @@ function unpackMap(r, n) {
 
 /** A 64-bit integer: a number when one holds it exactly, else a BigInt. */
 export function exact(x) {
-  return x <= BigInt(Number.MAX_SAFE_INTEGER) && x >= -BigInt(Number.MAX_SAFE_INTEGER) ? Number(x) : x;
+  return x <= SAFE && x >= -SAFE ? Number(x) : x;
 }
 
 function unpack(r) {

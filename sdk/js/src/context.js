@@ -126,6 +126,7 @@ export class Context {
   }
 
   timer(register, domain, time) {
+    if (typeof time === 'bigint') time = Number(time);
     if (!Number.isSafeInteger(time)) throw new TypeError(`a timer's time is a whole number of ms, not ${time}`);
     this.cache.current();
     this.pending.timerOps.push({ register, key: this.cache.key, time, domain });

@@ -1,7 +1,7 @@
 // Operators: the functions that register them by name, and how each kind
 // handles records, timers and windows.
 
-import { decode, encode } from './codec.js';
+import { decode, encode, shown } from './codec.js';
 import { isType } from './types.js';
 
 /** The operators of this component, by name, in registration order. */
@@ -104,9 +104,10 @@ const filterHandler = (f) => ({
 
 const timestampsHandler = (f) => ({
   weirSdkRecord(value, pending) {
-    const t = f(pending.codecs.read(value));
+    let t = f(pending.codecs.read(value));
+    if (typeof t === 'bigint') t = Number(t);
     if (!Number.isSafeInteger(t)) {
-      throw new TypeError(`a timestamp assigner returned ${JSON.stringify(t)}: a whole number of ms is needed`);
+      throw new TypeError(`a timestamp assigner returned ${shown(t)}: a whole number of ms is needed`);
     }
     pending.pushEncoded(pending.codecs.transcode(value), null, t);
   },

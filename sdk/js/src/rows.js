@@ -11,13 +11,13 @@ export const ROW = 'row';
 /** Fixed-width types: width, reader, writer (little-endian) and range. */
 const SCALARS = {
   bool: [1, (v, i) => v.getUint8(i) !== 0, (v, i, x) => v.setUint8(i, x ? 1 : 0)],
-  i8: [1, (v, i) => v.getInt8(i), (v, i, x) => v.setInt8(i, x), -(2 ** 7), 2 ** 7 - 1],
-  i16: [2, (v, i) => v.getInt16(i, true), (v, i, x) => v.setInt16(i, x, true), -(2 ** 15), 2 ** 15 - 1],
-  i32: [4, (v, i) => v.getInt32(i, true), (v, i, x) => v.setInt32(i, x, true), -(2 ** 31), 2 ** 31 - 1],
+  i8: [1, (v, i) => v.getInt8(i), (v, i, x) => v.setInt8(i, Number(x)), -(2 ** 7), 2 ** 7 - 1],
+  i16: [2, (v, i) => v.getInt16(i, true), (v, i, x) => v.setInt16(i, Number(x), true), -(2 ** 15), 2 ** 15 - 1],
+  i32: [4, (v, i) => v.getInt32(i, true), (v, i, x) => v.setInt32(i, Number(x), true), -(2 ** 31), 2 ** 31 - 1],
   i64: [8, (v, i) => exact(v.getBigInt64(i, true)), (v, i, x) => v.setBigInt64(i, BigInt(x), true), -(2n ** 63n), 2n ** 63n - 1n],
-  u8: [1, (v, i) => v.getUint8(i), (v, i, x) => v.setUint8(i, x), 0, 2 ** 8 - 1],
-  u16: [2, (v, i) => v.getUint16(i, true), (v, i, x) => v.setUint16(i, x, true), 0, 2 ** 16 - 1],
-  u32: [4, (v, i) => v.getUint32(i, true), (v, i, x) => v.setUint32(i, x, true), 0, 2 ** 32 - 1],
+  u8: [1, (v, i) => v.getUint8(i), (v, i, x) => v.setUint8(i, Number(x)), 0, 2 ** 8 - 1],
+  u16: [2, (v, i) => v.getUint16(i, true), (v, i, x) => v.setUint16(i, Number(x), true), 0, 2 ** 16 - 1],
+  u32: [4, (v, i) => v.getUint32(i, true), (v, i, x) => v.setUint32(i, Number(x), true), 0, 2 ** 32 - 1],
   u64: [8, (v, i) => exact(v.getBigUint64(i, true)), (v, i, x) => v.setBigUint64(i, BigInt(x), true), 0n, 2n ** 64n - 1n],
   f32: [4, (v, i) => v.getFloat32(i, true), (v, i, x) => v.setFloat32(i, x, true)],
   f64: [8, (v, i) => v.getFloat64(i, true), (v, i, x) => v.setFloat64(i, x, true)],
@@ -334,6 +334,10 @@ export function fromPlain(t, value, codec) {
       return value.map((v) => fromPlain(t.inner, v, codec));
     case 'bytes':
       return typeof value === 'string' ? fromBase64(value) : value;
+    case 'f32':
+    case 'f64':
+      // A whole number past 2^53 in JSON text reads as a BigInt.
+      return typeof value === 'bigint' ? Number(value) : value;
     default:
       return value;
   }

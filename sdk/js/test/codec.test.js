@@ -76,11 +76,33 @@ test('64-bit integers beyond 2^53 arrive exact, as BigInts, and are written back
   assert.deepEqual(v.l, [9007199254740993n, -9007199254740993n, 9007199254740991]);
   assert.deepEqual(Object.keys(v.o), ['__proto__']);
   assert.equal(Object.getPrototypeOf(v.o), Object.prototype);
-  assert.equal(utf8Decode(encode('json', v)), '{"id":1832198348291850241,"ts":1700000000000,"f":12345678901234568,"e":1e+300,"s":"12345678901234567890","l":[9007199254740993,-9007199254740993,9007199254740991],"o":{"__proto__":1}}');
+  assert.equal(utf8Decode(encode('json', v)), '{"id":1832198348291850241,"ts":1700000000000,"f":1.2345678901234568e+16,"e":1e+300,"s":"12345678901234567890","l":[9007199254740993,-9007199254740993,9007199254740991],"o":{"__proto__":1}}');
   // The same errors as the native parser's, for text that is not JSON.
   for (const bad of ['[12345678901234567890', '{"a" 12345678901234567890}', '12345678901234567890 x', '["\\u0001 12345678901234567890', '[01234567890123456789]']) {
     assert.throws(() => decode('json', utf8Encode(bad)), CodecError, bad);
   }
   // Integers past 64 bits still cannot be packed.
   assert.throws(() => encode('msgpack', 2n ** 64n), /does not fit in 64 bits/);
+});
+
+test('what JSON.stringify wrote reads back as it was, beside exact integers', () => {
+  // A number past 2^53 is a float: written in exponent form, it reads back as the number.
+  for (const n of [2 ** 60, -(2 ** 60), 1e21, 9007199254740992]) {
+    assert.equal(decode('json', encode('json', { n })).n, n, String(n));
+    assert.equal(decode('json', encode('json', [n, 1n << 60n]))[0], n, String(n));
+  }
+  // Floats with many digits, and integers past 64 bits, are numbers.
+  const v = decode('json', utf8Encode('[0.30000000000000004, 1234567890123456.7, 100000000000000000000, -1e400, 1700000000000123456]'));
+  assert.deepEqual(v, [0.30000000000000004, 1234567890123456.7, 1e20, -Infinity, 1700000000000123456n]);
+  // The exact parser reads what the native one reads.
+  const texts = ['{"a": "x\\\\", "b": [1, 2.5, -0, true, false, null, {}], "c": "\\u00e9\\n\\"", "d": {"a": 1, "a": 2}}', ' [ 1 , 2 ]\n', '"\u2028"'];
+  for (const t of texts) {
+    const padded = t.replace(/1/, '1').replace(/$/, '');
+    assert.deepEqual(decode('json', utf8Encode(`[${padded}, 12345678901234567890]`))[0], JSON.parse(padded), t);
+  }
+  // Dates, boxed values and class instances are written as JSON.stringify writes them.
+  class Point { constructor() { this.x = 1; } }
+  const mixed = { big: 1n << 60n, d: new Date(0), s: new String('ab'), n: new Number(5), p: new Point(), l: [1, 'a'] };
+  assert.equal(utf8Decode(encode('json', mixed)), '{"big":1152921504606846976,"d":"1970-01-01T00:00:00.000Z","s":"ab","n":5,"p":{"x":1},"l":[1,"a"]}');
+  assert.throws(() => encode('json', { big: 1n, p: Object.assign(new Point(), { y: NaN }) }), /cannot encode NaN/);
 });

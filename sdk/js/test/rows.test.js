@@ -185,3 +185,10 @@ test('64-bit fields beyond 2^53 read as exact BigInts in rows and plain values',
   assert.throws(() => write(record({ x: f64 }), { x: 5n }), /5 is not a number/);
   assert.throws(() => write(Ids, { id: 2n ** 64n, delta: 0, n: 0 }), /out of u64's range/);
 });
+
+test('a whole number past 2^53 in JSON text is a number where a float is declared', () => {
+  const T = record({ x: f64, n: u8 });
+  assert.deepEqual(reader('json', T)(new TextEncoder().encode('{"x": 10000000000000000, "n": 7}')), { x: 1e16, n: 7 });
+  // A BigInt a narrow integer field holds is written as its number.
+  assert.deepEqual(read(T, write(T, { x: 1.5, n: 7n })), { x: 1.5, n: 7 });
+});
