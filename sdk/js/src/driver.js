@@ -38,7 +38,15 @@ export function describe(name, e, prefix = `operator \`${name}\`:`) {
     }
     if (frames.length) text += `\n${frames.join('\n')}`;
   } else {
-    text = `${prefix} ${typeof e === 'string' ? e : JSON.stringify(e) ?? String(e)}`;
+    // What is thrown may be anything, JSON.stringify may throw on it (a
+    // BigInt, a cycle): the error is never lost to its description.
+    let json;
+    try {
+      json = JSON.stringify(e);
+    } catch {
+      json = undefined;
+    }
+    text = `${prefix} ${typeof e === 'string' ? e : json ?? String(e)}`;
   }
   return text.length > MAX_ERROR ? text.slice(0, MAX_ERROR - 3) + '...' : text;
 }

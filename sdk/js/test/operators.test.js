@@ -127,6 +127,16 @@ test('an exception names the operator and carries the stack', () => {
   });
 });
 
+weir.map('t-throws-value', (r) => {
+  throw { id: r.id };
+});
+
+test('a thrown value JSON.stringify refuses is still described', () => {
+  assert.throws(() => new Harness('t-throws-value').process({ id: 5 }), /operator `t-throws-value`: \{"id":5\}/);
+  // A 64-bit id past 2^53 arrives as a BigInt, which JSON.stringify refuses.
+  assert.throws(() => new Harness('t-throws-value').process({ id: 1n << 60n }), /operator `t-throws-value`: \[object Object\]/);
+});
+
 test('unknown operators and bad registrations are clear errors', () => {
   assert.throws(() => new Harness('nope'), /no operator named `nope`/);
   assert.throws(() => weir.map((x) => x), /name/);
