@@ -704,4 +704,47 @@ fn javascript_operators_keep_64_bit_ids_exact() {
         .collect();
     expected.sort();
     assert_eq!(got, expected, "{text}");
+
+    // Typed: the source reads its lines into rows (a u64 and an i64), the
+    // operator reads and writes rows.
+    let typed = [
+        (
+            18_446_744_073_709_551_615_u64,
+            -9_223_372_036_854_775_807_i64,
+        ),
+        (9_007_199_254_740_993, 9_007_199_254_740_995),
+        (7, 7),
+    ];
+    let lines: Vec<String> = typed
+        .iter()
+        .map(|(id, delta)| format!("{{\"id\": {id}, \"delta\": {delta}}}"))
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let manifest = std::fs::read_to_string(bundle.join("weir.toml")).unwrap();
+    let manifest = manifest
+        .replacen(
+            "type = 'json-lines-file'\npath",
+            "type = 'json-lines-file'\nschema = '{id: u64, delta: i64}'\npath",
+            1,
+        )
+        .replace("js-next-id", "js-next-id-typed");
+    std::fs::write(bundle.join("weir.toml"), manifest).unwrap();
+    std::fs::remove_file(&output).unwrap();
+    let out = weir(&["run", bundle.to_str().unwrap()], Duration::from_secs(300));
+    assert!(out.status.success(), "{}", said(&out));
+    let text = std::fs::read_to_string(&output).unwrap();
+    let mut got: Vec<(String, String)> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["id"].to_string(), v["delta"].to_string())
+        })
+        .collect();
+    got.sort();
+    let mut expected: Vec<(String, String)> = typed
+        .iter()
+        .map(|(id, delta)| (id.to_string(), (delta - 1).to_string()))
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected, "{text}");
 }

@@ -75,3 +75,11 @@ weir.map('js-next-id', (e) => ({
   next: typeof e.id === 'bigint' ? e.id + 1n : e.id + 1,
   big: typeof e.id === 'bigint',
 }));
+
+// The same on rows: a u64 and an i64 past 2^53 read and written in place.
+const Ids = record({ id: u64, delta: i64 });
+weir.map(
+  'js-next-id-typed',
+  (e) => ({ id: e.id, delta: typeof e.delta === 'bigint' ? e.delta - 1n : e.delta - 1 }),
+  { input: Ids, output: Ids },
+);
