@@ -359,6 +359,11 @@ export function toPlain(t, value, codec) {
       return value.map((v) => toPlain(t.inner, v, codec));
     case 'bytes':
       return codec === JSON_CODEC ? toBase64(value) : value;
+    case 'i64':
+    case 'u64':
+      // A whole number past 2^53 in a 64-bit integer field is written as
+      // the integer it is (JSON would write a number that large as a float).
+      return typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value) ? BigInt(value) : value;
     default:
       return value;
   }

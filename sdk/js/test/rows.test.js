@@ -191,4 +191,7 @@ test('a whole number past 2^53 in JSON text is a number where a float is declare
   assert.deepEqual(reader('json', T)(new TextEncoder().encode('{"x": 10000000000000000, "n": 7}')), { x: 1e16, n: 7 });
   // A BigInt a narrow integer field holds is written as its number.
   assert.deepEqual(read(T, write(T, { x: 1.5, n: 7n })), { x: 1.5, n: 7 });
+  // A number past 2^53 in a 64-bit integer field is written as an integer, in JSON too.
+  assert.equal(new TextDecoder().decode(writer('json', record({ id: u64 }))({ id: 2 ** 60 })), '{"id":1152921504606846976}');
 });
+
