@@ -220,6 +220,31 @@ async fn out_of_order_input_within_the_delay_counts_exactly_at_parallelism_1_and
     }
 }
 
+/// Many windows due at one watermark (more than the operator fires at
+/// once) all fire, each once, with their counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_thousand_windows_due_at_once_all_fire_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = Vec::new();
+    for round in 0..2_i64 {
+        for i in 0..20_000_i64 {
+            events.push((format!("k{i}"), round * 5000 + i % 1000));
+        }
+    }
+    let mut exact: Counts = BTreeMap::new();
+    for (k, t) in &events {
+        for (s, e) in windows_of(*t, 1000, 1000) {
+            *exact.entry((k.clone(), s, e)).or_default() += 1;
+        }
+    }
+    assert_eq!(exact.len(), 40_000);
+    let params = [("window", "1000"), ("max_delay", "0")];
+    let (out, late) = windowed_counts(dir.path(), &events, &params, 1).await;
+    assert!(late.is_empty(), "{late:?}");
+    assert_eq!(out.len(), exact.len(), "each window fires once");
+    assert_eq!(last_firings(&out), exact);
+}
+
 /// A sliding window whose slide does not divide its size (30 days every 7
 /// days): every record counts in each window `[k·7 d, k·7 d + 30 d)` that
 /// holds it (4 or 5 of them), as in Flink.

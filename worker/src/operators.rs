@@ -34,6 +34,16 @@ pub trait StreamOperator: Send {
         Ok(BatchOutput::default())
     }
 
+    /// Whether event-time timers up to `watermark` are still due after
+    /// [`StreamOperator::on_watermark`], which may fire them a bounded share
+    /// at a time (so that what fires at once is never all in memory): the
+    /// task then calls it again, routing each share, before the watermark
+    /// goes on.
+    fn more_due(&self, watermark: i64) -> bool {
+        let _ = watermark;
+        false
+    }
+
     /// Processing time reached `ctx.processing_time`: fire due timers.
     fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
         let _ = ctx;

@@ -959,12 +959,20 @@ impl Subtask {
     fn advance_watermark(&mut self, wm: i64) -> anyhow::Result<()> {
         let ctx = self.ctx(Some(wm));
         for i in 0..self.nodes.len() {
-            match &mut self.nodes[i].op {
-                NodeOp::Operator(op) => {
-                    let out = op.on_watermark(ctx)?;
-                    self.route(i, out, Some(wm))?;
+            // An operator may fire what is due a share at a time: each
+            // share goes downstream before the next fires, all before the
+            // watermark.
+            loop {
+                let NodeOp::Operator(op) = &mut self.nodes[i].op else {
+                    break;
+                };
+                let out = op.on_watermark(ctx)?;
+                let more = op.more_due(wm);
+                self.route(i, out, Some(wm))?;
+                if !more {
+                    break;
                 }
-                NodeOp::Sink(_) | NodeOp::Source => {}
+                self.flush_sinks(false)?;
             }
         }
         // What windows fired becomes visible as time goes on.

@@ -116,6 +116,10 @@ impl SlotCache {
 /// Timers of `domain` due up to `upto`, fired in batches of this many.
 const TIMER_BATCH: usize = 1024;
 
+/// Windows fired per call on a watermark, at most (about): the rest fire
+/// in the next calls, each share routed downstream before the next fires.
+const FIRE_SHARE: usize = 8 * TIMER_BATCH;
+
 /// The state name of a key's open windows.
 const WINDOWS_STATE: &str = "weir.windows";
 
@@ -180,11 +184,21 @@ impl WindowOperator {
         }
     }
 
-    /// Fire the due timers of the operator's clock up to `upto`.
-    fn fire_due(&mut self, upto: i64, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    /// Fire the due timers of the operator's clock up to `upto`, about
+    /// `share` of them at most.
+    fn fire_due(
+        &mut self,
+        upto: i64,
+        share: usize,
+        ctx: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
         let domain = self.domain();
         let mut all = BatchOutput::default();
+        let mut taken = 0;
         loop {
+            if taken >= share {
+                return Ok(all);
+            }
             let due = self
                 .backend
                 .take_due_timers(domain, upto, TIMER_BATCH)
@@ -192,6 +206,7 @@ impl WindowOperator {
             if due.is_empty() {
                 return Ok(all);
             }
+            taken += due.len();
             let timers: Vec<(&[u8], i64)> =
                 due.iter().map(|t| (t.key.as_slice(), t.time)).collect();
             let spec = self.spec;
@@ -327,17 +342,25 @@ impl StreamOperator for WindowOperator {
                         .next_timer(TimeDomain::EventTime)
                         .is_some_and(|t| t <= wm) =>
             {
-                self.fire_due(wm, ctx)
+                self.fire_due(wm, FIRE_SHARE, ctx)
             }
             _ => Ok(BatchOutput::default()),
         }
+    }
+
+    fn more_due(&self, watermark: i64) -> bool {
+        self.spec.time == Time::Event
+            && self
+                .backend
+                .next_timer(TimeDomain::EventTime)
+                .is_some_and(|t| t <= watermark)
     }
 
     fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
         if self.spec.time != Time::Processing {
             return Ok(BatchOutput::default());
         }
-        self.fire_due(ctx.processing_time, ctx)
+        self.fire_due(ctx.processing_time, usize::MAX, ctx)
     }
 
     fn next_processing_timer(&self) -> Option<i64> {
