@@ -962,10 +962,7 @@ impl Subtask {
             // An operator may fire what is due a share at a time: each
             // share goes downstream before the next fires, all before the
             // watermark.
-            loop {
-                let NodeOp::Operator(op) = &mut self.nodes[i].op else {
-                    break;
-                };
+            while let NodeOp::Operator(op) = &mut self.nodes[i].op {
                 let out = op.on_watermark(ctx)?;
                 let more = op.more_due(wm);
                 self.route(i, out, Some(wm))?;
