@@ -221,16 +221,20 @@ async fn out_of_order_input_within_the_delay_counts_exactly_at_parallelism_1_and
 }
 
 /// Many windows due at one watermark (more than the operator fires at
-/// once) all fire, each once, with their counts.
+/// once) all fire, at that watermark and at the end of input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_thousand_windows_due_at_once_all_fire_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let mut events = Vec::new();
-    for round in 0..2_i64 {
-        for i in 0..20_000_i64 {
-            events.push((format!("k{i}"), round * 5000 + i % 1000));
-        }
-    }
+    let keys = 20_000_i64;
+    let mut events: Vec<(String, i64)> = (0..keys).map(|i| (format!("k{i}"), i % 1000)).collect();
+    // Its watermark (4999) makes every window of the first round due.
+    events.push(("k0".into(), 5000));
+    // Then one late record per first-round window, within the lateness:
+    // each window fires again with 2 — so a window that did not fire at
+    // 4999 would first show up with 2.
+    events.extend((0..keys).map(|i| (format!("k{i}"), i % 1000)));
+    // A second round, due only at the end of input.
+    events.extend((0..keys).map(|i| (format!("k{i}"), 5000 + i % 1000)));
     let mut exact: Counts = BTreeMap::new();
     for (k, t) in &events {
         for (s, e) in windows_of(*t, 1000, 1000) {
@@ -238,11 +242,38 @@ async fn forty_thousand_windows_due_at_once_all_fire_exactly() {
         }
     }
     assert_eq!(exact.len(), 40_000);
-    let params = [("window", "1000"), ("max_delay", "0")];
+    let params = [
+        ("window", "1000"),
+        ("max_delay", "0"),
+        ("lateness", "10000"),
+    ];
     let (out, late) = windowed_counts(dir.path(), &events, &params, 1).await;
     assert!(late.is_empty(), "{late:?}");
-    assert_eq!(out.len(), exact.len(), "each window fires once");
+    let mut first: Counts = BTreeMap::new();
+    for v in &out {
+        let window = (
+            v["key"].as_str().unwrap().to_owned(),
+            v["window_start"].as_i64().unwrap(),
+            v["window_end"].as_i64().unwrap(),
+        );
+        first.entry(window).or_insert(v["count"].as_u64().unwrap());
+    }
+    let early: Vec<_> = first
+        .iter()
+        .filter(|((_, s, _), n)| *s == 0 && **n != 1)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "{} windows did not fire at the watermark: {:?}",
+        early.len(),
+        early.first()
+    );
     assert_eq!(last_firings(&out), exact);
+    assert_eq!(
+        out.len(),
+        60_000,
+        "each window once, the first round's twice"
+    );
 }
 
 /// A sliding window whose slide does not divide its size (30 days every 7
