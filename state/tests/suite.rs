@@ -136,6 +136,11 @@ fn packed_puts_and_reads(mut s: Subject) {
     let bad = PackedPuts::new(99, packed(&["a"]), packed(&["1"])).unwrap();
     assert!(b.apply(StateOp::PutValues(bad)).is_err());
     assert!(Packed::new(b"ab".to_vec(), vec![1, 3]).is_err());
+    // What a quota counts is what is held, bytes after the last string too.
+    assert_eq!(
+        Packed::new(b"abXYZ".to_vec(), vec![1, 2]).unwrap().bytes(),
+        5
+    );
     assert!(Packed::new(b"ab".to_vec(), vec![2, 1]).is_err());
 }
 

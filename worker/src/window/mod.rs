@@ -335,15 +335,7 @@ impl StreamOperator for WindowOperator {
 
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
         match ctx.watermark {
-            Some(wm)
-                if self.spec.time == Time::Event
-                    && self
-                        .backend
-                        .next_timer(TimeDomain::EventTime)
-                        .is_some_and(|t| t <= wm) =>
-            {
-                self.fire_due(wm, FIRE_SHARE, ctx)
-            }
+            Some(wm) if self.more_due(wm) => self.fire_due(wm, FIRE_SHARE, ctx),
             _ => Ok(BatchOutput::default()),
         }
     }
