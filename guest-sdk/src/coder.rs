@@ -8,6 +8,9 @@
 //!   fixed offsets, no parse), and any other stream — JSON, MessagePack —
 //!   is read into the same rows first, so the type reads the same whatever
 //!   the codec;
+//! - a typed record's view (`BidView<'a>` of `#[derive(Row)]` on `Bid`),
+//!   taken by a `map`, `flat_map`, `filter` or `timestamps` function, is
+//!   read by [`Views`]: `Bid`'s type is declared, the row is read in place;
 //! - any other serde type is **untyped** (`json`): decoded and encoded by
 //!   serde, in JSON or MessagePack.
 //!
@@ -47,6 +50,109 @@ pub trait Encode<T: ?Sized> {
     fn row_type(&self) -> Option<Type>;
     /// Append `value` to `buf` in `codec`.
     fn encode(&self, codec: Codec, value: &T, buf: &mut Vec<u8>);
+}
+
+/// Reads a function's argument from a record: an owned value ([`Rows`],
+/// [`Serde`]) or a view of the record's row that reads it in place
+/// ([`Views`]). The argument may borrow the record's bytes (or, for a
+/// record that came in another codec, `scratch`) for the call.
+pub trait Input: Default + 'static {
+    /// What the function takes.
+    type Arg<'a>;
+    /// The type it declares to the host (`None`: untyped).
+    fn row_type(&self) -> Option<Type>;
+    /// `bytes`, a record in `codec`, as the function's argument.
+    fn read<'a>(
+        &self,
+        codec: Codec,
+        bytes: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> crate::Result<Self::Arg<'a>>;
+    /// Append `bytes`, a record in `from`, to `buf` in `to`.
+    fn transcode(
+        &self,
+        from: Codec,
+        to: Codec,
+        bytes: &[u8],
+        buf: &mut Vec<u8>,
+    ) -> crate::Result<()>;
+}
+
+macro_rules! owned_input {
+    ($coder:ident, $($bound:tt)+) => {
+        impl<T: $($bound)+ + 'static> Input for $coder<T> {
+            type Arg<'a> = T;
+
+            fn row_type(&self) -> Option<Type> {
+                Decode::row_type(self)
+            }
+
+            #[inline]
+            fn read<'a>(&self, codec: Codec, bytes: &'a [u8], _: &'a mut Vec<u8>) -> crate::Result<T> {
+                self.decode(codec, bytes)
+            }
+
+            fn transcode(
+                &self,
+                from: Codec,
+                to: Codec,
+                bytes: &[u8],
+                buf: &mut Vec<u8>,
+            ) -> crate::Result<()> {
+                Decode::transcode(self, from, to, bytes, buf)
+            }
+        }
+    };
+}
+
+owned_input!(Rows, crate::Row);
+owned_input!(Serde, DeserializeOwned);
+
+/// The reader of a function that takes a view (`fn f(e: BidView<'_>)`): the
+/// record's row is read in place, a field when the function asks for it. A
+/// record in another codec (JSON, MessagePack) is read into a row first.
+pub struct Views<T>(Rows<T>);
+
+impl<T: crate::Row> Default for Views<T> {
+    fn default() -> Self {
+        Views(Rows::new())
+    }
+}
+
+impl<T: crate::Row + 'static> Input for Views<T> {
+    type Arg<'a> = T::Ref<'a>;
+
+    fn row_type(&self) -> Option<Type> {
+        Some(T::row_type())
+    }
+
+    #[inline]
+    fn read<'a>(
+        &self,
+        codec: Codec,
+        bytes: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> crate::Result<T::Ref<'a>> {
+        let row: &'a [u8] = match codec {
+            Codec::Row => bytes,
+            _ => {
+                scratch.clear();
+                self.0.read_row(codec, bytes, scratch)?;
+                scratch
+            }
+        };
+        T::view(row).map_err(|e| format!("cannot read a row as {}: {e}", T::row_type()).into())
+    }
+
+    fn transcode(
+        &self,
+        from: Codec,
+        to: Codec,
+        bytes: &[u8],
+        buf: &mut Vec<u8>,
+    ) -> crate::Result<()> {
+        Decode::transcode(&self.0, from, to, bytes, buf)
+    }
 }
 
 /// The coder of a typed type: rows, and every other codec through rows.
@@ -255,6 +361,21 @@ impl<T: crate::Row + 'static> ViaRows<T> for Probe<T> {
     }
 }
 
+/// A view type's reader (`BidView<'_>` reads rows of `Bid`).
+pub trait ViaViews<T> {
+    /// Its reader.
+    fn decoder(&self) -> Views<T>;
+}
+
+impl<V: weir_types::RowView> ViaViews<V::Of> for Probe<V>
+where
+    V::Of: 'static,
+{
+    fn decoder(&self) -> Views<V::Of> {
+        Views::default()
+    }
+}
+
 /// An untyped type's decoder.
 pub trait ViaSerdeDecode<T> {
     /// Its decoder.
@@ -331,12 +452,11 @@ mod tests {
             c.encode(codec, &value, &mut other);
             assert_eq!(c.decode(codec, &other).unwrap(), value, "{codec:?}");
             let mut back = Vec::new();
-            c.transcode(codec, Codec::Row, &other, &mut back).unwrap();
+            Decode::transcode(&c, codec, Codec::Row, &other, &mut back).unwrap();
             assert_eq!(back, row);
         }
         let mut json = Vec::new();
-        c.transcode(Codec::Row, Codec::Json, &row, &mut json)
-            .unwrap();
+        Decode::transcode(&c, Codec::Row, Codec::Json, &row, &mut json).unwrap();
         assert_eq!(json, b"[1,null,300]");
         let e = c
             .decode(Codec::Json, b"[1, \"x\"]")

@@ -1,6 +1,8 @@
 //! Runs an operator over a batch: decodes records, keeps the current key,
 //! serves state from the cache, and collects the batch's effects.
 
+use std::marker::PhantomData;
+
 use weir_types::Type;
 
 use crate::__private::bindings::weir::operator::types::{
@@ -8,7 +10,7 @@ use crate::__private::bindings::weir::operator::types::{
 };
 use crate::batch::OutBatch;
 use crate::codec::wire::Codecs;
-use crate::coder::{Decode, Encode};
+use crate::coder::{Decode, Encode, Input};
 use crate::context::Pending;
 use crate::state::{StateCache, StateChanges, with_cache};
 use crate::{Collector, Context, KeyedProcess, OpenContext, Process, TimeDomain, host};
@@ -78,42 +80,80 @@ pub struct OperatorEntry {
     pub(crate) create: Create,
 }
 
-struct MapOp<I, O, D, E>(fn(I) -> O, D, E);
-struct FlatMapOp<I, O, D, E>(fn(I, &mut Collector<O>), D, E);
-struct FilterOp<I, D>(fn(&I) -> bool, D);
+/// A stateless function over records: the function, its input's reader
+/// (with the scratch row a view of a non-row record borrows), its output's
+/// coder.
+struct FnOp<F, D, E, O> {
+    f: F,
+    d: D,
+    e: E,
+    scratch: Vec<u8>,
+    _out: PhantomData<fn() -> O>,
+}
+
+impl<F, D, E, O> FnOp<F, D, E, O> {
+    fn new(f: F, d: D, e: E) -> Self {
+        FnOp {
+            f,
+            d,
+            e,
+            scratch: Vec::new(),
+            _out: PhantomData,
+        }
+    }
+}
+
+/// A map.
+struct MapFn;
+/// A flat map.
+struct FlatMapFn;
+/// A filter.
+struct FilterFn;
+/// A timestamp assigner.
+struct TimestampFn;
+
 struct ProcessOp<P, D, E>(P, D, E);
 struct KeyedOp<P, D, E>(P, D, E);
 
-impl<I, O: 'static, D: Decode<I>, E: Encode<O>> DynOperator for MapOp<I, O, D, E> {
+impl<F, O: 'static, D: Input, E: Encode<O>> DynOperator for FnOp<F, D, E, (MapFn, O)>
+where
+    F: for<'a> Fn(D::Arg<'a>) -> O,
+{
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let out = (self.0)(self.1.decode(batch.input, value)?);
+        let out = (self.f)(self.d.read(batch.input, value, &mut self.scratch)?);
         Collector::<O> {
             batch,
-            enc: &self.2,
+            enc: &self.e,
         }
         .emit(out);
         Ok(())
     }
 }
 
-impl<I, O: 'static, D: Decode<I>, E: Encode<O>> DynOperator for FlatMapOp<I, O, D, E> {
+impl<F, O: 'static, D: Input, E: Encode<O>> DynOperator for FnOp<F, D, E, (FlatMapFn, O)>
+where
+    F: for<'a, 'b, 'c> Fn(D::Arg<'a>, &'b mut Collector<'c, O>),
+{
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        (self.0)(
-            self.1.decode(batch.input, value)?,
+        (self.f)(
+            self.d.read(batch.input, value, &mut self.scratch)?,
             &mut Collector {
                 batch,
-                enc: &self.2,
+                enc: &self.e,
             },
         );
         Ok(())
     }
 }
 
-impl<I, D: Decode<I>> DynOperator for FilterOp<I, D> {
+impl<F, D: Input> DynOperator for FnOp<F, D, (), FilterFn>
+where
+    F: for<'a, 'b> Fn(&'b D::Arg<'a>) -> bool,
+{
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        if (self.0)(&self.1.decode(batch.input, value)?) {
+        if (self.f)(&self.d.read(batch.input, value, &mut self.scratch)?) {
             let (timestamp, from, to) = (batch.timestamp, batch.input, batch.output);
-            let d = &self.1;
+            let d = &self.d;
             batch
                 .outputs
                 .try_push_with(None, timestamp, |buf| d.transcode(from, to, value, buf))?;
@@ -122,13 +162,14 @@ impl<I, D: Decode<I>> DynOperator for FilterOp<I, D> {
     }
 }
 
-struct TimestampOp<I, D>(fn(&I) -> i64, D);
-
-impl<I, D: Decode<I>> DynOperator for TimestampOp<I, D> {
+impl<F, D: Input> DynOperator for FnOp<F, D, (), TimestampFn>
+where
+    F: for<'a, 'b> Fn(&'b D::Arg<'a>) -> i64,
+{
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
-        let t = (self.0)(&self.1.decode(batch.input, value)?);
+        let t = (self.f)(&self.d.read(batch.input, value, &mut self.scratch)?);
         let (from, to) = (batch.input, batch.output);
-        let d = &self.1;
+        let d = &self.d;
         batch
             .outputs
             .try_push_with(None, Some(t), |buf| d.transcode(from, to, value, buf))?;
@@ -171,61 +212,74 @@ impl<P: KeyedProcess, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for Keyed
 }
 
 impl OperatorEntry {
-    /// A `map` operator from a function, reading with `d` and writing with
-    /// `e`.
-    pub fn map<
-        I: 'static,
-        O: 'static,
-        D: Decode<I> + Default + 'static,
-        E: Encode<O> + Default + 'static,
-    >(
+    /// A `map` operator from a function, reading with `d` (an owned value
+    /// or a view) and writing with `e`.
+    pub fn map<F, O: 'static, D: Input, E: Encode<O> + Default + 'static>(
         name: &'static str,
-        f: fn(I) -> O,
+        f: F,
         d: D,
         e: E,
-    ) -> Self {
+    ) -> Self
+    where
+        F: for<'a> Fn(D::Arg<'a>) -> O + Copy + 'static,
+    {
         OperatorEntry {
             name,
             kind: OperatorKind::Map,
             input_type: d.row_type(),
             output_type: e.row_type(),
-            create: Box::new(move |_| Ok(Box::new(MapOp(f, clone_coder(&d), clone_coder(&e))))),
+            create: Box::new(move |_| {
+                Ok(Box::new(FnOp::<_, _, _, (MapFn, O)>::new(
+                    f,
+                    D::default(),
+                    E::default(),
+                )))
+            }),
         }
     }
 
     /// A `flat_map` operator from a function.
-    pub fn flat_map<
-        I: 'static,
-        O: 'static,
-        D: Decode<I> + Default + 'static,
-        E: Encode<O> + Default + 'static,
-    >(
+    pub fn flat_map<F, O: 'static, D: Input, E: Encode<O> + Default + 'static>(
         name: &'static str,
-        f: fn(I, &mut Collector<O>),
+        f: F,
         d: D,
         e: E,
-    ) -> Self {
+    ) -> Self
+    where
+        F: for<'a, 'b, 'c> Fn(D::Arg<'a>, &'b mut Collector<'c, O>) + Copy + 'static,
+    {
         OperatorEntry {
             name,
             kind: OperatorKind::FlatMap,
             input_type: d.row_type(),
             output_type: e.row_type(),
-            create: Box::new(move |_| Ok(Box::new(FlatMapOp(f, clone_coder(&d), clone_coder(&e))))),
+            create: Box::new(move |_| {
+                Ok(Box::new(FnOp::<_, _, _, (FlatMapFn, O)>::new(
+                    f,
+                    D::default(),
+                    E::default(),
+                )))
+            }),
         }
     }
 
     /// A `filter` operator from a predicate: it writes what it reads.
-    pub fn filter<I: 'static, D: Decode<I> + Default + 'static>(
-        name: &'static str,
-        f: fn(&I) -> bool,
-        d: D,
-    ) -> Self {
+    pub fn filter<F, D: Input>(name: &'static str, f: F, d: D) -> Self
+    where
+        F: for<'a, 'b> Fn(&'b D::Arg<'a>) -> bool + Copy + 'static,
+    {
         OperatorEntry {
             name,
             kind: OperatorKind::Filter,
             input_type: d.row_type(),
             output_type: None,
-            create: Box::new(move |_| Ok(Box::new(FilterOp(f, clone_coder(&d))))),
+            create: Box::new(move |_| {
+                Ok(Box::new(FnOp::<_, _, _, FilterFn>::new(
+                    f,
+                    D::default(),
+                    (),
+                )))
+            }),
         }
     }
 
@@ -256,17 +310,22 @@ impl OperatorEntry {
 
     /// A timestamp assigner from a function: each record goes on unchanged,
     /// with the event timestamp (ms) the function returns.
-    pub fn timestamps<I: 'static, D: Decode<I> + Default + 'static>(
-        name: &'static str,
-        f: fn(&I) -> i64,
-        d: D,
-    ) -> Self {
+    pub fn timestamps<F, D: Input>(name: &'static str, f: F, d: D) -> Self
+    where
+        F: for<'a, 'b> Fn(&'b D::Arg<'a>) -> i64 + Copy + 'static,
+    {
         OperatorEntry {
             name,
             kind: OperatorKind::TimestampAssigner,
             input_type: d.row_type(),
             output_type: None,
-            create: Box::new(move |_| Ok(Box::new(TimestampOp(f, clone_coder(&d))))),
+            create: Box::new(move |_| {
+                Ok(Box::new(FnOp::<_, _, _, TimestampFn>::new(
+                    f,
+                    D::default(),
+                    (),
+                )))
+            }),
         }
     }
 

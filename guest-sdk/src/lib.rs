@@ -22,8 +22,11 @@
 //!   timers. [`OpenContext`] reads the job's parameters and declares state.
 //! - **State.** [`ValueState`], [`ListState`] and [`MapState`] are typed
 //!   handles on the state of the current key, (de)serialized with serde.
-//! - **Codec.** Values cross the boundary as UTF-8 JSON ([`codec`]), which any
-//!   language can read and write.
+//! - **Records.** `#[derive(Row)]` makes a struct a typed record: it travels
+//!   as a row, checked against its neighbours' types when the job is
+//!   submitted, and its view (`BidView<'a>` for `Bid`, a [`RowView`]) reads a
+//!   field in place, without decoding the record. Other serde types are
+//!   untyped and cross the boundary as JSON or MessagePack ([`codec`]).
 //! - **Testing.** [`testing::Harness`] runs an operator natively, under plain
 //!   `cargo test`, with in-memory state and timers.
 //!
@@ -76,6 +79,59 @@
 //! }
 //! # fn main() {}
 //! ```
+//!
+//! ## Views
+//!
+//! A `map`, `flat_map`, `filter` or `timestamps` function may take a typed
+//! record's view instead of the record: each accessor reads its field where
+//! it lies in the row (a number: one load; a string: a `&str` into the
+//! row; a list: a [`ListView`]).
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use weir::{Row, RowView};
+//!
+//! #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
+//! pub struct Bid {
+//!     pub auction: u64,
+//!     pub bidder: String,
+//!     pub price: u64,
+//!     pub tags: Vec<String>,
+//! }
+//!
+//! #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
+//! pub struct Flagged {
+//!     pub auction: u64,
+//!     pub bidder_len: u64,
+//! }
+//!
+//! // Filters and timestamp assigners take `&BidView`, maps and flat maps `BidView`.
+//! pub fn expensive(b: &BidView<'_>) -> bool {
+//!     b.price() > 1_000 && b.tags().iter().any(|t| t == "rare")
+//! }
+//!
+//! pub fn flag(b: BidView<'_>) -> Flagged {
+//!     Flagged { auction: b.auction(), bidder_len: b.bidder().len() as u64 }
+//! }
+//!
+//! weir::export_operators! {
+//!     filter "expensive" => expensive;
+//!     map "flag" => flag;
+//! }
+//!
+//! fn main() {
+//!     let bid = Bid { auction: 1, bidder: "ada".into(), price: 5_000, tags: vec!["rare".into()] };
+//!     let mut h = weir::harness!("expensive").unwrap().rows().unwrap();
+//!     assert_eq!(h.process::<_, _, Bid>(&(), &bid, None).unwrap(), [bid.clone()]);
+//!     let mut h = weir::harness!("flag").unwrap().rows().unwrap();
+//!     let out: Vec<Flagged> = h.process(&(), &bid, None).unwrap();
+//!     assert_eq!(out, [Flagged { auction: 1, bidder_len: 3 }]);
+//!     // A view decodes the whole record when asked to.
+//!     let mut row = Vec::new();
+//!     bid.encode(&mut row);
+//!     assert_eq!(Bid::view(&row).unwrap().to_value().unwrap(), bid);
+//! }
+//! ```
 
 // The derive's code names the SDK `::weir`, inside this crate too.
 extern crate self as weir;
@@ -99,6 +155,7 @@ pub use state::{ListState, MapState, ValueState};
 pub use weir_derive::Row;
 pub use weir_types::RowValue as Row;
 pub use weir_types::Type;
+pub use weir_types::{ListView, RowView};
 pub use window::{Aggregate, ProcessWindow, Window};
 
 /// The error type of operator code: any error converts into it with `?`, and
@@ -169,8 +226,11 @@ pub enum LogLevel {
 /// | `window_process` | a type implementing [`ProcessWindow`] | per window, with all its records |
 /// | `timestamps` | `fn(&In) -> i64` | a source's `timestamp-assigner`: the record's event time in ms |
 ///
-/// `In` and `Out` are any serde types; records are read and written with the
-/// JSON [`codec`]. Use the macro once, at the root of the crate.
+/// `In` and `Out` are typed records (`#[derive(Row)]`, read and written as
+/// rows) or any serde types (read and written in the stream's [`codec`]). A
+/// `map`, `flat_map`, `filter` or `timestamps` function may take a typed
+/// record's view (`InView<'_>`, see [Views](crate#views)) in place of `In`.
+/// Use the macro once, at the root of the crate.
 ///
 /// ```
 /// #[derive(serde::Deserialize, serde::Serialize)]
@@ -248,25 +308,25 @@ macro_rules! __weir_entry {
     // for a typed one (`weir::Row`), serde for any other (crate::coder).
     (map $name:literal => $item:path) => {{
         #[allow(unused_imports)]
-        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
+        use $crate::__private::coder::{ViaRows as _, ViaViews as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
         let (i, o) = $crate::__private::coder::probe_map($item);
         $crate::__private::OperatorEntry::map($name, $item, (&i).decoder(), (&o).encoder())
     }};
     (flat_map $name:literal => $item:path) => {{
         #[allow(unused_imports)]
-        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
+        use $crate::__private::coder::{ViaRows as _, ViaViews as _, ViaSerdeDecode as _, ViaSerdeEncode as _};
         let (i, o) = $crate::__private::coder::probe_flat_map($item);
         $crate::__private::OperatorEntry::flat_map($name, $item, (&i).decoder(), (&o).encoder())
     }};
     (filter $name:literal => $item:path) => {{
         #[allow(unused_imports)]
-        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _};
+        use $crate::__private::coder::{ViaRows as _, ViaViews as _, ViaSerdeDecode as _};
         let i = $crate::__private::coder::probe_ref($item);
         $crate::__private::OperatorEntry::filter($name, $item, (&i).decoder())
     }};
     (timestamps $name:literal => $item:path) => {{
         #[allow(unused_imports)]
-        use $crate::__private::coder::{ViaRows as _, ViaSerdeDecode as _};
+        use $crate::__private::coder::{ViaRows as _, ViaViews as _, ViaSerdeDecode as _};
         let i = $crate::__private::coder::probe_ref($item);
         $crate::__private::OperatorEntry::timestamps($name, $item, (&i).decoder())
     }};

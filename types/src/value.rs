@@ -1,6 +1,9 @@
 //! Rust values that are rows: [`RowValue`], implemented for the scalars,
 //! `String`, `Option`, `Vec` and `serde_json::Value` here, and for a
-//! struct by the SDK's `#[derive(weir::Row)]`.
+//! struct by the SDK's `#[derive(weir::Row)]`; and their views, which read
+//! a row in place ([`RowValue::Ref`], [`ListView`]).
+
+use std::marker::PhantomData;
 
 use crate::row::{
     RowError, VAR_SLOT, begin_list, fixed, is_null, list_header, patch_var, set_null, utf8, var,
@@ -45,6 +48,25 @@ pub trait RowValue: Sized {
 
     /// Read it from its value encoding.
     fn decode(bytes: &[u8]) -> Result<Self, RowError>;
+
+    /// What a view reads of it in place, borrowing the row's bytes: the
+    /// value itself for a scalar, `&str` for a string, a [`ListView`] for
+    /// a list, an `Option` of these for an optional, the derived view of a
+    /// record (`#[derive(weir::Row)]` on `Bid` makes `BidView`), and an
+    /// owned value for `json`.
+    type Ref<'a>;
+
+    /// Read it in place from its slot (what [`RowValue::read_slot`] reads,
+    /// without copying a string or a list).
+    fn read_ref(
+        base: &[u8],
+        nulls_at: usize,
+        index: usize,
+        off: usize,
+    ) -> Result<Self::Ref<'_>, RowError>;
+
+    /// Read it in place from its value encoding.
+    fn view(bytes: &[u8]) -> Result<Self::Ref<'_>, RowError>;
 }
 
 macro_rules! scalar {
@@ -82,6 +104,18 @@ macro_rules! scalar {
                     ))
                 })?;
                 Ok(<$t>::from_le_bytes(b))
+            }
+
+            type Ref<'a> = $t;
+
+            #[inline]
+            fn read_ref(base: &[u8], nulls_at: usize, index: usize, off: usize) -> Result<$t, RowError> {
+                Self::read_slot(base, nulls_at, index, off)
+            }
+
+            #[inline]
+            fn view(bytes: &[u8]) -> Result<$t, RowError> {
+                Self::decode(bytes)
             }
         }
     )*};
@@ -127,6 +161,17 @@ impl RowValue for bool {
             _ => Err(RowError(format!("a bool value of {} bytes", bytes.len()))),
         }
     }
+
+    type Ref<'a> = bool;
+
+    #[inline]
+    fn read_ref(base: &[u8], nulls_at: usize, index: usize, off: usize) -> Result<bool, RowError> {
+        Self::read_slot(base, nulls_at, index, off)
+    }
+
+    fn view(bytes: &[u8]) -> Result<bool, RowError> {
+        Self::decode(bytes)
+    }
 }
 
 impl RowValue for String {
@@ -155,6 +200,18 @@ impl RowValue for String {
     fn decode(bytes: &[u8]) -> Result<Self, RowError> {
         Ok(utf8(bytes)?.to_owned())
     }
+
+    type Ref<'a> = &'a str;
+
+    #[inline]
+    fn read_ref(base: &[u8], _: usize, _: usize, off: usize) -> Result<&str, RowError> {
+        utf8(var(base, off)?)
+    }
+
+    #[inline]
+    fn view(bytes: &[u8]) -> Result<&str, RowError> {
+        utf8(bytes)
+    }
 }
 
 impl RowValue for serde_json::Value {
@@ -180,6 +237,22 @@ impl RowValue for serde_json::Value {
 
     fn decode(bytes: &[u8]) -> Result<Self, RowError> {
         serde_json::from_slice(bytes).map_err(|e| RowError(format!("a json value: {e}")))
+    }
+
+    /// A `json` field has no layout to read in place: it is parsed.
+    type Ref<'a> = serde_json::Value;
+
+    fn read_ref(
+        base: &[u8],
+        nulls_at: usize,
+        index: usize,
+        off: usize,
+    ) -> Result<serde_json::Value, RowError> {
+        Self::read_slot(base, nulls_at, index, off)
+    }
+
+    fn view(bytes: &[u8]) -> Result<serde_json::Value, RowError> {
+        Self::decode(bytes)
     }
 }
 
@@ -236,6 +309,30 @@ impl<T: RowValue> RowValue for Option<T> {
             Some((_, rest)) => T::decode(rest).map(Some),
         }
     }
+
+    type Ref<'a> = Option<T::Ref<'a>>;
+
+    #[inline]
+    fn read_ref(
+        base: &[u8],
+        nulls_at: usize,
+        index: usize,
+        off: usize,
+    ) -> Result<Self::Ref<'_>, RowError> {
+        if is_null(base, nulls_at, index) {
+            Ok(None)
+        } else {
+            T::read_ref(base, nulls_at, index, off).map(Some)
+        }
+    }
+
+    fn view(bytes: &[u8]) -> Result<Self::Ref<'_>, RowError> {
+        match bytes.split_first() {
+            None => Ok(None),
+            Some(_) if T::OPTIONAL => T::view(bytes).map(Some),
+            Some((_, rest)) => T::view(rest).map(Some),
+        }
+    }
 }
 
 impl<T: RowValue> RowValue for Vec<T> {
@@ -270,6 +367,131 @@ impl<T: RowValue> RowValue for Vec<T> {
             .map(|i| T::read_slot(bytes, 4, i, slots + i * T::WIDTH))
             .collect()
     }
+
+    type Ref<'a> = ListView<'a, T>;
+
+    fn read_ref(base: &[u8], _: usize, _: usize, off: usize) -> Result<ListView<'_, T>, RowError> {
+        ListView::new(var(base, off)?)
+    }
+
+    fn view(bytes: &[u8]) -> Result<ListView<'_, T>, RowError> {
+        ListView::new(bytes)
+    }
+}
+
+/// A list read in place: its elements are read when asked for
+/// ([`RowValue::Ref`] of each), none is copied.
+pub struct ListView<'a, T> {
+    payload: &'a [u8],
+    count: usize,
+    slots: usize,
+    _element: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for ListView<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for ListView<'_, T> {}
+
+impl<'a, T: RowValue> ListView<'a, T> {
+    /// The list whose payload is `payload` (its count checked against its
+    /// bytes).
+    pub fn new(payload: &'a [u8]) -> Result<Self, RowError> {
+        let (count, slots) = list_header(payload, T::WIDTH)?;
+        Ok(ListView {
+            payload,
+            count,
+            slots,
+            _element: PhantomData,
+        })
+    }
+
+    /// How many elements it has.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether it has none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Element `i`, `None` past the end; an error when the list is
+    /// malformed.
+    pub fn try_get(&self, i: usize) -> Option<Result<T::Ref<'a>, RowError>> {
+        (i < self.count).then(|| T::read_ref(self.payload, 4, i, self.slots + i * T::WIDTH))
+    }
+
+    /// Element `i`, `None` past the end.
+    ///
+    /// # Panics
+    ///
+    /// When the list is malformed (which no writer of Weir's makes).
+    #[track_caller]
+    pub fn get(&self, i: usize) -> Option<T::Ref<'a>> {
+        match self.try_get(i)? {
+            Ok(v) => Some(v),
+            Err(e) => malformed("a list element", e),
+        }
+    }
+
+    /// Its elements in order (panicking as [`ListView::get`] does).
+    pub fn iter(&self) -> impl Iterator<Item = T::Ref<'a>> + 'a {
+        let list = *self;
+        (0..self.count).map(move |i| {
+            match T::read_ref(list.payload, 4, i, list.slots + i * T::WIDTH) {
+                Ok(v) => v,
+                Err(e) => malformed("a list element", e),
+            }
+        })
+    }
+
+    /// Its elements, copied out.
+    pub fn to_vec(&self) -> Result<Vec<T>, RowError> {
+        Vec::<T>::decode(self.payload)
+    }
+
+    /// The list's payload, as it lies in the row.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.payload
+    }
+}
+
+impl<'a, T: RowValue> std::fmt::Debug for ListView<'a, T>
+where
+    T::Ref<'a>: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A record's view (`#[derive(weir::Row)]` on `Bid` makes `BidView<'a>`):
+/// the row it reads, and the record type it views.
+pub trait RowView: Copy {
+    /// The record type whose rows it reads.
+    type Of: RowValue;
+
+    /// The row's bytes, as they lie in the batch.
+    fn row(&self) -> &[u8];
+
+    /// The record, decoded (every field copied out).
+    fn to_value(&self) -> Result<Self::Of, RowError> {
+        Self::Of::decode(self.row())
+    }
+}
+
+/// A view's field (`what`: `Type.field`, or `a list element`) that its row
+/// does not hold as its type says: the row was not written by a writer of
+/// this format. Views panic on it (the operator fails, its log naming the
+/// field) rather than make every read fallible.
+#[cold]
+#[track_caller]
+pub fn malformed(what: &str, e: RowError) -> ! {
+    panic!("a malformed row: {what}: {e}")
 }
 
 #[cfg(test)]
@@ -316,6 +538,41 @@ mod tests {
         assert_eq!(<Option<Option<u8>>>::decode(&b).unwrap(), None);
         assert_eq!(<Option<Option<u8>>>::row_type().to_string(), "u8?");
         assert_eq!(<Option<Vec<u8>>>::row_type().to_string(), "list<u8>?");
+    }
+
+    #[test]
+    fn views_of_value_encodings_read_what_decoding_reads() {
+        let mut b = Vec::new();
+        Some("é".to_owned()).encode(&mut b);
+        assert_eq!(<Option<String>>::view(&b).unwrap(), Some("é"));
+        assert_eq!(<Option<String>>::view(&[]).unwrap(), None);
+        let mut b = Vec::new();
+        Some(Some(4u8)).encode(&mut b);
+        assert_eq!(<Option<Option<u8>>>::view(&b).unwrap(), Some(Some(4)));
+        let mut b = Vec::new();
+        vec![Some(1u32), None, Some(300)].encode(&mut b);
+        let list = <Vec<Option<u32>>>::view(&b).unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(list.iter().collect::<Vec<_>>(), [Some(1), None, Some(300)]);
+        assert_eq!(list.get(2), Some(Some(300)));
+        assert_eq!(list.get(3), None);
+        assert_eq!(format!("{list:?}"), "[Some(1), None, Some(300)]");
+        let mut b = Vec::new();
+        vec![vec!["a".to_owned()], vec![]].encode(&mut b);
+        let nested = <Vec<Vec<String>>>::view(&b).unwrap();
+        assert_eq!(nested.get(0).unwrap().get(0), Some("a"));
+        assert!(nested.get(1).unwrap().is_empty());
+        // A count its bytes cannot hold is an error when the list is viewed.
+        assert!(<Vec<u64>>::view(&[9, 0, 0, 0, 0]).is_err());
+        // An element whose payload lies outside the list: that element's
+        // read is an error, the others read.
+        let mut b = Vec::new();
+        vec!["ab".to_owned(), "c".to_owned()].encode(&mut b);
+        let end = b.len();
+        b[4 + 1 + 8..4 + 1 + 12].copy_from_slice(&(end as u32).to_le_bytes());
+        let list = <Vec<String>>::view(&b).unwrap();
+        assert_eq!(list.try_get(0).unwrap().unwrap(), "ab");
+        assert!(list.try_get(1).unwrap().is_err());
     }
 
     #[test]

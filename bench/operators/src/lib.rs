@@ -130,7 +130,31 @@ impl Aggregate for WindowedCount {
     }
 }
 
+/// One event of the `bids` generator: `{"key": "a123", "price": ..,
+/// "ts": ..}`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
+pub struct Bid {
+    /// Its key, a short string.
+    pub key: String,
+    /// Its price.
+    pub price: u64,
+    /// Its event time, ms.
+    pub ts: i64,
+}
+
+/// Bids over 5,000, from the decoded record (its key copied out).
+pub fn expensive(b: &Bid) -> bool {
+    b.price > 5_000
+}
+
+/// The same through the record's view: the price read in place.
+pub fn expensive_view(b: &BidView<'_>) -> bool {
+    b.price() > 5_000
+}
+
 weir::export_operators! {
+    filter "expensive" => expensive;
+    filter "expensive-view" => expensive_view;
     map "q0" => q0;
     flat_map "q1" => q1;
     keyed_process "count-per-key" => CountPerKey;
@@ -166,6 +190,23 @@ mod tests {
         );
         let out: Vec<Q1> = h.process(&(), &event(1235), None).unwrap();
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn the_view_filter_keeps_what_the_decoded_one_keeps() {
+        for name in ["expensive", "expensive-view"] {
+            let mut h = weir::harness!(name).unwrap().rows().unwrap();
+            for price in [0, 5_000, 5_001, 9_999] {
+                let bid = Bid {
+                    key: "a17".into(),
+                    price,
+                    ts: 3,
+                };
+                let out: Vec<Bid> = h.process(&(), &bid, None).unwrap();
+                let want = if price > 5_000 { vec![bid] } else { vec![] };
+                assert_eq!(out, want, "{name} at {price}");
+            }
+        }
     }
 
     #[test]

@@ -10,7 +10,13 @@ use syn::{Data, DeriveInput, Fields, LitStr, parse_macro_input, spanned::Spanned
 /// Derive `weir::Row` for a struct with named fields: its type is a
 /// record of its fields, in order, named as serde names them
 /// (`#[serde(rename)]` and `#[serde(rename_all)]` are followed).
-#[proc_macro_derive(Row, attributes(serde))]
+///
+/// It also defines the struct's view, `NameView<'a>` (beside the struct,
+/// with its visibility): one accessor per field, reading the field in place
+/// in a row. `#[weir(view = "Other")]` names it otherwise, and
+/// `#[weir(view = false)]` defines none (the struct's `Ref` is then the
+/// struct itself, decoded), as for a struct with generic parameters.
+#[proc_macro_derive(Row, attributes(serde, weir))]
 pub fn derive_row(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match expand(&input) {
@@ -105,6 +111,33 @@ fn serde_names(attrs: &[syn::Attribute]) -> syn::Result<(Option<String>, Option<
         })?;
     }
     Ok((rename, rename_all))
+}
+
+/// The view's name from `#[weir(view = "Name")]` (`None` for
+/// `view = false`), or `default`.
+fn view_name(attrs: &[syn::Attribute], default: syn::Ident) -> syn::Result<Option<syn::Ident>> {
+    let mut name = Some(default);
+    for attr in attrs.iter().filter(|a| a.path().is_ident("weir")) {
+        attr.parse_nested_meta(|meta| {
+            if !meta.path.is_ident("view") {
+                return Err(meta.error(
+                    "weir::Row knows `#[weir(view = \"Name\")]` and `#[weir(view = false)]`",
+                ));
+            }
+            let value = meta.value()?;
+            if value.peek(syn::LitBool) {
+                if value.parse::<syn::LitBool>()?.value {
+                    return Ok(());
+                }
+                name = None;
+            } else {
+                let lit = value.parse::<LitStr>()?;
+                name = Some(lit.parse::<syn::Ident>()?);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(name)
 }
 
 /// A Rust field name as serde's `rename_all` says (serde's own rules for
@@ -202,9 +235,112 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
             quote!(#last + <#ty as ::weir::Row>::WIDTH)
         }
     };
+    // A row shorter than its fixed part (bitmap and slots) is an error
+    // before any field is read; the slots' offsets are in scope after it.
+    let check_fixed = quote! {
+        #(#lets)*
+        let fixed: usize = #fixed;
+        if bytes.len() < fixed {
+            return ::std::result::Result::Err(#types_path::row::RowError(::std::format!(
+                "a row of {} bytes, shorter than its {} bytes of slots",
+                bytes.len(),
+                fixed
+            )));
+        }
+    };
     let name = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    // A view type reads the row in place; a generic struct has none (its
+    // `Ref` is the struct, decoded), nor one whose view is turned off.
+    let view = match input.generics.params.is_empty() {
+        true => view_name(&input.attrs, format_ident!("{}View", name))?,
+        false => None,
+    };
+    let (view_ref, view_read, view_item) = if let Some(view) = view {
+        let vis = &input.vis;
+        let accessors: Vec<Tokens> = named
+            .named
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let (vis, ident, ty, off, lets) =
+                    (&f.vis, &idents[i], &types[i], &offs[i], &lets[..=i]);
+                let doc = format!("`{ident}` (field `{}` of the row), read in place.", names[i]);
+                let what = format!("{name}.{ident}");
+                quote! {
+                    #[doc = #doc]
+                    #[inline]
+                    #[track_caller]
+                    #[allow(dead_code)]
+                    #vis fn #ident(&self) -> <#ty as ::weir::Row>::Ref<'a> {
+                        #(#lets)*
+                        match <#ty as ::weir::Row>::read_ref(self.row, 0, #i, #off) {
+                            ::std::result::Result::Ok(v) => v,
+                            ::std::result::Result::Err(e) => #types_path::value::malformed(#what, e),
+                        }
+                    }
+                }
+            })
+            .collect();
+        let view_doc = format!(
+            "A row of [`{name}`] read in place: each accessor reads its field \
+             where it lies (a number: one load; a string: a `&str` into the \
+             row; a list: a `ListView`), nothing is copied (a `json` field is \
+             parsed when read).\n\n\
+             An accessor panics when the row is malformed, which no writer of \
+             Weir's makes: the operator fails, its log naming the field."
+        );
+        let debug_fields = idents.iter().map(|i| {
+            let text = i.to_string();
+            quote!(.field(#text, &self.#i()))
+        });
+        let name_text = view.to_string();
+        let item = quote! {
+            #[doc = #view_doc]
+            #[derive(::core::clone::Clone, ::core::marker::Copy)]
+            #vis struct #view<'a> {
+                row: &'a [u8],
+            }
+
+            #[automatically_derived]
+            impl<'a> #view<'a> {
+                #(#accessors)*
+            }
+
+            #[automatically_derived]
+            impl<'a> ::core::fmt::Debug for #view<'a>
+            where
+                #(<#types as ::weir::Row>::Ref<'a>: ::core::fmt::Debug,)*
+            {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(#name_text)#(#debug_fields)*.finish()
+                }
+            }
+
+            #[automatically_derived]
+            impl<'a> #types_path::value::RowView for #view<'a> {
+                type Of = #name;
+
+                fn row(&self) -> &[u8] {
+                    self.row
+                }
+            }
+        };
+        let read = quote! {{
+            #check_fixed
+            ::std::result::Result::Ok(#view { row: bytes })
+        }};
+        (quote!(#view<'a>), read, item)
+    } else {
+        (
+            quote!(Self),
+            quote!(<Self as ::weir::Row>::decode(bytes)),
+            quote!(),
+        )
+    };
     Ok(quote! {
+        #view_item
+
         #[automatically_derived]
         impl #impl_generics ::weir::Row for #name #ty_generics #where_clause {
             const WIDTH: usize = #types_path::row::VAR_SLOT;
@@ -251,18 +387,28 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
 
             #[inline]
             fn decode(bytes: &[u8]) -> ::std::result::Result<Self, #types_path::row::RowError> {
-                #(#lets)*
-                let fixed: usize = #fixed;
-                if bytes.len() < fixed {
-                    return ::std::result::Result::Err(#types_path::row::RowError(::std::format!(
-                        "a row of {} bytes, shorter than its {} bytes of slots",
-                        bytes.len(),
-                        fixed
-                    )));
-                }
+                #check_fixed
                 ::std::result::Result::Ok(Self {
                     #(#idents: <#types as ::weir::Row>::read_slot(bytes, 0, #indexes, #offs)?,)*
                 })
+            }
+
+            type Ref<'a> = #view_ref;
+
+            #[inline]
+            fn read_ref(
+                base: &[u8],
+                _nulls_at: usize,
+                _index: usize,
+                off: usize,
+            ) -> ::std::result::Result<Self::Ref<'_>, #types_path::row::RowError> {
+                <Self as ::weir::Row>::view(#types_path::row::var(base, off)?)
+            }
+
+            #[inline]
+            #[allow(unused_variables)]
+            fn view(bytes: &[u8]) -> ::std::result::Result<Self::Ref<'_>, #types_path::row::RowError> {
+                #view_read
             }
         }
     })
