@@ -498,6 +498,9 @@ fn build(path: &Path) -> anyhow::Result<()> {
         .join("dist")
         .join(format!("{}.weir", bundle.manifest.job.name));
     bundle::write_archive(&bundle, &out)?;
+    if bundle.components.is_empty() {
+        println!("operators: built-in only (no component)");
+    }
     for c in components.iter() {
         let path = &bundle
             .components

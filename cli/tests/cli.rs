@@ -793,6 +793,74 @@ fn builtin_window_aggregates_merge_sessions_fire_again_within_lateness_and_send_
     assert_eq!(read(&late), [json!({"u": "b", "ts": 5, "x": 7})]);
 }
 
+/// A job of a source, built-in operators and a sink is its manifest alone:
+/// `weir run` and `weir build` of a directory without a component or an
+/// operator project, and a run of the archive built; a function with no
+/// component to export it is refused naming the operator.
+#[test]
+fn a_job_of_built_in_operators_needs_no_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("sql");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let output = dir.path().join("out.jsonl");
+    let manifest = |operator: &str| {
+        format!(
+            "[job]\nname = 'sql'\n\
+             [[source]]\nname = 'numbers'\ntype = 'generator'\npattern = 'numbers'\ncount = '1000'\n\
+             [[operator]]\n{operator}\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            output.display()
+        )
+    };
+    std::fs::write(
+        bundle.join("weir.toml"),
+        manifest("name = 'odd'\nbuiltin = 'select'\ncolumns = ['id = /id', 'twice = /price * 2']\nwhere = '/id % 2 == 1'"),
+    )
+    .unwrap();
+    let lines = |path: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let check = |out: Vec<serde_json::Value>| {
+        assert_eq!(out.len(), 500);
+        let mut ids: Vec<u64> = out.iter().map(|v| v["id"].as_u64().unwrap()).collect();
+        ids.sort();
+        assert_eq!(ids, (0..500).map(|i| 2 * i + 1).collect::<Vec<u64>>());
+        assert!(
+            out.iter()
+                .all(|v| v["twice"].as_u64().unwrap() == 2 * (v["id"].as_u64().unwrap() % 1000))
+        );
+    };
+    let o = weir(&["run", bundle.to_str().unwrap()]);
+    assert!(o.ok, "{}", o.stderr);
+    check(lines(&output));
+    std::fs::remove_file(&output).unwrap();
+    let o = weir(&["build", bundle.to_str().unwrap()]);
+    assert!(o.ok, "{}", o.stderr);
+    assert!(o.stdout.contains("built-in only"), "{}", o.stdout);
+    let archive = bundle.join("dist/sql.weir");
+    let o = weir(&["run", archive.to_str().unwrap()]);
+    assert!(o.ok, "{}", o.stderr);
+    check(lines(&output));
+    // A function needs a component.
+    std::fs::write(
+        bundle.join("weir.toml"),
+        manifest("name = 'split'\nfunction = 'split-words'"),
+    )
+    .unwrap();
+    let o = weir(&["run", bundle.to_str().unwrap()]);
+    assert!(!o.ok);
+    assert!(
+        o.stderr
+            .contains("operator `split` (function `split-words`) needs one"),
+        "{}",
+        o.stderr
+    );
+}
+
 /// Built-in running aggregates per key, against sums, extremes and means
 /// computed here: whole numbers stay whole, nulls and missing fields are
 /// skipped, `emit = "batch"` ends on the same totals, and a field that is

@@ -342,10 +342,11 @@ impl BundleStore {
 }
 
 /// The component blobs of a bundle (bundles stored before bundles had
-/// several components list only `component_sha256`).
+/// several components list only `component_sha256`; a bundle of built-in
+/// operators has none).
 fn blob_ids(info: &BundleInfo) -> Vec<String> {
     let mut ids: Vec<String> = info.components.iter().map(|c| c.sha256.clone()).collect();
-    if ids.is_empty() {
+    if ids.is_empty() && !info.component_sha256.is_empty() {
         ids.push(info.component_sha256.clone());
     }
     ids

@@ -463,7 +463,7 @@ pub fn openapi_document() -> serde_json::Value {
                 "id": {"type": "string", "description": "sha256 of the archive"},
                 "name": {"type": "string"},
                 "size": {"type": "integer"},
-                "component_sha256": {"type": "string", "description": "sha256 of the component (of the first, by name, of several)"},
+                "component_sha256": {"type": "string", "description": "sha256 of the component (of the first, by name, of several; empty for a bundle of built-in operators only)"},
                 "components": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "sha256": {"type": "string"}}}},
                 "operators": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "kind": {"type": "string", "enum": ["map", "flat-map", "filter", "keyed-process", "timestamp-assigner", "window", "window-process"]}, "component": {"type": "string"}}}},
                 "params": {"type": "object", "additionalProperties": {"type": "object", "properties": {"default": {"type": ["string", "null"]}, "doc": {"type": ["string", "null"]}}}},

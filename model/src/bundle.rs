@@ -4,7 +4,7 @@
 //! job's components: `component.wasm` for a job of one component, or
 //! `components/NAME.wasm` for each component of a job written in several
 //! (one per language, say), named as the manifest's `[components]` table
-//! names them. Reading one never touches the file system: those files are
+//! names them, or none for a job of built-in operators only. Reading one never touches the file system: those files are
 //! read into memory (others are read past), and an archive is refused if an
 //! entry's path is
 //! absolute or climbs out (`..`), if it holds links or devices, more than
@@ -255,7 +255,9 @@ pub fn unpack(archive: &[u8], limit: u64) -> Result<BundleFiles, BundleError> {
     let components = match (single, components.is_empty()) {
         (Some(_), false) => return Err(BundleError::MixedComponents),
         (Some(bytes), true) => vec![(DEFAULT_COMPONENT.to_owned(), bytes)],
-        (None, true) => return Err(BundleError::Missing(COMPONENT_FILE)),
+        // A job of sources, built-in operators and sinks has no component
+        // (planning refuses a function that no component exports).
+        (None, true) => Vec::new(),
         (None, false) => {
             components.sort_by(|a, b| a.0.cmp(&b.0));
             components
@@ -347,10 +349,22 @@ mod tests {
             unpack(&odd, 100),
             Err(BundleError::BadComponentName(_))
         ));
-        let only_manifest = raw_tar(b"weir.toml", tar::EntryType::Regular, b"[job]");
+        let no_manifest = raw_tar(b"component.wasm", tar::EntryType::Regular, b"\0asm");
         assert_eq!(
-            unpack(&only_manifest, 100),
-            Err(BundleError::Missing(COMPONENT_FILE))
+            unpack(&no_manifest, 100),
+            Err(BundleError::Missing(MANIFEST_FILE))
         );
+        // A manifest alone is a job of built-in operators: no component.
+        let only_manifest = raw_tar(b"weir.toml", tar::EntryType::Regular, b"[job]");
+        let files = unpack(&only_manifest, 100).unwrap();
+        assert_eq!(
+            (files.manifest.as_str(), files.components.len()),
+            ("[job]", 0)
+        );
+        let again = BundleFiles {
+            manifest: "[job]".into(),
+            components: Vec::new(),
+        };
+        assert_eq!(unpack(&pack(&again).unwrap(), 100).unwrap(), again);
     }
 }

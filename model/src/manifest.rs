@@ -552,6 +552,34 @@ impl Manifest {
         Ok(m)
     }
 
+    /// What of the job calls a component's export, described for an error
+    /// (an operator's `function`, a source's `timestamp-assigner`), or
+    /// `None`: a job of sources, built-in operators and sinks only needs no
+    /// component.
+    ///
+    /// ```
+    /// let m = weir_model::Manifest::parse(
+    ///     "[job]\nname = 'j'\n[[operator]]\nname = 'split'\nfunction = 'split-words'",
+    /// ).unwrap();
+    /// assert_eq!(m.first_function().unwrap(), "operator `split` (function `split-words`)");
+    /// ```
+    pub fn first_function(&self) -> Option<String> {
+        let operator = self
+            .operators
+            .iter()
+            .find_map(|o| match (&o.function, &o.builtin) {
+                (Some(f), None) => Some(format!("operator `{}` (function `{f}`)", o.name)),
+                _ => None,
+            });
+        operator.or_else(|| {
+            self.sources.iter().find_map(|s| {
+                s.timestamp_assigner
+                    .as_ref()
+                    .map(|f| format!("source `{}` (timestamp-assigner `{f}`)", s.name))
+            })
+        })
+    }
+
     /// The parameter values for a run: the declared defaults overridden by
     /// `given`. Names not declared, and required ones missing, are errors.
     pub fn resolve_params(

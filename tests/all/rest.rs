@@ -483,6 +483,73 @@ async fn wait_for(api: &axum::Router, id: &str, done: impl Fn(&JobInfo) -> bool)
     }
 }
 
+/// A bundle of built-in operators only is its manifest: uploaded, run and
+/// deleted with no component; a function in such a bundle is refused at
+/// upload, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_of_built_in_operators_has_no_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = router(dir.path(), 64 << 20);
+    let output = dir.path().join("out.jsonl");
+    let manifest = |operator: &str| {
+        format!(
+            "[job]\nname = 'sql'\n\
+             [[source]]\nname = 'numbers'\ntype = 'generator'\npattern = 'numbers'\ncount = '300'\n\
+             [[operator]]\n{operator}\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            output.display()
+        )
+    };
+    let files = |text: String| BundleFiles {
+        manifest: text,
+        components: Vec::new(),
+    };
+    let archive = pack(&files(manifest(
+        "name = 'counts'\nbuiltin = 'count'\nkey-by = '/price'",
+    )))
+    .unwrap();
+    let bundle = upload(&api, &archive).await;
+    assert_eq!(
+        (bundle.components.len(), bundle.component_sha256.as_str()),
+        (0, "")
+    );
+    assert_eq!(
+        files_under(&dir.path().join("blobs")),
+        1,
+        "the archive alone"
+    );
+    let job: JobInfo = created(
+        &api,
+        json_post("/v1/jobs", serde_json::json!({"bundle": bundle.id})),
+    )
+    .await;
+    let job = wait_for(&api, &job.id, |j| j.state.is_terminal()).await;
+    assert_eq!(job.state, JobState::Finished, "{:?}", job.error);
+    // 300 events over 300 prices (`id % 1000`): one count of 1 each.
+    let out = std::fs::read_to_string(&output).unwrap();
+    assert_eq!(out.lines().count(), 300);
+    assert!(out.lines().all(|l| l.contains("\"count\":1")), "{out}");
+    let (status, _) = call(
+        &api,
+        Request::delete(format!("/v1/bundles/{}", bundle.id))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(files_under(&dir.path().join("blobs")), 0);
+
+    let archive = pack(&files(manifest("name = 'split'\nfunction = 'split-words'"))).unwrap();
+    error(
+        &api,
+        multipart("bundle", &archive),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "manifest_invalid",
+        "operator `split` uses function `split-words`, which no component of the job exports",
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_are_listed_canceled_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -130,19 +130,25 @@ pub fn open(path: &Path, build: bool) -> anyhow::Result<Bundle> {
         .collect();
     if wanted.is_empty() {
         let at = match manifest.component.as_ref().and_then(|c| c.path.as_ref()) {
-            Some(p) => dir.join(p),
+            Some(p) => Some(dir.join(p)),
             None if ["Cargo.toml", "pyproject.toml", "package.json"]
                 .iter()
                 .any(|f| dir.join(f).is_file()) =>
             {
-                dir.clone()
+                Some(dir.clone())
             }
+            // Sources, built-in operators and sinks only: no component.
+            None if manifest.component.is_none() && manifest.first_function().is_none() => None,
             None => bail!(
-                "{} has neither a `[component] path` in its manifest nor an operator project to build one from (Cargo.toml, pyproject.toml, package.json)",
-                dir.display()
+                "{} has neither a `[component] path` in its manifest nor an operator project to build one from (Cargo.toml, pyproject.toml, package.json){}",
+                dir.display(),
+                manifest
+                    .first_function()
+                    .map(|f| format!(", and its {f} needs one"))
+                    .unwrap_or_default()
             ),
         };
-        wanted.push((DEFAULT_COMPONENT.to_owned(), at));
+        wanted.extend(at.map(|at| (DEFAULT_COMPONENT.to_owned(), at)));
     }
     let mut components = Vec::new();
     for (name, at) in wanted {

@@ -113,6 +113,12 @@ impl JobGraph {
                 .collect();
             let op = match candidates.as_slice() {
                 [op] => *op,
+                [] if exported.is_empty() => {
+                    return Err(invalid(format!(
+                        "operator `{}` uses function `{function}`, which no component of the job exports (the job has no component, or its components export nothing): add a `[component]` to the bundle, or use a built-in operator",
+                        v.name
+                    )));
+                }
                 [] => {
                     let names: Vec<String> = exported
                         .iter()

@@ -204,6 +204,13 @@ mod builtin_tests {
         assert!(matches!(builtin, Some(Builtin::Aggregate { .. })));
         // Nothing exported: a built-in is not checked against the component.
         g.resolve_operators(&[]).unwrap();
+        // A function with no component at all is named as such.
+        let mut g = build("function='split'").unwrap();
+        let e = g.resolve_operators(&[]).unwrap_err().to_string();
+        assert!(
+            e.contains("function `split`") && e.contains("the job has no component"),
+            "{e}"
+        );
         let g = build("builtin='select'\ncolumns=['a = /a * 2']\nwhere='/a > 1'").unwrap();
         assert_eq!(g.edges[0].partitioning, Partitioning::Forward);
     }
