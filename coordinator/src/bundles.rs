@@ -31,7 +31,7 @@ pub struct BundleInfo {
     /// Size of the archive in bytes.
     pub size: u64,
     /// The sha256 of the component (its blob); of the first, by name, of
-    /// a bundle of several.
+    /// a bundle of several; empty for a bundle of built-in operators only.
     pub component_sha256: String,
     /// Each component: its name and sha256 (one named `main` for a bundle
     /// of one component).
@@ -195,6 +195,13 @@ impl BundleStore {
         let files = files.map_err(archive_error)?;
         let manifest = Manifest::parse(&files.manifest)
             .map_err(|e| CoordinatorError::unprocessable("manifest_invalid", e.to_string()))?;
+        // Checked here, not only when planned: planning stops at a missing
+        // parameter, before it looks at the functions.
+        if files.components.is_empty()
+            && let Some(why) = manifest.needs_component()
+        {
+            return Err(CoordinatorError::unprocessable("component_missing", why));
+        }
         let runtime = self.runtime.clone();
         let files = files.components;
         let components = tokio::task::spawn_blocking(move || JobComponents::load(&runtime, files))
@@ -354,4 +361,34 @@ fn blob_ids(info: &BundleInfo) -> Vec<String> {
 
 fn unknown(id: &str) -> CoordinatorError {
     CoordinatorError::not_found("bundle_not_found", format!("no bundle with id `{id}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_names_the_blobs_of_its_components_only() {
+        let info = |sha: &str, components: &[&str]| BundleInfo {
+            id: "b".into(),
+            name: "j".into(),
+            size: 1,
+            component_sha256: sha.into(),
+            components: components
+                .iter()
+                .map(|s| ComponentInfo {
+                    name: "main".into(),
+                    sha256: (*s).into(),
+                })
+                .collect(),
+            operators: Vec::new(),
+            params: BTreeMap::new(),
+            uploaded_at_ms: 0,
+        };
+        assert_eq!(blob_ids(&info("a", &["a", "c"])), ["a", "c"]);
+        // Stored before bundles had several components.
+        assert_eq!(blob_ids(&info("a", &[])), ["a"]);
+        // Built-in operators only: no blob, not one named "".
+        assert!(blob_ids(&info("", &[])).is_empty());
+    }
 }

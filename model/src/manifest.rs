@@ -580,6 +580,24 @@ impl Manifest {
         })
     }
 
+    /// Why a bundle of this manifest with no component cannot run (the
+    /// manifest declares one, or a function needs one), or `None`.
+    ///
+    /// ```
+    /// let m = weir_model::Manifest::parse("[job]\nname = 'j'\n[component]\npath = 'c.wasm'").unwrap();
+    /// assert!(m.needs_component().unwrap().contains("declares"));
+    /// assert_eq!(weir_model::Manifest::parse("[job]\nname = 'j'").unwrap().needs_component(), None);
+    /// ```
+    pub fn needs_component(&self) -> Option<String> {
+        if self.component.is_some() || !self.components.is_empty() {
+            return Some(
+                "the manifest declares a component (`[component]` or `[components.NAME]`), but the bundle has none (`component.wasm` or `components/NAME.wasm`)".into(),
+            );
+        }
+        self.first_function()
+            .map(|f| format!("the bundle has no component, and its {f} needs one"))
+    }
+
     /// The parameter values for a run: the declared defaults overridden by
     /// `given`. Names not declared, and required ones missing, are errors.
     pub fn resolve_params(

@@ -539,15 +539,35 @@ async fn a_bundle_of_built_in_operators_has_no_component() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(files_under(&dir.path().join("blobs")), 0);
 
-    let archive = pack(&files(manifest("name = 'split'\nfunction = 'split-words'"))).unwrap();
-    error(
-        &api,
-        multipart("bundle", &archive),
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "manifest_invalid",
-        "operator `split` uses function `split-words`, which no component of the job exports",
-    )
-    .await;
+    // A function needs a component, even when a parameter without a
+    // default keeps the upload from planning the job; so does a manifest
+    // that declares one.
+    for (text, says) in [
+        (
+            manifest("name = 'split'\nfunction = 'split-words'"),
+            "operator `split` (function `split-words`) needs one",
+        ),
+        (
+            manifest("name = 'split'\nfunction = 'split-words'")
+                .replace("[job]\n", "[params]\nn = {}\n[job]\n"),
+            "operator `split` (function `split-words`) needs one",
+        ),
+        (
+            manifest("name = 'c'\nbuiltin = 'count'\nkey-by = '/k'")
+                .replace("[[source]]", "[component]\npath = 'c.wasm'\n[[source]]"),
+            "declares a component",
+        ),
+    ] {
+        error(
+            &api,
+            multipart("bundle", &pack(&files(text)).unwrap()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "component_missing",
+            says,
+        )
+        .await;
+    }
+    assert_eq!(files_under(&dir.path().join("blobs")), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -195,6 +195,11 @@ fn open_archive(path: &Path) -> anyhow::Result<Bundle> {
     let files = unpack(&bytes, MAX_UNPACKED).with_context(|| path.display().to_string())?;
     let manifest =
         Manifest::parse(&files.manifest).with_context(|| format!("in {}", path.display()))?;
+    if files.components.is_empty()
+        && let Some(why) = manifest.needs_component()
+    {
+        bail!("{}: {why}", path.display());
+    }
     let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
     let single = files.components.len() == 1;
     Ok(Bundle {
