@@ -83,6 +83,45 @@ fn submit_list_status_cancel_and_restart() {
         .count();
     assert_eq!(be, 400);
 
+    // A job of built-in operators only: its manifest is its bundle, run
+    // on the workers with no component.
+    let sql = dir.path().join("sql");
+    std::fs::create_dir_all(&sql).unwrap();
+    let counts = dir.path().join("counts.jsonl");
+    std::fs::write(
+        sql.join("weir.toml"),
+        format!(
+            "[job]\nname = 'sql'\n\
+             [[source]]\nname = 'numbers'\ntype = 'generator'\npattern = 'numbers'\ncount = '2000'\n\
+             [[operator]]\nname = 'per-price'\nbuiltin = 'count'\nkey-by = '/price'\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            counts.display()
+        ),
+    )
+    .unwrap();
+    let o = weir(&[
+        "submit",
+        sql.to_str().unwrap(),
+        "--parallelism",
+        "2",
+        "--wait",
+        "--coordinator",
+        c,
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let mut last = std::collections::BTreeMap::new();
+    let text_out = std::fs::read_to_string(&counts).unwrap();
+    for line in text_out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let n = v["count"].as_u64().unwrap();
+        let e = last.entry(v["key"].to_string()).or_insert(0);
+        *e = n.max(*e);
+    }
+    // 2,000 events over 1,000 prices: an update each, two per price.
+    assert_eq!(text_out.lines().count(), 2000);
+    assert_eq!(last.len(), 1000);
+    assert!(last.values().all(|&n| n == 2), "{last:?}");
+
     let (out, _) = text(&weir(&["list", "--coordinator", c]));
     assert!(out.contains(&id) && out.contains("finished"), "{out}");
     let (out, _) = text(&weir(&["status", &id, "--coordinator", c]));
