@@ -82,23 +82,24 @@ pub struct OperatorEntry {
 
 /// A stateless function over records: the function, its input's reader
 /// (with the scratch row a view of a non-row record borrows), its output's
-/// coder.
-struct FnOp<F, D, E, O> {
+/// coder; `K` says which kind of function it is (and, for a map or flat
+/// map, its output type: `(MapFn, O)`).
+struct FnOp<F, D, E, K> {
     f: F,
     d: D,
     e: E,
     scratch: Vec<u8>,
-    _out: PhantomData<fn() -> O>,
+    _kind: PhantomData<fn() -> K>,
 }
 
-impl<F, D, E, O> FnOp<F, D, E, O> {
+impl<F, D, E, K> FnOp<F, D, E, K> {
     fn new(f: F, d: D, e: E) -> Self {
         FnOp {
             f,
             d,
             e,
             scratch: Vec::new(),
-            _out: PhantomData,
+            _kind: PhantomData,
         }
     }
 }
