@@ -155,7 +155,7 @@ pub use state::{ListState, MapState, ValueState};
 pub use weir_derive::Row;
 pub use weir_types::RowValue as Row;
 pub use weir_types::Type;
-pub use weir_types::{ListView, RowView};
+pub use weir_types::{ListIter, ListView, RowView};
 pub use window::{Aggregate, ProcessWindow, Window};
 
 /// The error type of operator code: any error converts into it with `?`, and

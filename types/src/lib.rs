@@ -37,4 +37,4 @@ pub mod value;
 
 pub use parse::{MAX_DEPTH, ParseTypeError};
 pub use ty::{Field, Mismatch, Record, Type, check_reads};
-pub use value::{ListView, RowValue, RowView};
+pub use value::{ListIter, ListView, RowValue, RowView};

@@ -438,15 +438,13 @@ impl<'a, T: RowValue> ListView<'a, T> {
         }
     }
 
-    /// Its elements in order (panicking as [`ListView::get`] does).
-    pub fn iter(&self) -> impl Iterator<Item = T::Ref<'a>> + 'a {
-        let list = *self;
-        (0..self.count).map(move |i| {
-            match T::read_ref(list.payload, 4, i, list.slots + i * T::WIDTH) {
-                Ok(v) => v,
-                Err(e) => malformed("a list element", e),
-            }
-        })
+    /// Its elements in order (panicking as [`ListView::get`] does); a
+    /// `ListView` is also iterable itself (`for x in list`).
+    pub fn iter(&self) -> ListIter<'a, T> {
+        ListIter {
+            list: *self,
+            next: 0,
+        }
     }
 
     /// Its elements, copied out.
@@ -457,6 +455,39 @@ impl<'a, T: RowValue> ListView<'a, T> {
     /// The list's payload, as it lies in the row.
     pub fn as_bytes(&self) -> &'a [u8] {
         self.payload
+    }
+}
+
+/// The elements of a [`ListView`], read as they are visited.
+pub struct ListIter<'a, T> {
+    list: ListView<'a, T>,
+    next: usize,
+}
+
+impl<'a, T: RowValue> Iterator for ListIter<'a, T> {
+    type Item = T::Ref<'a>;
+
+    #[track_caller]
+    fn next(&mut self) -> Option<T::Ref<'a>> {
+        let item = self.list.get(self.next)?;
+        self.next += 1;
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.list.count - self.next;
+        (left, Some(left))
+    }
+}
+
+impl<T: RowValue> ExactSizeIterator for ListIter<'_, T> {}
+
+impl<'a, T: RowValue> IntoIterator for ListView<'a, T> {
+    type Item = T::Ref<'a>;
+    type IntoIter = ListIter<'a, T>;
+
+    fn into_iter(self) -> ListIter<'a, T> {
+        self.iter()
     }
 }
 
@@ -554,6 +585,12 @@ mod tests {
         let list = <Vec<Option<u32>>>::view(&b).unwrap();
         assert_eq!(list.len(), 3);
         assert_eq!(list.iter().collect::<Vec<_>>(), [Some(1), None, Some(300)]);
+        assert_eq!(list.iter().len(), 3);
+        let mut sum = 0;
+        for n in list {
+            sum += n.unwrap_or(0);
+        }
+        assert_eq!(sum, 301);
         assert_eq!(list.get(2), Some(Some(300)));
         assert_eq!(list.get(3), None);
         assert_eq!(format!("{list:?}"), "[Some(1), None, Some(300)]");
