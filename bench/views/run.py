@@ -9,16 +9,20 @@ WEIR is a release `weir`, OPS.wasm the benchmark's operators
 the bids over 5,000 with a filter and discard them, at parallelism 1: one
 filter takes `&Bid` (each record decoded, its key copied into a `String`),
 the other `&BidView` (the price read in place). They run turn by turn; the
-medians of the job's times (from `weir run`'s "finished in") are compared.
+medians of the job's times (`weir run`'s "finished in", read by
+`bench/flink/compare.py`) are compared.
 """
 
 import argparse
-import re
 import shutil
 import statistics
-import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+# One `weir run` and its job time, as the side-by-side benchmark times it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flink"))
+from compare import weir_once  # noqa: E402
 
 JOB = """[job]
 name = "{name}"
@@ -45,22 +49,6 @@ type = "discard"
 """
 
 
-def run(weir, bundle, events):
-    proc = subprocess.run(
-        [str(weir), "run", str(bundle), "--parallelism", "1", "--param", f"count={events}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"weir run {bundle} failed:\n{proc.stderr}")
-    m = re.search(r"finished in ([0-9.]+) s", proc.stderr)
-    if not m:
-        raise SystemExit(f"weir run {bundle}: no job time in its output:\n{proc.stderr}")
-    return float(m.group(1))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weir", required=True, type=Path)
@@ -80,7 +68,7 @@ def main():
         for i in range(args.runs):
             order = list(bundles) if i % 2 == 0 else list(reversed(bundles))
             for f in order:
-                times[f].append(run(args.weir, bundles[f], args.events))
+                times[f].append(weir_once(args.weir, bundles[f], 1, args.events)[0])
         for f, ts in times.items():
             m = statistics.median(ts)
             print(f"{f:16} median {m:6.2f} s  {args.events / m / 1e6:5.2f} M events/s  runs {ts}")

@@ -52,6 +52,19 @@ fn order() -> Order {
     }
 }
 
+/// An order, and one with its optionals flipped and a list empty.
+fn orders() -> [Order; 2] {
+    [
+        order(),
+        Order {
+            at: None,
+            note: Some("n".into()),
+            lines: vec![],
+            ..order()
+        },
+    ]
+}
+
 #[test]
 fn a_derived_struct_declares_its_fields_in_order_named_as_serde_names_them() {
     assert_eq!(
@@ -65,15 +78,7 @@ fn a_derived_struct_declares_its_fields_in_order_named_as_serde_names_them() {
 
 #[test]
 fn its_rows_read_back_and_the_host_reads_them_as_serde_writes_it() {
-    for value in [
-        order(),
-        Order {
-            at: None,
-            note: Some("n".into()),
-            lines: vec![],
-            ..order()
-        },
-    ] {
+    for value in orders() {
         let mut row = Vec::new();
         value.encode(&mut row);
         assert_eq!(Order::decode(&row).unwrap(), value);
@@ -112,16 +117,8 @@ fn a_short_row_is_an_error() {
 
 #[test]
 fn a_view_reads_every_field_in_place_as_decoding_does() {
-    use weir::__private::types::RowView;
-    for value in [
-        order(),
-        Order {
-            at: None,
-            note: Some("n".into()),
-            lines: vec![],
-            ..order()
-        },
-    ] {
+    use weir::RowView;
+    for value in orders() {
         let mut row = Vec::new();
         value.encode(&mut row);
         let v: OrderView<'_> = Order::view(&row).unwrap();
