@@ -21,7 +21,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::graph::{JobGraph, SinkConfig, SourceConfig, VertexKind};
+use crate::graph::{JobGraph, VertexKind};
 
 /// Destinations a sink may write outside the granted directories: they
 /// hold nothing and read nothing back.
@@ -168,16 +168,13 @@ impl AllowedDirs {
             return Ok(());
         }
         for v in &graph.vertices {
-            match &v.kind {
-                VertexKind::Source(
-                    SourceConfig::TextFile { path } | SourceConfig::JsonLinesFile { path, .. },
-                ) => {
-                    self.check(&format!("source `{}`", v.name), path, Use::Read)?;
-                }
-                VertexKind::Sink(SinkConfig::JsonLinesFile { path, .. }) => {
-                    self.check(&format!("sink `{}`", v.name), path, Use::Write)?;
-                }
-                _ => {}
+            let what = match v.kind {
+                VertexKind::Source(_) => "source",
+                VertexKind::Sink(_) => "sink",
+                VertexKind::Operator { .. } => continue,
+            };
+            for (path, use_) in crate::connectors::files_of(&v.kind) {
+                self.check(&format!("{what} `{}`", v.name), path, use_)?;
             }
         }
         Ok(())

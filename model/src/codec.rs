@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use weir_types::Type;
 
-use crate::graph::{JobGraph, SourceConfig, VertexKind};
+use crate::graph::{JobGraph, VertexKind};
 
 /// How records of a stream, and an operator's state, are encoded.
 #[derive(
@@ -131,12 +131,8 @@ impl StreamCodecs {
         // unless it reads its lines into a schema's rows).
         let encoder = |v: usize| {
             component(v)
-                || matches!(
-                    &graph.vertices[v].kind,
-                    VertexKind::Source(
-                        SourceConfig::Generator { .. } | SourceConfig::TextFile { .. }
-                    )
-                )
+                || matches!(&graph.vertices[v].kind,
+                    VertexKind::Source(c) if c.connector().encodes())
                 || matches!(&graph.vertices[v].kind, VertexKind::Source(_))
                     && graph.vertices[v].output_type.is_some()
         };

@@ -19,6 +19,8 @@
 //!   type of a stream of rows).
 //! - [`builtin`]: the operators the runtime runs natively, written in the
 //!   manifest (running aggregates, `select`).
+//! - [`connectors`]: sources and sinks: their manifest tables, their
+//!   configurations, what they tell the rest of the job.
 //! - [`access`]: which files a job's connectors may reach (the directories
 //!   a cluster grants).
 //! - [`auth`]: tokens, and what each may do (read or admin).
@@ -37,6 +39,7 @@ pub mod builtin;
 pub mod bundle;
 pub mod checkpoint;
 pub mod codec;
+pub mod connectors;
 pub mod execution;
 pub mod fault_tolerance;
 pub mod faults;

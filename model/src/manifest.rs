@@ -162,15 +162,15 @@ pub enum ParamSpec {
 }
 
 /// A `[[source]]` table.
-// Unknown fields are rejected by the flattened kind.
+// Unknown fields are rejected by the flattened connector table.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case")]
 pub struct SourceSpec {
     /// Its name in the job.
     pub name: String,
-    /// What it reads.
+    /// What it reads: its `type` and that connector's keys.
     #[serde(flatten)]
-    pub kind: SourceKind,
+    pub kind: crate::connectors::SourceTable,
     /// Parallelism, when not the job's.
     #[serde(default)]
     pub parallelism: Option<u32>,
@@ -342,44 +342,6 @@ pub struct WindowTable {
     pub time: Option<String>,
 }
 
-/// The kinds of source.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum SourceKind {
-    /// Each line of a text file becomes a record whose value is the line as
-    /// a JSON string. Parallel subtasks read byte ranges of the file.
-    TextFile {
-        /// The file.
-        path: String,
-    },
-    /// Each line of a file is a JSON value, handed over as it is.
-    JsonLinesFile {
-        /// The file.
-        path: String,
-        /// Keep reading lines appended to the file, as `tail -f` does: the
-        /// source never ends.
-        #[serde(default)]
-        follow: bool,
-    },
-    /// Generated records: `{"seq": n}` or lines of words.
-    Generator {
-        /// How many records in all (split over subtasks); unbounded if absent.
-        #[serde(default)]
-        count: Option<Setting>,
-        /// `sequence` (default), `words` or `bids`.
-        #[serde(default)]
-        pattern: Option<String>,
-        /// At most this many records per second per subtask.
-        #[serde(default)]
-        rate: Option<Setting>,
-        /// The wall-clock time (ms since the epoch) of the first record:
-        /// with `rate`, record `j` of a subtask is due at `start-at-ms + j /
-        /// rate`, a schedule to measure latency against.
-        #[serde(default, rename = "start-at-ms")]
-        start_at_ms: Option<Setting>,
-    },
-}
-
 /// An `[[operator]]` table.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -432,7 +394,7 @@ pub struct OperatorSpec {
 }
 
 /// A `[[sink]]` table.
-// Unknown fields are rejected by the flattened kind.
+// Unknown fields are rejected by the flattened connector table.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case")]
 pub struct SinkSpec {
@@ -441,31 +403,9 @@ pub struct SinkSpec {
     /// What it reads: an operator or source, or `operator:side-output`.
     #[serde(default)]
     pub input: Option<String>,
-    /// Where it writes.
+    /// Where it writes: its `type` and that connector's keys.
     #[serde(flatten)]
-    pub kind: SinkKind,
-}
-
-/// The kinds of sink.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum SinkKind {
-    /// One line per record value, on standard output.
-    Stdout,
-    /// Drops every record (Flink's `blackhole`): for measuring a job
-    /// without the cost of writing its output.
-    Discard,
-    /// One line per record value, in a file (with checkpoints, a directory
-    /// of part files).
-    JsonLinesFile {
-        /// The file.
-        path: String,
-        /// On a cluster, what to do when the file (or a directory with
-        /// files) is there already: `create` (default) refuses the job,
-        /// `overwrite` replaces it. `weir run` always replaces it.
-        #[serde(default)]
-        mode: Option<String>,
-    },
+    pub kind: crate::connectors::SinkTable,
 }
 
 /// How a keyed operator's input is keyed.

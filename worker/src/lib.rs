@@ -12,8 +12,8 @@
 //! - [`window`]: the window operator, native: windows on the task's state
 //!   backend and timers, with a window function from the component or
 //!   built in.
-//! - [`sources`] and [`sinks`]: the connectors (text and JSON-lines files, a
-//!   generator; stdout and JSON-lines files).
+//! - [`connectors`]: sources and sinks, one file per connector (files, the
+//!   generator, a socket; stdout, discard, part files).
 //! - [`state`]: which state backend a job's operators get, and where
 //!   RocksDB keeps their files.
 //! - [`partition`]: how records leave a task: forward, hash by key group,
@@ -30,13 +30,12 @@
 pub mod agent;
 pub mod builtin;
 pub mod checkpoint;
+pub mod connectors;
 pub mod executor;
 pub mod local;
 pub mod network;
 pub mod operators;
 pub mod partition;
-pub mod sinks;
-pub mod sources;
 pub mod state;
 pub mod task;
 pub mod watermark;

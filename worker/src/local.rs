@@ -15,14 +15,12 @@ use weir_model::frame::ChannelKey;
 
 use crate::checkpoint::CheckpointChannels;
 use crate::checkpoint::restore::Restore;
+use crate::connectors::{SharedSink, SinkContext};
 use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
-use crate::sinks::SharedSink;
-use crate::sinks::part_files::PartFileSink;
 use crate::task::{Canceled, ChainNode, EventClock, Head, NodeOp, Route, Subtask};
 use crate::watermark::{TimestampField, WatermarkGenerator};
-use weir_model::graph::SinkConfig;
 use weir_model::metrics::{Counters, JobCounters, VertexReport};
 
 /// Where one chain node's main and side outputs go.
@@ -128,7 +126,6 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     // the job takes checkpoints, a JSON-lines file sink is a directory of
     // part files, one writer per subtask — unless it names a device
     // (`/dev/null` discards, `/dev/stdout` prints: straight through).
-    let transactional = |config: &SinkConfig| job.checkpoints.is_some() && config.commits_parts();
     let codecs = weir_model::codec::StreamCodecs::of_job(graph);
     let mut sinks = HashMap::new();
     for v in &graph.vertices {
@@ -137,10 +134,13 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             continue;
         }
         if let VertexKind::Sink(config) = &v.kind
-            && !transactional(config)
+            && let Some(sink) = crate::connectors::open_vertex_sink(
+                config,
+                job.checkpoints.is_some(),
+                placement.is_some(),
+            )
+            .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?
         {
-            let sink = SharedSink::open(config, placement.is_some())
-                .map_err(|e| anyhow::anyhow!("sink `{}`: {e:#}", v.name))?;
             sinks.insert(v.id, sink.with_format(codecs.input_format(graph, v.id)));
         }
     }
@@ -247,7 +247,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     let v = &graph.vertices[t.vertices[0]];
                     let codec = codecs.output(v.id, None);
                     let size = graph.file_sizes.get(&v.id).copied();
-                    let mut source = crate::sources::open_sized(
+                    let mut source = crate::connectors::open_source(
                         config,
                         s,
                         v.parallelism,
@@ -261,7 +261,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         if r.finished(t.id, s) {
                             // It had read all its input: it reads nothing
                             // more, and keeps its final positions.
-                            source = Box::new(crate::sources::Finished::at(positions));
+                            source = Box::new(crate::connectors::Finished::at(positions));
                         } else {
                             source.restore(&positions).map_err(|e| {
                                 anyhow::anyhow!(
@@ -345,29 +345,26 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                         .or_insert_with(Vec::new)
                                         .push((nodes.len(), h));
                                 }
-                                match (sink, config) {
-                                    (Some(shared), _) => NodeOp::Sink(shared.subtask()),
-                                    (None, SinkConfig::JsonLinesFile { path, .. }) => {
-                                        let restored = restore.as_ref().map(|r| r.checkpoint.id);
-                                        let parts = PartFileSink::open(
-                                            std::path::Path::new(path),
-                                            &job_id,
-                                            s,
-                                            attempt,
-                                            restored,
+                                match sink {
+                                    Some(shared) => NodeOp::Sink(shared.subtask()),
+                                    None => NodeOp::Sink(
+                                        crate::connectors::open_subtask_sink(
+                                            config,
+                                            SinkContext {
+                                                job_id: &job_id,
+                                                subtask: s,
+                                                attempt,
+                                                restored: restore.as_ref().map(|r| r.checkpoint.id),
+                                                format: weir_model::codec::StreamCodecs::of_job(
+                                                    &graph,
+                                                )
+                                                .input_format(&graph, v),
+                                            },
                                         )
                                         .map_err(|e| {
                                             anyhow::anyhow!("sink `{}`: {e:#}", vertex.name)
-                                        })?
-                                        .with_format(
-                                            weir_model::codec::StreamCodecs::of_job(&graph)
-                                                .input_format(&graph, v),
-                                        );
-                                        NodeOp::Sink(Box::new(parts))
-                                    }
-                                    (None, SinkConfig::Stdout | SinkConfig::Discard) => {
-                                        unreachable!("stdout and discard are always shared")
-                                    }
+                                        })?,
+                                    ),
                                 }
                             }
                         };

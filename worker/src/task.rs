@@ -36,10 +36,9 @@ use weir_model::record::MAX_WATERMARK;
 use weir_model::{Barrier, Record, Signal, StreamMessage};
 
 use crate::checkpoint::{BarrierHandler, CheckpointLink, Handled, SplitPosition, TaskSnapshot};
+use crate::connectors::{Sink, Source};
 use crate::operators::StreamOperator;
 use crate::partition::{Envelope, NetworkOutput, PartitionError};
-use crate::sinks::Sink;
-use crate::sources::Source;
 use crate::watermark::{TimestampField, WatermarkGenerator, WatermarkTracker};
 
 /// How often a subtask waiting for input checks whether the job was canceled.
@@ -263,7 +262,7 @@ impl Subtask {
                             .min(CANCEL_CHECK),
                     };
                     let wait = if has_sinks {
-                        wait.min(crate::sinks::FLUSH_INTERVAL)
+                        wait.min(crate::connectors::FLUSH_INTERVAL)
                     } else {
                         wait
                     };
@@ -978,7 +977,7 @@ impl Subtask {
     }
 
     /// Write out what the sinks hold: each at most every
-    /// [`crate::sinks::FLUSH_INTERVAL`], or at once when the input is
+    /// [`crate::connectors::FLUSH_INTERVAL`], or at once when the input is
     /// `drained` for now.
     fn flush_sinks(&mut self, drained: bool) -> anyhow::Result<()> {
         for node in &mut self.nodes {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use weir_model::JobGraph;
 use weir_model::access::{AllowedDirs, Use};
-use weir_model::graph::{SinkConfig, VertexKind};
+use weir_model::graph::VertexKind;
 
 use crate::error::CoordinatorError;
 
@@ -205,14 +205,16 @@ pub(crate) fn prepare_sinks(
     }
     let result = (|| {
         for v in &graph.vertices {
-            let VertexKind::Sink(config @ SinkConfig::JsonLinesFile { path, overwrite }) = &v.kind
-            else {
+            // A sink's output files, claimed for the job (a device is
+            // written straight through, and nobody's).
+            let VertexKind::Sink(config) = &v.kind else {
                 continue;
             };
-            // A device is written straight through, and nobody's.
-            if !config.commits_parts() {
+            let sink = config.connector();
+            let (&[path], true) = (&sink.files()[..], sink.commits()) else {
                 continue;
-            }
+            };
+            let overwrite = &sink.overwrites();
             let what = format!("sink `{}`", v.name);
             let target = allowed
                 .check(&what, path, Use::Write)

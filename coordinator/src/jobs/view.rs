@@ -128,7 +128,6 @@ pub struct EdgeView {
 impl GraphView {
     /// The view of `graph`.
     pub fn of(graph: &JobGraph) -> GraphView {
-        use weir_model::graph::{SinkConfig, SourceConfig};
         use weir_model::{Partitioning, VertexKind};
         let tasks = graph.tasks();
         let task_of = |v: usize| graph.task_of(&tasks, v);
@@ -138,15 +137,7 @@ impl GraphView {
                 .iter()
                 .map(|v| {
                     let (kind, what) = match &v.kind {
-                        VertexKind::Source(c) => (
-                            "source",
-                            match c {
-                                SourceConfig::TextFile { .. } => "text-file",
-                                SourceConfig::JsonLinesFile { .. } => "json-lines-file",
-                                SourceConfig::Generator { .. } => "generator",
-                            }
-                            .to_owned(),
-                        ),
+                        VertexKind::Source(c) => ("source", c.connector().type_name().to_owned()),
                         VertexKind::Operator {
                             function,
                             window,
@@ -160,15 +151,7 @@ impl GraphView {
                                 (None, None) => function.clone(),
                             },
                         ),
-                        VertexKind::Sink(c) => (
-                            "sink",
-                            match c {
-                                SinkConfig::Stdout => "stdout",
-                                SinkConfig::Discard => "discard",
-                                SinkConfig::JsonLinesFile { .. } => "json-lines-file",
-                            }
-                            .to_owned(),
-                        ),
+                        VertexKind::Sink(c) => ("sink", c.connector().type_name().to_owned()),
                     };
                     VertexView {
                         name: v.name.clone(),

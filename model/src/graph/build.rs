@@ -4,33 +4,13 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::builtin::BuiltinTable;
+use crate::connectors::Resolve;
 use crate::fault_tolerance::{checkpoint_config, restart_strategy, state_backend};
 use crate::keygroup::{DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM};
-use crate::manifest::{Manifest, ManifestError, Setting, SinkKind, SourceKind, substitute};
+use crate::manifest::{Manifest, ManifestError, Setting, substitute};
 
 fn invalid(msg: String) -> ManifestError {
     ManifestError::Invalid(msg)
-}
-
-/// A generator's whole-number setting (`count = 5` or `count = "${n}"`):
-/// `None` when absent or empty; a negative number is refused.
-fn whole(
-    what: &str,
-    setting: &Option<Setting>,
-    source: &str,
-    params: &BTreeMap<String, String>,
-) -> Result<Option<u64>, ManifestError> {
-    let Some(setting) = setting else {
-        return Ok(None);
-    };
-    match setting.resolve(&format!("{what} of `{source}`"), params)? {
-        None => Ok(None),
-        Some(n) => u64::try_from(n).map(Some).map_err(|_| {
-            ManifestError::BadParam(format!(
-                "{what} of `{source}` is {n}; it cannot be negative"
-            ))
-        }),
-    }
 }
 
 /// A source's event-time settings, if it has any.
@@ -302,71 +282,28 @@ impl JobGraph {
         let mut read_as: BTreeMap<String, usize> = BTreeMap::new();
 
         for s in &manifest.sources {
-            let config = match &s.kind {
-                SourceKind::TextFile { path } => SourceConfig::TextFile {
-                    path: substitute(path, &params)?,
-                },
-                SourceKind::JsonLinesFile { path, follow } => SourceConfig::JsonLinesFile {
-                    path: substitute(path, &params)?,
-                    follow: *follow,
-                },
-                SourceKind::Generator {
-                    count,
-                    pattern,
-                    rate,
-                    start_at_ms,
-                } => {
-                    let start_at_ms =
-                        whole("start-at-ms", start_at_ms, &s.name, &params)?.filter(|&t| t > 0);
-                    let count = whole("count", count, &s.name, &params)?;
-                    let rate = whole("rate", rate, &s.name, &params)?;
-                    let pattern = match pattern
-                        .as_deref()
-                        .map(|p| substitute(p, &params))
-                        .transpose()?
-                        .as_deref()
-                    {
-                        None | Some("sequence") => GeneratorPattern::Sequence,
-                        Some("words") => GeneratorPattern::Words,
-                        Some("bids") => GeneratorPattern::Bids,
-                        Some("numbers") => GeneratorPattern::Numbers,
-                        Some(other) => {
-                            return Err(invalid(format!(
-                                "generator `{}`: pattern {other:?} is not \"sequence\", \"words\", \"bids\" or \"numbers\"",
-                                s.name
-                            )));
-                        }
-                    };
-                    SourceConfig::Generator {
-                        count,
-                        pattern,
-                        rate,
-                        start_at_ms,
-                    }
-                }
+            let resolve = Resolve {
+                name: &s.name,
+                params: &params,
             };
-            let output_type = match (&config, &s.schema) {
-                (SourceConfig::JsonLinesFile { .. }, schema) => {
-                    schema.as_ref().map(|t| t.0.clone())
-                }
-                (SourceConfig::Generator { pattern, .. }, None) => Some(pattern.record_type()),
-                (SourceConfig::TextFile { .. }, None) => Some(weir_types::Type::String),
-                (other, Some(_)) => {
+            let config = s.kind.resolve(&resolve)?;
+            let connector = config.connector();
+            let output_type = connector
+                .record_type(s.schema.as_ref().map(|t| &t.0))
+                .map_err(|e| invalid(format!("source `{}`: {e}", s.name)))?;
+            let p = match (s.parallelism, connector.max_parallelism()) {
+                (Some(p), Some(most)) if p > most => {
                     return Err(invalid(format!(
-                        "source `{}`: `schema` is for JSON-lines sources; a {} source's records are {}",
+                        "source `{}`: parallelism is {p}; a {} source is read by at most {most} subtask{}",
                         s.name,
-                        match other {
-                            SourceConfig::TextFile { .. } => "text-file",
-                            _ => "generator",
-                        },
-                        match other {
-                            SourceConfig::Generator { pattern, .. } => pattern.record_type(),
-                            _ => weir_types::Type::String,
-                        }
+                        connector.type_name(),
+                        if most == 1 { "" } else { "s" }
                     )));
                 }
+                (None, Some(most)) => default_parallelism.min(most),
+                (p, _) => p.unwrap_or(default_parallelism),
             };
-            let p = check(&s.name, s.parallelism.unwrap_or(default_parallelism))?;
+            let p = check(&s.name, p)?;
             let id = add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
             vertices[id].output_type = output_type;
             let event_time = event_time(s, &params)?;
@@ -548,23 +485,10 @@ impl JobGraph {
                     None,
                 ),
             };
-            let config = match &s.kind {
-                SinkKind::Stdout => SinkConfig::Stdout,
-                SinkKind::Discard => SinkConfig::Discard,
-                SinkKind::JsonLinesFile { path, mode } => SinkConfig::JsonLinesFile {
-                    path: substitute(path, &params)?,
-                    overwrite: match mode.as_deref() {
-                        None | Some("create") => false,
-                        Some("overwrite") => true,
-                        Some(other) => {
-                            return Err(invalid(format!(
-                                "sink `{}`: mode {other:?} is not \"create\" or \"overwrite\"",
-                                s.name
-                            )));
-                        }
-                    },
-                },
-            };
+            let config = s.kind.resolve(&Resolve {
+                name: &s.name,
+                params: &params,
+            })?;
             // A sink runs beside what it reads.
             let p = vertices[from].parallelism;
             let id = add(&mut vertices, &s.name, VertexKind::Sink(config), p)?;

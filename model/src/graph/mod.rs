@@ -27,6 +27,8 @@ mod exports;
 #[cfg(test)]
 mod tests;
 
+pub use crate::connectors::generator::GeneratorPattern;
+pub use crate::connectors::{SinkConfig, SourceConfig};
 pub use exports::{ExportedOperator, OperatorRole};
 
 /// A job ready to run: every parameter applied.
@@ -189,101 +191,6 @@ pub enum VertexKind {
     Sink(SinkConfig),
 }
 
-/// A source with its parameters applied.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum SourceConfig {
-    /// Lines of a text file, as JSON strings.
-    TextFile {
-        /// The file.
-        path: String,
-    },
-    /// Lines of a JSON-lines file, as they are.
-    JsonLinesFile {
-        /// The file.
-        path: String,
-        /// Keep reading what is appended (the last subtask does); never ends.
-        #[serde(default)]
-        follow: bool,
-    },
-    /// Generated records.
-    Generator {
-        /// Records in all; `None` is unbounded.
-        count: Option<u64>,
-        /// What to generate.
-        pattern: GeneratorPattern,
-        /// Records per second per subtask, when limited.
-        rate: Option<u64>,
-        /// When the first record is due, ms since the epoch (0 or absent:
-        /// at once).
-        #[serde(default)]
-        start_at_ms: Option<u64>,
-    },
-}
-
-/// What a generator source emits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum GeneratorPattern {
-    /// `{"seq": n}` for n = 0, 1, 2, …
-    Sequence,
-    /// Lines of 8 words from a fixed vocabulary of 1,000, as JSON strings.
-    Words,
-    /// Auction bids, Nexmark-shaped: `{"key": "a<k>", "price": p, "ts": t}`
-    /// with `k` drawn from 10,000 auctions and `t = n / 100` (100 bids per
-    /// ms of event time, in order).
-    Bids,
-    /// `{"id": n, "k": n % 10000, "price": n % 1000, "ts": n / 100}`: the
-    /// columns Flink's side of the side-by-side benchmark derives from a
-    /// number sequence (100 events per ms of event time, in order).
-    Numbers,
-}
-
-impl GeneratorPattern {
-    /// The type of the records it makes.
-    ///
-    /// ```
-    /// use weir_model::graph::GeneratorPattern;
-    /// assert_eq!(GeneratorPattern::Numbers.record_type().to_string(), "{id: u64, k: u32, price: u64, ts: i64}");
-    /// ```
-    pub fn record_type(self) -> Type {
-        let text = match self {
-            GeneratorPattern::Sequence => "{seq: u64}",
-            GeneratorPattern::Words => "string",
-            GeneratorPattern::Bids => "{key: string, price: u64, ts: i64}",
-            GeneratorPattern::Numbers => "{id: u64, k: u32, price: u64, ts: i64}",
-        };
-        text.parse().expect("a valid type")
-    }
-}
-
-/// A sink with its parameters applied.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum SinkConfig {
-    /// Standard output.
-    Stdout,
-    /// Nowhere: records are counted and dropped.
-    Discard,
-    /// A JSON-lines file.
-    JsonLinesFile {
-        /// The file.
-        path: String,
-        /// Whether a cluster job may replace what is at `path` already
-        /// (the manifest's `mode = "overwrite"`).
-        #[serde(default)]
-        overwrite: bool,
-    },
-}
-
-impl SinkConfig {
-    /// Whether, in a job with checkpoints, this sink writes a directory of
-    /// part files committed with the checkpoints (exactly-once): a
-    /// JSON-lines file sink that names no device (`/dev/null` and the like
-    /// are written straight through).
-    pub fn commits_parts(&self) -> bool {
-        matches!(self, SinkConfig::JsonLinesFile { path, .. }
-            if !crate::access::SINK_DEVICES.contains(&path.as_str()))
-    }
-}
-
 /// How records move along an edge.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Partitioning {
@@ -327,9 +234,8 @@ impl JobGraph {
     /// subtasks name it when they open it).
     pub fn fix_file_sizes(&mut self) {
         for v in &self.vertices {
-            if let VertexKind::Source(
-                SourceConfig::TextFile { path } | SourceConfig::JsonLinesFile { path, .. },
-            ) = &v.kind
+            if let VertexKind::Source(config) = &v.kind
+                && let [path] = config.connector().files()[..]
                 && let Ok(meta) = std::fs::metadata(path)
             {
                 self.file_sizes.insert(v.id, meta.len());

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::connectors::generator::Generator;
 use crate::manifest::{Manifest, ManifestError};
 
 mod time_tests {
@@ -270,7 +271,8 @@ mod limit_tests {
             "type='generator'\ncount='${n}'",
         ] {
             let g = build("", source, "type='stdout'").unwrap();
-            let VertexKind::Source(SourceConfig::Generator { count, .. }) = &g.vertices[0].kind
+            let VertexKind::Source(SourceConfig::Generator(Generator { count, .. })) =
+                &g.vertices[0].kind
             else {
                 panic!("{g:?}")
             };
@@ -339,7 +341,7 @@ mod limit_tests {
             )
         };
         let overwrite = |g: JobGraph| match &g.vertices[1].kind {
-            VertexKind::Sink(SinkConfig::JsonLinesFile { overwrite, .. }) => *overwrite,
+            VertexKind::Sink(SinkConfig::JsonLinesFile(f)) => f.overwrite,
             other => panic!("{other:?}"),
         };
         assert!(!overwrite(sink("").unwrap()));

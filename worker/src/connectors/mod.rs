@@ -1,0 +1,249 @@
+//! Connectors: where a job's records come from and go to, the worker's
+//! half (the model's half, [`weir_model::connectors`], reads the manifest
+//! and tells the rest of the job about them).
+//!
+//! A connector is one file here: it opens its sources' subtasks
+//! ([`Source`]) and its sinks' ([`Sink`]). [`open_source`],
+//! [`open_vertex_sink`] and [`open_subtask_sink`] are the registry: one arm
+//! per connector.
+//!
+//! - [`files`]: the text-file and JSON-lines sources, byte ranges of a file.
+//! - [`generator`]: made-up records for examples, tests and benchmarks.
+//! - [`shared`]: standard output, `discard` and a plain JSON-lines file,
+//!   written straight through by every subtask of a sink vertex.
+//! - [`part_files`]: a directory of part files committed with the
+//!   checkpoints (exactly-once).
+//! - [`lines`]: lines of text decoded into records, for the sources that
+//!   read lines.
+//!
+//! A source encodes its records in its stream's codec
+//! ([`weir_model::codec::StreamCodecs`]): the generator and the text
+//! sources make MessagePack for components that read it and rows for typed
+//! streams, JSON otherwise; a JSON-lines source passes its lines through as
+//! they are unless it has a schema.
+
+pub mod files;
+pub mod generator;
+pub mod lines;
+pub mod part_files;
+pub mod shared;
+
+#[cfg(test)]
+mod tests;
+
+use weir_model::Record;
+use weir_model::codec::Codec;
+use weir_model::connectors::{SinkConfig, SourceConfig};
+use weir_model::format::Format;
+use weir_model::types::Type;
+
+use crate::checkpoint::SplitPosition;
+pub use shared::SharedSink;
+
+/// A source subtask: hands out batches until its input ends.
+///
+/// Its progress is kept per split (Flink's `CheckpointedFunction` shape): a
+/// checkpoint records [`Source::snapshot`] between two batches, and a
+/// restarted subtask resumes from it with [`Source::restore`], so every
+/// record is read again exactly from the first one after the checkpoint.
+pub trait Source: Send {
+    /// The next batch, `None` at the end of a bounded input.
+    fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>>;
+
+    /// Where each of its splits stands now.
+    fn snapshot(&self) -> Vec<SplitPosition>;
+
+    /// Resume from positions a snapshot took. Positions of splits this
+    /// subtask does not read are ignored; a split it reads that has no
+    /// position starts at its beginning.
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()>;
+}
+
+/// A source subtask that had read all its input when the checkpoint it
+/// restores from was taken: it reads nothing, and its positions stay.
+pub struct Finished(Vec<SplitPosition>);
+
+impl Finished {
+    /// Finished at `positions`.
+    pub fn at(positions: Vec<SplitPosition>) -> Finished {
+        Finished(positions)
+    }
+}
+
+impl Source for Finished {
+    fn next_batch(&mut self, _max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        Ok(None)
+    }
+
+    fn snapshot(&self) -> Vec<SplitPosition> {
+        self.0.clone()
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
+        self.0 = positions.to_vec();
+        Ok(())
+    }
+}
+
+/// Open the split of `subtask` (of `parallelism`) of an untyped source
+/// (or one whose records are never rows), writing its records in `codec`;
+/// a file's splits are cut from its size now.
+pub fn open(
+    config: &SourceConfig,
+    subtask: u32,
+    parallelism: u32,
+    codec: Codec,
+) -> anyhow::Result<Box<dyn Source>> {
+    open_source(config, subtask, parallelism, codec, None, None)
+}
+
+/// Open the split of `subtask` (of `parallelism`) of a source, writing its
+/// records in `codec`. `size` is the input's size when the job first
+/// started, when the connector cuts its splits from it
+/// ([`weir_model::JobGraph::file_sizes`]), so that every subtask, on every
+/// worker and in every attempt, cuts the same splits however the file grew
+/// since. `ty` is the type of its records when it has one (a JSON-lines
+/// source's schema: its lines are read into it, whatever `codec`; rows are
+/// written in it).
+pub fn open_source(
+    config: &SourceConfig,
+    subtask: u32,
+    parallelism: u32,
+    codec: Codec,
+    size: Option<u64>,
+    ty: Option<&Type>,
+) -> anyhow::Result<Box<dyn Source>> {
+    if codec == Codec::Row && ty.is_none() {
+        anyhow::bail!("a source writing rows needs its records' type");
+    }
+    let split = (subtask, parallelism.max(1));
+    Ok(match config {
+        SourceConfig::TextFile(c) => files::open_text(c, split, codec, size)?,
+        SourceConfig::JsonLinesFile(c) => files::open_json_lines(c, split, codec, size, ty)?,
+        SourceConfig::Generator(c) => generator::open(c, split, codec),
+    })
+}
+
+/// A sink subtask.
+///
+/// With checkpoints, a sink takes part in a two-phase commit (Flink's
+/// `TwoPhaseCommitSinkFunction`): on a checkpoint's barrier it
+/// *pre-commits* what it wrote since the previous one (makes it durable but
+/// not yet visible) and returns a handle that the checkpoint keeps; when the
+/// checkpoint completes it *commits* (makes it visible). After a failure,
+/// what was not pre-committed is *aborted*, and a restore commits the
+/// handles of the checkpoint it resumes from again, so commit must be
+/// idempotent. A sink that writes straight through (stdout, the plain file
+/// sink) makes everything durable on pre-commit and is at-least-once.
+pub trait Sink: Send {
+    /// Write a batch of records.
+    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()>;
+    /// The input ended: make everything durable (and, for a transactional
+    /// sink, visible).
+    fn finish(&mut self) -> anyhow::Result<()>;
+    /// Make what was written visible, at most every [`FLUSH_INTERVAL`]:
+    /// called after every batch, and when no input came for that long.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// The task's input is drained for now (it is about to wait for more):
+    /// make what was written visible at once, so that a record that arrives
+    /// while the stream is slow leaves without waiting for the interval.
+    fn write_out(&mut self) -> anyhow::Result<()> {
+        self.flush()
+    }
+    /// Checkpoint `checkpoint`'s barrier passed: make everything written so
+    /// far durable, and return the handle to commit it by.
+    fn pre_commit(&mut self, checkpoint: u64) -> anyhow::Result<Vec<u8>> {
+        let _ = checkpoint;
+        self.finish()?;
+        Ok(Vec::new())
+    }
+    /// Checkpoint `checkpoint` completed: make what it pre-committed
+    /// visible. Called again with the same handle after a restore: doing it
+    /// twice must change nothing.
+    fn commit(&mut self, checkpoint: u64, handle: &[u8]) -> anyhow::Result<()> {
+        let _ = (checkpoint, handle);
+        Ok(())
+    }
+    /// The job failed or was canceled: drop what was not pre-committed.
+    fn abort(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// Append `batch` to `out` as JSON lines: records of a JSON stream as they
+/// are, rows and MessagePack written as JSON.
+pub fn json_lines(format: &Format, batch: &[Record], out: &mut Vec<u8>) -> Result<(), String> {
+    for r in batch {
+        match format.codec {
+            Codec::Json => out.extend_from_slice(&r.value),
+            _ => format
+                .write_json(&r.value, out)
+                .map_err(|e| format!("a record cannot be written as JSON: {e}"))?,
+        }
+        out.push(b'\n');
+    }
+    Ok(())
+}
+
+/// How often a sink writes out its buffer while a job runs: a partly
+/// filled buffer waits at most this long, however slow the stream.
+pub const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// What a subtask's own sink needs ([`open_subtask_sink`]).
+pub struct SinkContext<'a> {
+    /// The job's id.
+    pub job_id: &'a str,
+    /// The subtask.
+    pub subtask: u32,
+    /// The job's attempt (a newer one fences an older one's writes).
+    pub attempt: u32,
+    /// The checkpoint the attempt starts from, if any.
+    pub restored: Option<u64>,
+    /// How its input's records are encoded.
+    pub format: Format,
+}
+
+/// The writer every subtask of a sink vertex shares, for a sink written
+/// straight through; `None` when each subtask opens its own
+/// ([`open_subtask_sink`]): a sink that commits with the checkpoints of
+/// a job that takes them. `append`: the job is split over processes, each
+/// writing its share of a file.
+pub fn open_vertex_sink(
+    config: &SinkConfig,
+    checkpoints: bool,
+    append: bool,
+) -> anyhow::Result<Option<SharedSink>> {
+    if checkpoints && config.commits_parts() {
+        return Ok(None);
+    }
+    Ok(Some(match config {
+        SinkConfig::Stdout(_) => SharedSink::stdout(),
+        SinkConfig::Discard(_) => SharedSink::discard(),
+        SinkConfig::JsonLinesFile(c) => SharedSink::file(&c.path, append)?,
+    }))
+}
+
+/// A sink subtask's own sink, for a sink [`open_vertex_sink`] gave no
+/// shared writer.
+pub fn open_subtask_sink(config: &SinkConfig, cx: SinkContext) -> anyhow::Result<Box<dyn Sink>> {
+    match config {
+        SinkConfig::JsonLinesFile(c) => Ok(Box::new(
+            part_files::PartFileSink::open(
+                std::path::Path::new(&c.path),
+                cx.job_id,
+                cx.subtask,
+                cx.attempt,
+                cx.restored,
+            )?
+            .with_format(cx.format),
+        )),
+        SinkConfig::Stdout(_) | SinkConfig::Discard(_) => {
+            anyhow::bail!(
+                "a {} sink is shared by its subtasks",
+                config.connector().type_name()
+            )
+        }
+    }
+}
