@@ -28,7 +28,10 @@ pub fn build_crate(dir: &Path) -> anyhow::Result<PathBuf> {
             dir.display()
         );
     }
-    let manifest_path = dir.join("Cargo.toml");
+    // Cargo names the manifest by its canonical path: a project reached
+    // through `..` or a link is the same crate.
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
+    let manifest_path = canonical(&dir.join("Cargo.toml"));
     let mut found = None;
     for line in output.stdout.split(|b| *b == b'\n') {
         let Ok(msg) = serde_json::from_slice::<serde_json::Value>(line) else {
@@ -37,7 +40,9 @@ pub fn build_crate(dir: &Path) -> anyhow::Result<PathBuf> {
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
-        let is_ours = msg["manifest_path"].as_str().map(Path::new) == Some(manifest_path.as_path());
+        let is_ours = msg["manifest_path"]
+            .as_str()
+            .is_some_and(|p| canonical(Path::new(p)) == manifest_path);
         let is_cdylib = msg["target"]["kind"]
             .as_array()
             .is_some_and(|k| k.iter().any(|k| k == "cdylib"));
