@@ -157,6 +157,54 @@ fn wordcount_gives_exact_counts_at_parallelism_1_and_4() {
     }
 }
 
+/// The seeds' first example, `examples/socket-wordcount`: a word count fed
+/// over a socket (`nc -lk 9000` played by the test's own listener, which
+/// sends the text in pieces and closes). The socket source is read by one
+/// subtask while the job runs at parallelism 2, and with `retries=0` the
+/// job ends with the connection.
+#[test]
+fn a_word_count_reads_its_text_from_a_socket() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("address={}", listener.local_addr().unwrap());
+    let output = dir.path().join("counts.jsonl");
+    let text = text(20_000, 11);
+    let expected = expected_counts(&text);
+    let sent = text.clone();
+    let server = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut conn = loop {
+            match listener.accept() {
+                Ok((c, _)) => break c,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                Err(e) => panic!("no connection: {e}"),
+            }
+        };
+        conn.set_nonblocking(false).unwrap();
+        for piece in sent.as_bytes().chunks(7_777) {
+            conn.write_all(piece).unwrap();
+        }
+    });
+    let output_param = format!("output={}", output.display());
+    let o = weir(&[
+        "run",
+        "examples/socket-wordcount",
+        "--param",
+        &address,
+        "--param",
+        "retries=0",
+        "--param",
+        &output_param,
+    ]);
+    assert!(o.ok, "{}", o.stderr);
+    server.join().unwrap();
+    assert_eq!(final_counts(&output), expected);
+}
+
 #[test]
 fn the_stateless_example_filters_and_maps() {
     let o = weir(&["run", "examples/json-filter", "--param", "min=25"]);

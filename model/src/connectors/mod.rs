@@ -21,6 +21,7 @@
 pub mod console;
 pub mod files;
 pub mod generator;
+pub mod socket;
 
 use std::collections::BTreeMap;
 
@@ -134,6 +135,8 @@ pub enum SourceTable {
     JsonLinesFile(files::JsonLinesFileTable),
     /// Generated records.
     Generator(generator::GeneratorTable),
+    /// Lines of text read from a TCP server.
+    Socket(socket::SocketTable),
 }
 
 impl SourceTable {
@@ -143,6 +146,7 @@ impl SourceTable {
             SourceTable::TextFile(t) => SourceConfig::TextFile(t.resolve(r)?),
             SourceTable::JsonLinesFile(t) => SourceConfig::JsonLinesFile(t.resolve(r)?),
             SourceTable::Generator(t) => SourceConfig::Generator(t.resolve(r)?),
+            SourceTable::Socket(t) => SourceConfig::Socket(t.resolve(r)?),
         })
     }
 }
@@ -156,6 +160,8 @@ pub enum SourceConfig {
     JsonLinesFile(files::JsonLinesFile),
     /// Generated records.
     Generator(generator::Generator),
+    /// Lines of text from a TCP server.
+    Socket(socket::Socket),
 }
 
 impl SourceConfig {
@@ -165,6 +171,7 @@ impl SourceConfig {
             SourceConfig::TextFile(c) => c,
             SourceConfig::JsonLinesFile(c) => c,
             SourceConfig::Generator(c) => c,
+            SourceConfig::Socket(c) => c,
         }
     }
 }

@@ -263,6 +263,62 @@ mod limit_tests {
         JobGraph::build(&m, params, None)
     }
 
+    /// A socket source is read by one subtask: a job's parallelism does
+    /// not apply to it, and asking for more is refused; its address and
+    /// format are checked, naming the key.
+    #[test]
+    fn a_socket_source_has_one_subtask_and_a_checked_address() {
+        let socket = "type='socket'\naddress='127.0.0.1:${n}'";
+        let g = build("parallelism=4", socket, "type='stdout'").unwrap();
+        assert_eq!(g.vertices[0].parallelism, 1);
+        let VertexKind::Source(SourceConfig::Socket(c)) = &g.vertices[0].kind else {
+            panic!("{g:?}")
+        };
+        assert_eq!(c.address, "127.0.0.1:7");
+        assert_eq!(g.vertices[0].output_type, Some(weir_types::Type::String));
+        let e = build("", &format!("{socket}\nparallelism=2"), "type='stdout'").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a socket source is read by at most 1 subtask"),
+            "{e}"
+        );
+        for (source, want) in [
+            (
+                "type='socket'\naddress='localhost'",
+                "address \"localhost\" is not host:port",
+            ),
+            ("type='socket'\naddress=':9000'", "is not host:port"),
+            ("type='socket'\naddress='h:99999'", "is not host:port"),
+            (
+                "type='socket'\naddress='h:1'\nformat='csv'",
+                "format \"csv\" is not",
+            ),
+            (
+                "type='socket'\naddress='h:1'\nmax-retries=-1",
+                "max-retries of `s` is -1",
+            ),
+            (
+                "type='socket'\naddress='h:1'\nschema={a='u64'}",
+                "`schema` is for `format = \"json\"`",
+            ),
+            ("type='socket'\nadress='h:1'", "unknown field `adress`"),
+            ("type='sockett'\naddress='h:1'", "unknown variant `sockett`"),
+        ] {
+            let e = build("", source, "type='stdout'").unwrap_err().to_string();
+            assert!(e.contains(want), "{source}: {e}");
+        }
+        let json = build(
+            "",
+            "type='socket'\naddress='h:1'\nformat='json'\nschema={a='u64'}",
+            "type='stdout'",
+        )
+        .unwrap();
+        assert_eq!(
+            json.vertices[0].output_type,
+            Some("{a: u64}".parse().unwrap())
+        );
+    }
+
     #[test]
     fn generator_settings_are_numbers_or_parameters() {
         for source in [

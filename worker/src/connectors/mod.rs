@@ -9,6 +9,7 @@
 //!
 //! - [`files`]: the text-file and JSON-lines sources, byte ranges of a file.
 //! - [`generator`]: made-up records for examples, tests and benchmarks.
+//! - [`socket`]: lines from a TCP server.
 //! - [`shared`]: standard output, `discard` and a plain JSON-lines file,
 //!   written straight through by every subtask of a sink vertex.
 //! - [`part_files`]: a directory of part files committed with the
@@ -27,6 +28,7 @@ pub mod generator;
 pub mod lines;
 pub mod part_files;
 pub mod shared;
+pub mod socket;
 
 #[cfg(test)]
 mod tests;
@@ -121,6 +123,7 @@ pub fn open_source(
         SourceConfig::TextFile(c) => files::open_text(c, split, codec, size)?,
         SourceConfig::JsonLinesFile(c) => files::open_json_lines(c, split, codec, size, ty)?,
         SourceConfig::Generator(c) => generator::open(c, split, codec),
+        SourceConfig::Socket(c) => socket::open(c, split, codec, ty),
     })
 }
 
