@@ -75,3 +75,12 @@ if ! cmp -s tests/schemathesis/requirements.txt "$venv/requirements.txt"; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r tests/schemathesis/requirements.txt
     cp tests/schemathesis/requirements.txt "$venv/requirements.txt"
 fi
+# The Kafka connector's tests: tansu, a Kafka-protocol broker (Debian has
+# none), built once from crates.io into a cache outside the clone (15-30
+# minutes on two cores; the tests find it there, or at $WEIR_TANSU).
+tansu_root="$HOME/.cache/weir/tansu-0.6.0"
+if [ ! -x "$tansu_root/bin/tansu" ]; then
+    CARGO_TARGET_DIR="$HOME/.cache/weir/tansu-build" CARGO_INCREMENTAL=0 \
+        cargo install tansu --version 0.6.0 --locked --features dynostore,libsql --root "$tansu_root"
+    rm -rf "$HOME/.cache/weir/tansu-build"
+fi

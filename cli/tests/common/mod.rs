@@ -531,3 +531,4 @@ impl Drop for NetNs {
         self.remove();
     }
 }
+pub mod kafka;

@@ -21,6 +21,7 @@
 pub mod console;
 pub mod files;
 pub mod generator;
+pub mod kafka;
 pub mod socket;
 
 use std::collections::BTreeMap;
@@ -58,6 +59,13 @@ pub trait SourceConnector {
     fn max_parallelism(&self) -> Option<u32> {
         None
     }
+
+    /// Whether its records carry timestamps of their own (a Kafka
+    /// message's), which event time uses when the source has a watermark
+    /// strategy but no `timestamp` pointer.
+    fn timestamps(&self) -> bool {
+        false
+    }
 }
 
 /// What a sink's configuration tells the rest of the job.
@@ -79,6 +87,12 @@ pub trait SinkConnector {
 
     /// Whether a cluster job may replace what is at its files already.
     fn overwrites(&self) -> bool {
+        false
+    }
+
+    /// Whether each subtask has a sink of its own in every job (a client
+    /// connection each), not only when it commits with the checkpoints.
+    fn per_subtask(&self) -> bool {
         false
     }
 }
@@ -119,6 +133,37 @@ impl Resolve<'_> {
         }
     }
 
+    /// `host:port` addresses, separated by commas (`key` names the setting
+    /// in errors), with the job's parameters applied.
+    pub fn addresses(&self, key: &str, text: &str, example: &str) -> Result<String, ManifestError> {
+        let addresses = self.text(text)?;
+        for a in addresses.split(',') {
+            let port = a
+                .trim()
+                .rsplit_once(':')
+                .and_then(|(host, port)| (!host.is_empty()).then_some(port))
+                .and_then(|p| p.parse::<u16>().ok());
+            if port.is_none_or(|p| p == 0) {
+                return Err(self.invalid(
+                    key,
+                    format_args!("{a:?} is not host:port (for example \"{example}\")"),
+                ));
+            }
+        }
+        Ok(addresses)
+    }
+
+    /// A table of text settings, the job's parameters applied to each.
+    pub fn texts(
+        &self,
+        table: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, ManifestError> {
+        table
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), self.text(v)?)))
+            .collect()
+    }
+
     /// An error about this element's `key`.
     pub fn invalid(&self, key: &str, why: impl std::fmt::Display) -> ManifestError {
         ManifestError::Invalid(format!("`{}`: {key} {why}", self.name))
@@ -137,6 +182,8 @@ pub enum SourceTable {
     Generator(generator::GeneratorTable),
     /// Lines of text read from a TCP server.
     Socket(socket::SocketTable),
+    /// Kafka topics.
+    Kafka(kafka::KafkaSourceTable),
 }
 
 impl SourceTable {
@@ -147,6 +194,7 @@ impl SourceTable {
             SourceTable::JsonLinesFile(t) => SourceConfig::JsonLinesFile(t.resolve(r)?),
             SourceTable::Generator(t) => SourceConfig::Generator(t.resolve(r)?),
             SourceTable::Socket(t) => SourceConfig::Socket(t.resolve(r)?),
+            SourceTable::Kafka(t) => SourceConfig::Kafka(t.resolve(r)?),
         })
     }
 }
@@ -162,6 +210,8 @@ pub enum SourceConfig {
     Generator(generator::Generator),
     /// Lines of text from a TCP server.
     Socket(socket::Socket),
+    /// Kafka topics.
+    Kafka(kafka::KafkaSource),
 }
 
 impl SourceConfig {
@@ -172,6 +222,7 @@ impl SourceConfig {
             SourceConfig::JsonLinesFile(c) => c,
             SourceConfig::Generator(c) => c,
             SourceConfig::Socket(c) => c,
+            SourceConfig::Kafka(c) => c,
         }
     }
 }
@@ -186,6 +237,8 @@ pub enum SinkTable {
     Discard(console::DiscardTable),
     /// A JSON-lines file, or a directory of part files with checkpoints.
     JsonLinesFile(files::JsonLinesSinkTable),
+    /// A Kafka topic.
+    Kafka(kafka::KafkaSinkTable),
 }
 
 impl SinkTable {
@@ -195,6 +248,7 @@ impl SinkTable {
             SinkTable::Stdout(_) => SinkConfig::Stdout(console::Stdout),
             SinkTable::Discard(_) => SinkConfig::Discard(console::Discard),
             SinkTable::JsonLinesFile(t) => SinkConfig::JsonLinesFile(t.resolve(r)?),
+            SinkTable::Kafka(t) => SinkConfig::Kafka(t.resolve(r)?),
         })
     }
 }
@@ -208,6 +262,8 @@ pub enum SinkConfig {
     Discard(console::Discard),
     /// A JSON-lines file.
     JsonLinesFile(files::JsonLinesSink),
+    /// A Kafka topic.
+    Kafka(kafka::KafkaSink),
 }
 
 impl SinkConfig {
@@ -217,6 +273,7 @@ impl SinkConfig {
             SinkConfig::Stdout(c) => c,
             SinkConfig::Discard(c) => c,
             SinkConfig::JsonLinesFile(c) => c,
+            SinkConfig::Kafka(c) => c,
         }
     }
 

@@ -41,16 +41,9 @@ pub enum LineFormat {
 
 impl SocketTable {
     pub(super) fn resolve(&self, r: &Resolve) -> Result<Socket, ManifestError> {
-        let address = r.text(&self.address)?;
-        let port = address
-            .rsplit_once(':')
-            .and_then(|(host, port)| (!host.is_empty()).then_some(port))
-            .and_then(|p| p.parse::<u16>().ok());
-        if port.is_none_or(|p| p == 0) {
-            return Err(r.invalid(
-                "address",
-                format_args!("{address:?} is not host:port (for example \"127.0.0.1:9000\")"),
-            ));
+        let address = r.addresses("address", &self.address, "127.0.0.1:9000")?;
+        if address.contains(',') {
+            return Err(r.invalid("address", "is one host:port"));
         }
         let format = match self
             .format

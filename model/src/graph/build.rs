@@ -17,6 +17,7 @@ fn invalid(msg: String) -> ManifestError {
 fn event_time(
     s: &crate::manifest::SourceSpec,
     params: &BTreeMap<String, String>,
+    own_timestamps: bool,
 ) -> Result<Option<EventTime>, ManifestError> {
     let setting = |what: &str, v: &Option<Setting>| -> Result<Option<i64>, ManifestError> {
         let Some(v) = v else { return Ok(None) };
@@ -50,7 +51,11 @@ fn event_time(
             )));
         }
     }
-    let has_timestamps = timestamp.is_some() || s.timestamp_assigner.is_some();
+    // A connector whose records carry timestamps (Kafka's) gives them to
+    // a source that asks for a watermark strategy without a pointer.
+    let has_timestamps = timestamp.is_some()
+        || s.timestamp_assigner.is_some()
+        || own_timestamps && (s.watermark.is_some() || max_delay.is_some());
     let max_delay_ms = match (s.watermark.as_deref(), max_delay) {
         (None, None) if !has_timestamps => {
             if interval.is_some() || idle.is_some() {
@@ -306,7 +311,11 @@ impl JobGraph {
             let p = check(&s.name, p)?;
             let id = add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
             vertices[id].output_type = output_type;
-            let event_time = event_time(s, &params)?;
+            let own_timestamps = match &vertices[id].kind {
+                VertexKind::Source(c) => c.connector().timestamps(),
+                _ => false,
+            };
+            let event_time = event_time(s, &params, own_timestamps)?;
             match &s.timestamp_assigner {
                 None => vertices[id].event_time = event_time,
                 Some(function) => {

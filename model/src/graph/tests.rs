@@ -319,6 +319,97 @@ mod limit_tests {
         );
     }
 
+    /// A Kafka source's and sink's settings are checked when the job is
+    /// made, each error naming its key; the messages' timestamps give event
+    /// time to a source with a watermark strategy and no pointer.
+    #[test]
+    fn kafka_settings_are_checked_naming_the_key() {
+        use crate::connectors::kafka::{StartAt, Topics};
+        let source = "type='kafka'\nbrokers='127.0.0.1:${n},h:9'";
+        let g = build(
+            "parallelism=3",
+            &format!("{source}\ntopic-pattern='e-.*'\nstart='timestamp'\nstart-timestamp-ms=5\nwatermark='bounded'\nmax-delay-ms=10"),
+            "type='kafka'\nbrokers='h:1'\ntopic-field='/t'\nkey-field='/k'",
+        )
+        .unwrap();
+        assert_eq!(g.vertices[0].parallelism, 3);
+        let VertexKind::Source(SourceConfig::Kafka(c)) = &g.vertices[0].kind else {
+            panic!("{g:?}")
+        };
+        assert_eq!(c.brokers, "127.0.0.1:7,h:9");
+        assert_eq!(c.topics, Topics::Pattern("e-.*".into()));
+        assert_eq!(c.start, StartAt::Timestamp(5));
+        assert_eq!(c.group_id, "weir-s");
+        let et = g.vertices[0].event_time.as_ref().expect("event time");
+        assert_eq!((et.timestamp.as_deref(), et.max_delay_ms), (None, 10));
+        assert!(matches!(
+            g.vertices[1].kind,
+            VertexKind::Sink(SinkConfig::Kafka(_))
+        ));
+        let stdout = "type='stdout'";
+        for (source, sink, want) in [
+            (
+                "type='kafka'\nbrokers='h'\ntopics=['t']",
+                stdout,
+                "brokers \"h\" is not host:port",
+            ),
+            ("type='kafka'\nbrokers='h:1'", stdout, "topics is missing"),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\ntopic-pattern='x'",
+                stdout,
+                "cannot both be given",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopic-pattern='('",
+                stdout,
+                "is not a regular expression",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\nstart='newest'",
+                stdout,
+                "start \"newest\" is not",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\nstart='timestamp'",
+                stdout,
+                "needs `start-timestamp-ms`",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\nstop='soon'",
+                stdout,
+                "stop \"soon\" is not",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\nformat='avro'",
+                stdout,
+                "format \"avro\" is not",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\nformat='text'\nschema={a='u64'}",
+                stdout,
+                "`schema` is for `format = \"json\"`",
+            ),
+            (
+                "type='kafka'\nbrokers='h:1'\ntopics=['t']\ntopic='x'",
+                stdout,
+                "unknown field `topic`",
+            ),
+            (
+                "type='generator'",
+                "type='kafka'\nbrokers='h:1'",
+                "topic is missing",
+            ),
+            (
+                "type='generator'",
+                "type='kafka'\nbrokers='h:1'\ntopic='t'\nkey-field='k'",
+                "is not a JSON pointer",
+            ),
+        ] {
+            let e = build("", source, sink).unwrap_err().to_string();
+            assert!(e.contains(want), "{source} / {sink}: {e}");
+        }
+    }
+
     #[test]
     fn generator_settings_are_numbers_or_parameters() {
         for source in [

@@ -10,6 +10,7 @@
 //! - [`files`]: the text-file and JSON-lines sources, byte ranges of a file.
 //! - [`generator`]: made-up records for examples, tests and benchmarks.
 //! - [`socket`]: lines from a TCP server.
+//! - [`kafka`]: Kafka topics in and out.
 //! - [`shared`]: standard output, `discard` and a plain JSON-lines file,
 //!   written straight through by every subtask of a sink vertex.
 //! - [`part_files`]: a directory of part files committed with the
@@ -25,6 +26,7 @@
 
 pub mod files;
 pub mod generator;
+pub mod kafka;
 pub mod lines;
 pub mod part_files;
 pub mod shared;
@@ -124,6 +126,7 @@ pub fn open_source(
         SourceConfig::JsonLinesFile(c) => files::open_json_lines(c, split, codec, size, ty)?,
         SourceConfig::Generator(c) => generator::open(c, split, codec),
         SourceConfig::Socket(c) => socket::open(c, split, codec, ty),
+        SourceConfig::Kafka(c) => kafka::open_source(c, split, codec, ty)?,
     })
 }
 
@@ -218,13 +221,14 @@ pub fn open_vertex_sink(
     checkpoints: bool,
     append: bool,
 ) -> anyhow::Result<Option<SharedSink>> {
-    if checkpoints && config.commits_parts() {
+    if config.connector().per_subtask() || checkpoints && config.commits_parts() {
         return Ok(None);
     }
     Ok(Some(match config {
         SinkConfig::Stdout(_) => SharedSink::stdout(),
         SinkConfig::Discard(_) => SharedSink::discard(),
         SinkConfig::JsonLinesFile(c) => SharedSink::file(&c.path, append)?,
+        SinkConfig::Kafka(_) => unreachable!("a Kafka sink has a producer per subtask"),
     }))
 }
 
@@ -242,6 +246,7 @@ pub fn open_subtask_sink(config: &SinkConfig, cx: SinkContext) -> anyhow::Result
             )?
             .with_format(cx.format),
         )),
+        SinkConfig::Kafka(c) => kafka::open_sink(c, cx.format),
         SinkConfig::Stdout(_) | SinkConfig::Discard(_) => {
             anyhow::bail!(
                 "a {} sink is shared by its subtasks",

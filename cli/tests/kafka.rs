@@ -1,0 +1,326 @@
+//! Kafka connectors against a real Kafka-protocol broker (tansu, started by
+//! each test on loopback): topics read into exact results at parallelism
+//! 2, a job written back to Kafka, exactly-once output through a failure
+//! and restart, new partitions found while running.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::kafka::Broker;
+
+/// `n` lines of words (a fixed vocabulary), keyed by their number.
+fn lines(n: usize) -> Vec<(Option<String>, String)> {
+    const WORDS: [&str; 7] = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"];
+    (0..n)
+        .map(|i| {
+            let line: Vec<&str> = (0..1 + i % 5)
+                .map(|k| WORDS[(i * 3 + k) % WORDS.len()])
+                .collect();
+            (Some(format!("k{i}")), line.join(" "))
+        })
+        .collect()
+}
+
+fn word_totals(lines: &[(Option<String>, String)]) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for (_, l) in lines {
+        for w in l.split_whitespace() {
+            *totals.entry(w.to_owned()).or_default() += 1;
+        }
+    }
+    totals
+}
+
+/// The last count of each word in a JSON-lines file of `{"word", "count"}`.
+fn final_counts(output: &Path) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in std::fs::read_to_string(output).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let e = counts
+            .entry(v["word"].as_str().unwrap().to_owned())
+            .or_insert(0);
+        *e = v["count"].as_u64().unwrap().max(*e);
+    }
+    counts
+}
+
+/// A bounded Kafka source (`stop = "latest"`) of three partitions read at
+/// parallelism 2 by the word count: every message once, exact counts; the
+/// same with each record's metadata around its value.
+#[test]
+fn a_word_count_reads_every_partition_of_a_topic_once() {
+    let broker = Broker::start();
+    broker.create_topic("lines", 3);
+    let input = lines(3000);
+    broker.produce("lines", &input);
+    assert_eq!(broker.sizes("lines", 3).values().sum::<i64>(), 3000);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(weir_tests::guest("wordcount"), dir.path().join("c.wasm")).unwrap();
+    let output = dir.path().join("counts.jsonl");
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        format!(
+            "[job]\nname = 'kafka-count'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['lines']\nformat = 'text'\nstop = 'latest'\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            broker.address,
+            output.display()
+        ),
+    )
+    .unwrap();
+    let o = common::weir(&["run", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(final_counts(&output), word_totals(&input));
+
+    // With metadata: one record per message, naming where it was.
+    let meta = dir.path().join("meta");
+    std::fs::create_dir_all(&meta).unwrap();
+    let seen = dir.path().join("seen.jsonl");
+    std::fs::write(
+        meta.join("weir.toml"),
+        format!(
+            "[job]\nname = 'kafka-meta'\nparallelism = 2\n\
+             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['lines']\nformat = 'text'\nstop = 'latest'\nmetadata = true\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            broker.address,
+            seen.display()
+        ),
+    )
+    .unwrap();
+    let o = common::weir(&["run", meta.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 3000);
+    let mut by_key: BTreeMap<String, &serde_json::Value> = BTreeMap::new();
+    let mut places = std::collections::BTreeSet::new();
+    for r in &records {
+        assert_eq!(r["topic"], "lines");
+        assert!(r["timestamp"].as_i64().unwrap() > 1_600_000_000_000, "{r}");
+        places.insert((
+            r["partition"].as_i64().unwrap(),
+            r["offset"].as_i64().unwrap(),
+        ));
+        by_key.insert(r["key"].as_str().unwrap().to_owned(), r);
+    }
+    assert_eq!(places.len(), 3000, "every message once");
+    for (key, value) in &input {
+        assert_eq!(by_key[key.as_ref().unwrap()]["value"], value.as_str());
+    }
+}
+
+/// Kafka to Kafka: a topic of JSON values, filtered by a built-in, written
+/// to another topic keyed by a field; every kept record arrives once, with
+/// its key.
+#[test]
+fn a_job_writes_kafka_to_kafka() {
+    let broker = Broker::start();
+    broker.create_topic("orders", 2);
+    broker.create_topic("big", 3);
+    let orders: Vec<(Option<String>, String)> = (0..2000)
+        .map(|i| {
+            (
+                None,
+                format!(
+                    "{{\"id\": {i}, \"user\": \"u{}\", \"amount\": {}}}",
+                    i % 13,
+                    i % 100
+                ),
+            )
+        })
+        .collect();
+    broker.produce("orders", &orders);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        format!(
+            "[job]\nname = 'kafka-kafka'\nparallelism = 2\n\
+             [[source]]\nname = 'orders'\ntype = 'kafka'\nbrokers = '{0}'\ntopics = ['orders']\nstop = 'latest'\n\
+             [[operator]]\nname = 'big'\nbuiltin = 'select'\nwhere = '/amount >= 90'\ncolumns = ['id = /id', 'user = /user', 'amount = /amount']\n\
+             [[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{0}'\ntopic = 'big'\nkey-field = '/user'\n",
+            broker.address
+        ),
+    )
+    .unwrap();
+    let o = common::weir(&["run", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = broker.read("big", 3, 200);
+    assert_eq!(got.len(), 200, "every kept record once");
+    let mut ids: Vec<u64> = got
+        .iter()
+        .map(|(_, key, value)| {
+            let v: serde_json::Value = serde_json::from_str(value).unwrap();
+            assert!(v["amount"].as_u64().unwrap() >= 90);
+            assert_eq!(key.as_deref(), v["user"].as_str(), "keyed by the user");
+            v["id"].as_u64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    let want: Vec<u64> = (0..2000).filter(|i| i % 100 >= 90).collect();
+    assert_eq!(ids, want);
+    // A key's messages are in one partition.
+    let mut partition_of = BTreeMap::new();
+    for (p, key, _) in &got {
+        assert_eq!(
+            *partition_of.entry(key.clone()).or_insert(*p),
+            *p,
+            "{key:?}"
+        );
+    }
+}
+
+/// A guest that fails once in the middle of a topic: the job restarts from
+/// its latest checkpoint, whose offsets say where each partition goes on,
+/// and the committed output is exact (each word's counts once each, the
+/// totals those of the topic).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_offsets_restore_exactly_once_output_after_a_failure() {
+    use weir_coordinator::jobs::JobState;
+    let broker = Broker::start();
+    broker.create_topic("text", 3);
+    let input = lines(30_000);
+    broker.produce("text", &input);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_local, rest) = common::local(&data);
+    let output = dir.path().join("out");
+    let bundle = common::bundle(
+        dir.path(),
+        "kafka-restore",
+        "test-guests",
+        &format!(
+            "[job]\nname = 'kafka-restore'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '9000'\nfail-attempts = '1'\n\
+             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['text']\nformat = 'text'\nstop = 'latest'\n\
+             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
+             [[operator]]\nname = 'words'\nfunction = 'words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count-words'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 100\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
+            broker.address,
+            output.display()
+        ),
+    );
+    let id = common::submit(&rest, &bundle);
+    let ended = common::job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    assert!(
+        ended.exceptions[0].message.contains("injected failure"),
+        "{:#?}",
+        ended.exceptions
+    );
+    let c = common::checkpoints_until(&rest, &id, |_| true).await;
+    assert!(c.restored.is_some(), "restored from a checkpoint: {c:#?}");
+    let total = word_totals(&input).values().sum();
+    common::exactly_once(&output, total, |v| {
+        (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
+    });
+}
+
+/// A broker that is not there when the job starts: the job fails naming
+/// it (no restarts asked for).
+#[test]
+fn a_missing_broker_fails_the_job_naming_it() {
+    let port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        format!(
+            "[job]\nname = 'no-broker'\n\
+             [[source]]\nname = 'in'\ntype = 'kafka'\nbrokers = '127.0.0.1:{port}'\ntopics = ['t']\n\
+             properties = {{ 'socket.connection.setup.timeout.ms' = '1000' }}\n\
+             [[sink]]\nname = 'out'\ntype = 'stdout'\n"
+        ),
+    )
+    .unwrap();
+    let o = common::weir(&["run", dir.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot read the topics of Kafka at 127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+}
+
+/// An unbounded source across a broker restart (SIGKILL, then started
+/// again on the same storage): reading goes on when the broker is back,
+/// and a topic made while the job runs that matches its `topic-pattern`
+/// is read from its first message.
+#[test]
+fn reading_goes_on_across_a_broker_restart_and_finds_new_topics() {
+    let mut broker = Broker::start();
+    broker.create_topic("events-a", 2);
+    let first: Vec<(Option<String>, String)> = (0..500)
+        .map(|i| (None, format!("{{\"n\": {i}}}")))
+        .collect();
+    broker.produce("events-a", &first);
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("seen.jsonl");
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        format!(
+            "[job]\nname = 'kafka-follow'\nparallelism = 2\n\
+             [[source]]\nname = 'events'\ntype = 'kafka'\nbrokers = '{}'\ntopic-pattern = 'events-.*'\ndiscovery-interval-ms = 200\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            broker.address,
+            output.display()
+        ),
+    )
+    .unwrap();
+    let job = common::command()
+        .args(["run", dir.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("job.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let job = common::Proc(job);
+    let seen = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let got: Vec<u64> = std::fs::read_to_string(&output)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .map(|v| v["n"].as_u64().unwrap())
+                .collect();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {n} records came; the job said: {}",
+                got.len(),
+                std::fs::read_to_string(dir.path().join("job.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    seen(500);
+    broker.stop();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    broker.restart();
+    let more: Vec<(Option<String>, String)> = (500..800)
+        .map(|i| (None, format!("{{\"n\": {i}}}")))
+        .collect();
+    broker.produce("events-a", &more);
+    broker.create_topic("events-b", 1);
+    let new: Vec<(Option<String>, String)> = (800..900)
+        .map(|i| (None, format!("{{\"n\": {i}}}")))
+        .collect();
+    broker.produce("events-b", &new);
+    let mut got = seen(900);
+    drop(job);
+    got.sort_unstable();
+    assert_eq!(got, (0..900).collect::<Vec<u64>>(), "each record once");
+}
