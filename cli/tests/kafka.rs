@@ -253,25 +253,26 @@ fn a_missing_broker_fails_the_job_naming_it() {
     );
 }
 
-/// An unbounded source across a broker restart (SIGKILL, then started
-/// again on the same storage): reading goes on when the broker is back,
-/// and a topic made while the job runs that matches its `topic-pattern`
-/// is read from its first message.
+/// An unbounded source starting at the partitions' ends (`start =
+/// "latest"`) across a broker restart (SIGKILL, then started again on the
+/// same storage): reading goes on when the broker is back, and a topic made
+/// while the job runs that matches its `topic-pattern` is read from its
+/// first message, whatever `start` says.
 #[test]
 fn reading_goes_on_across_a_broker_restart_and_finds_new_topics() {
     let mut broker = Broker::start();
     broker.create_topic("events-a", 2);
-    let first: Vec<(Option<String>, String)> = (0..500)
-        .map(|i| (None, format!("{{\"n\": {i}}}")))
+    let before: Vec<(Option<String>, String)> = (0..50)
+        .map(|i| (None, format!("{{\"before\": {i}}}")))
         .collect();
-    broker.produce("events-a", &first);
+    broker.produce("events-a", &before);
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("seen.jsonl");
     std::fs::write(
         dir.path().join("weir.toml"),
         format!(
             "[job]\nname = 'kafka-follow'\nparallelism = 2\n\
-             [[source]]\nname = 'events'\ntype = 'kafka'\nbrokers = '{}'\ntopic-pattern = 'events-.*'\ndiscovery-interval-ms = 200\n\
+             [[source]]\nname = 'events'\ntype = 'kafka'\nbrokers = '{}'\ntopic-pattern = 'events-.*'\nstart = 'latest'\ndiscovery-interval-ms = 200\n\
              [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
             broker.address,
             output.display()
@@ -285,28 +286,48 @@ fn reading_goes_on_across_a_broker_restart_and_finds_new_topics() {
         .spawn()
         .unwrap();
     let job = common::Proc(job);
-    let seen = |n: usize| {
+    let records = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&output)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let wait_for = |what: &str, ok: &dyn Fn(&[serde_json::Value]) -> bool| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
-            let got: Vec<u64> = std::fs::read_to_string(&output)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .map(|v| v["n"].as_u64().unwrap())
-                .collect();
-            if got.len() >= n {
+            let got = records();
+            if ok(&got) {
                 return got;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "{} of {n} records came; the job said: {}",
+                "{what}: {} records came; the job said: {}",
                 got.len(),
                 std::fs::read_to_string(dir.path().join("job.log")).unwrap_or_default()
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     };
-    seen(500);
+    // The job reads from the ends: probes written until one comes through
+    // tell that it has started (what came before is not read).
+    let mut probe = 0;
+    wait_for("a probe", &|got: &[serde_json::Value]| {
+        if got.is_empty() {
+            broker.produce("events-a", &[(None, format!("{{\"probe\": {probe}}}"))]);
+        }
+        !got.is_empty()
+    });
+    probe += 1;
+    let _ = probe;
+    let first: Vec<(Option<String>, String)> = (0..500)
+        .map(|i| (None, format!("{{\"n\": {i}}}")))
+        .collect();
+    broker.produce("events-a", &first);
+    let numbers = |got: &[serde_json::Value]| -> Vec<u64> {
+        got.iter().filter_map(|v| v["n"].as_u64()).collect()
+    };
+    wait_for("the first 500", &|got| numbers(got).len() >= 500);
     broker.stop();
     std::thread::sleep(std::time::Duration::from_millis(500));
     broker.restart();
@@ -319,8 +340,199 @@ fn reading_goes_on_across_a_broker_restart_and_finds_new_topics() {
         .map(|i| (None, format!("{{\"n\": {i}}}")))
         .collect();
     broker.produce("events-b", &new);
-    let mut got = seen(900);
+    let got = wait_for("all 900", &|got| numbers(got).len() >= 900);
     drop(job);
+    let mut got = numbers(&got);
     got.sort_unstable();
     assert_eq!(got, (0..900).collect::<Vec<u64>>(), "each record once");
+    assert!(
+        records().iter().all(|v| v.get("before").is_none()),
+        "what the topic held before the job started is not read"
+    );
+}
+
+/// Event time from the messages' timestamps follows the slowest
+/// partition: one subtask reads two partitions whose messages span the
+/// same hour, and however far it reads one ahead of the other, no record of
+/// the other is late for its window (the watermark is the smaller of the
+/// two partitions' largest timestamps, not the larger).
+#[test]
+fn the_watermark_follows_the_slowest_partition() {
+    let broker = Broker::start();
+    broker.create_topic("clicks", 2);
+    for (partition, key) in [(0, "a"), (1, "b")] {
+        let messages: Vec<(i64, String)> = (0..3600)
+            .map(|s| {
+                let ts = 1_700_000_040_000 + s * 1000; // minute-aligned
+                (ts, format!("{{\"key\": \"{key}\", \"ts\": {ts}}}"))
+            })
+            .collect();
+        broker.produce_at("clicks", partition, &messages);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (counts, late) = (
+        dir.path().join("counts.jsonl"),
+        dir.path().join("late.jsonl"),
+    );
+    std::fs::write(
+        dir.path().join("weir.toml"),
+        format!(
+            "[job]\nname = 'kafka-windows'\nparallelism = 1\n\
+             [[source]]\nname = 'clicks'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['clicks']\nstop = 'latest'\n\
+             watermark = 'bounded'\nmax-delay-ms = 0\nwatermark-interval-ms = 0\n\
+             [[operator]]\nname = 'per-minute'\nbuiltin = 'count'\nkey-by = '/key'\nwindow = {{ type = 'tumbling', size-ms = 60000 }}\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [[sink]]\nname = 'late'\ninput = 'per-minute:late'\ntype = 'json-lines-file'\npath = '{}'\n",
+            broker.address,
+            counts.display(),
+            late.display()
+        ),
+    )
+    .unwrap();
+    let o = common::weir(&["run", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let late = std::fs::read_to_string(&late).unwrap();
+    assert!(late.is_empty(), "{} records are late", late.lines().count());
+    let mut per_key = BTreeMap::<String, (u64, u64)>::new();
+    for line in std::fs::read_to_string(&counts).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let e = per_key
+            .entry(v["key"].as_str().unwrap().to_owned())
+            .or_default();
+        assert_eq!(v["count"], 60, "{v}");
+        e.0 += 1;
+        e.1 += v["count"].as_u64().unwrap();
+    }
+    assert_eq!(per_key["a"], (60, 3600));
+    assert_eq!(per_key["b"], (60, 3600));
+}
+
+/// Kafka to Kafka through a failure, with checkpoints: the sink flushes on
+/// every checkpoint, so what a completed checkpoint covers is in the
+/// output topic, and after the restart every input line is there (some
+/// maybe twice: at-least-once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_to_kafka_loses_nothing_through_a_failure() {
+    use weir_coordinator::jobs::JobState;
+    let broker = Broker::start();
+    broker.create_topic("in", 3);
+    broker.create_topic("out", 2);
+    let input: Vec<(Option<String>, String)> =
+        (0..20_000).map(|i| (None, format!("line {i}"))).collect();
+    broker.produce("in", &input);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_local, rest) = common::local(&data);
+    let bundle = common::bundle(
+        dir.path(),
+        "kafka-kafka-restart",
+        "test-guests",
+        &format!(
+            "[job]\nname = 'kafka-kafka-restart'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '6000'\nfail-attempts = '1'\n\
+             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{0}'\ntopics = ['in']\nformat = 'text'\nstop = 'latest'\n\
+             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
+             [[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{0}'\ntopic = 'out'\n\
+             [checkpoint]\ninterval-ms = 100\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
+            broker.address
+        ),
+    );
+    let id = common::submit(&rest, &bundle);
+    let ended = common::job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    let c = common::checkpoints_until(&rest, &id, |_| true).await;
+    assert!(c.restored.is_some(), "restored from a checkpoint: {c:#?}");
+    let total = broker.sizes("out", 2).values().sum::<i64>() as usize;
+    assert!(total >= 20_000, "{total}");
+    let got = broker.read("out", 2, total);
+    let lines: std::collections::BTreeSet<String> = got
+        .iter()
+        .map(|(_, _, v)| serde_json::from_str::<String>(v).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 20_000, "every line at least once");
+    assert!(lines.iter().all(|l| l.starts_with("line ")));
+}
+
+/// `examples/kafka-wordcount` as its README runs it: the producer job
+/// fills the topic with the word count's sample text, and the count reads
+/// it to its end (`stop=latest`): exact counts.
+#[test]
+fn the_kafka_word_count_example_runs() {
+    let broker = Broker::start();
+    broker.create_topic("lines", 3);
+    let brokers = format!("brokers={}", broker.address);
+    let o = common::weir(&[
+        "run",
+        "examples/kafka-wordcount/produce",
+        "--param",
+        &brokers,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("counts.jsonl");
+    let output_param = format!("output={}", output.display());
+    let o = common::weir(&[
+        "run",
+        "examples/kafka-wordcount",
+        "--param",
+        &brokers,
+        "--param",
+        "stop=latest",
+        "--param",
+        &output_param,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text =
+        std::fs::read_to_string(common::root().join("examples/wordcount/data/sample.txt")).unwrap();
+    let mut expected = BTreeMap::new();
+    for w in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *expected.entry(w.to_lowercase()).or_insert(0u64) += 1;
+    }
+    assert!(expected.len() > 10);
+    assert_eq!(final_counts(&output), expected);
+}
+
+/// A job that fails before its first checkpoint completes restarts from
+/// the beginning and finishes: its checkpoints are not triggered while a
+/// source subtask of the new attempt is still opening its source (a Kafka
+/// source asks the brokers for its partitions first), so none waits for a
+/// barrier that subtask never got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_failing_before_its_first_checkpoint_finishes_after_a_restart() {
+    use weir_coordinator::jobs::JobState;
+    let broker = Broker::start();
+    broker.create_topic("in", 3);
+    let input: Vec<(Option<String>, String)> =
+        (0..20_000).map(|i| (None, format!("line {i}"))).collect();
+    broker.produce("in", &input);
+    broker.create_topic("out", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_local, rest) = common::local(&data);
+    let bundle = common::bundle(
+        dir.path(),
+        "early-failure",
+        "test-guests",
+        &format!(
+            "[job]\nname = 'early-failure'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '100'\nfail-attempts = '1'\n\
+             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{0}'\ntopics = ['in']\nformat = 'text'\nstop = 'latest'\n\
+             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
+             [[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{0}'\ntopic = 'out'\n\
+             [checkpoint]\ninterval-ms = 100\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
+            broker.address,
+        ),
+    );
+    let id = common::submit(&rest, &bundle);
+    let ended = common::job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    let written: i64 = broker.sizes("out", 2).values().sum();
+    assert!(written >= 20_000, "{written} of 20000 lines written");
 }

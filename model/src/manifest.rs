@@ -639,8 +639,11 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
         let e =
+            Manifest::parse("[job]\nname='j'\n[[source]]\nname='s'\ntype='kafkaa'\n").unwrap_err();
+        assert!(e.to_string().contains("kafkaa"), "{e}");
+        let e =
             Manifest::parse("[job]\nname='j'\n[[source]]\nname='s'\ntype='kafka'\n").unwrap_err();
-        assert!(e.to_string().contains("kafka"), "{e}");
+        assert!(e.to_string().contains("missing field `brokers`"), "{e}");
     }
 
     #[test]

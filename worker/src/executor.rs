@@ -492,6 +492,13 @@ impl TaskExecutor for ExecutorService {
             },
         };
         let t = c.channels.trigger(barrier);
+        if t.starting > 0 {
+            // The coordinator aborts this checkpoint and triggers the next.
+            return Err(Status::unavailable(format!(
+                "{} source subtasks of job {} are still starting",
+                t.starting, r.job_id
+            )));
+        }
         Ok(Response::new(TriggerCheckpointResponse {
             triggered: t.told as u32,
             finished: t.finished as u32,

@@ -169,6 +169,16 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     let counters = job.counters.clone();
 
     let mut handles = Vec::new();
+    // Checkpoints wait until every source subtask here has opened its
+    // source and can take a barrier.
+    if let Some(c) = &job.checkpoints {
+        let sources = tasks
+            .iter()
+            .filter(|t| matches!(graph.vertices[t.vertices[0]].kind, VertexKind::Source(_)))
+            .map(|t| (0..t.parallelism).filter(|&s| here(t.id, s)).count())
+            .sum();
+        c.expect_sources(sources);
+    }
     for t in tasks {
         for s in (0..t.parallelism).filter(|&s| here(t.id, s)) {
             let mut outputs = Vec::new();

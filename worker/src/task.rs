@@ -366,6 +366,15 @@ impl Subtask {
             let batch = source.next_batch(self.batch_size).map_err(|e| {
                 anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
             })?;
+            // Event time from the records' own timestamps follows the
+            // source's slowest split, when it tracks its splits.
+            if let Some(clock) = self.clock.as_mut()
+                && clock.node == 0
+                && clock.timestamps.is_none()
+            {
+                let time = source.split_time(clock.generator.idle_after());
+                clock.generator.split_time(time);
+            }
             match batch {
                 None => return Ok(()),
                 Some(b) if b.is_empty() => {

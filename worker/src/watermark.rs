@@ -169,6 +169,11 @@ pub struct WatermarkGenerator {
     last_emit: std::time::Instant,
     last_record: std::time::Instant,
     idle: bool,
+    /// Where event time stands across the source's splits, when it tracks
+    /// them: `Some(None)` holds the watermark back.
+    cap: Option<Option<i64>>,
+    /// The source reads no split: idle whatever the timeout.
+    no_splits: bool,
 }
 
 impl WatermarkGenerator {
@@ -181,6 +186,56 @@ impl WatermarkGenerator {
             last_emit: now,
             last_record: now,
             idle: false,
+            cap: None,
+            no_splits: false,
+        }
+    }
+
+    /// How long without records a split or the source is idle after.
+    pub fn idle_after(&self) -> Option<std::time::Duration> {
+        self.strategy
+            .idle_timeout_ms
+            .map(std::time::Duration::from_millis)
+    }
+
+    /// Where event time stands across the source's splits
+    /// ([`crate::connectors::Source::split_time`]): the watermark follows
+    /// the slowest split that is not idle; with none, the source is idle.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use weir_model::graph::EventTime;
+    /// use weir_worker::connectors::SplitTime;
+    /// use weir_worker::watermark::WatermarkGenerator;
+    /// let t0 = Instant::now();
+    /// let mut g = WatermarkGenerator::new(
+    ///     EventTime { timestamp: None, max_delay_ms: 0, interval_ms: 0, idle_timeout_ms: None },
+    ///     t0,
+    /// );
+    /// g.split_time(SplitTime::Hold);
+    /// g.observe(Some(5_000), t0);
+    /// assert_eq!(g.due(t0), None); // a split has no time yet
+    /// g.split_time(SplitTime::Bound(3_000));
+    /// // After the batch, not after each record: the bound is where the
+    /// // splits stand after the whole batch.
+    /// assert_eq!(g.observe(Some(5_000), t0), None);
+    /// assert_eq!(g.due(t0), Some(2_999)); // the slowest split's
+    /// g.split_time(SplitTime::Idle);
+    /// assert!(g.went_idle(t0));
+    /// ```
+    pub fn split_time(&mut self, t: crate::connectors::SplitTime) {
+        use crate::connectors::SplitTime;
+        match t {
+            SplitTime::Untracked => self.cap = None,
+            SplitTime::Hold => {
+                self.cap = Some(None);
+                self.no_splits = false;
+            }
+            SplitTime::Bound(b) => {
+                self.cap = Some(Some(b));
+                self.no_splits = false;
+            }
+            SplitTime::Idle => self.no_splits = true,
         }
     }
 
@@ -197,7 +252,13 @@ impl WatermarkGenerator {
         if let Some(t) = timestamp {
             self.max_timestamp = Some(self.max_timestamp.map_or(t, |m| m.max(t)));
         }
-        if self.punctuated() { self.take() } else { None }
+        // A bound across splits is where they stand after the whole batch:
+        // the watermark waits for the batch's end (`due`).
+        if self.punctuated() && self.cap.is_none() {
+            self.take()
+        } else {
+            None
+        }
     }
 
     /// The watermark to emit at `now`, if its interval has passed and it
@@ -212,8 +273,12 @@ impl WatermarkGenerator {
     }
 
     fn take(&mut self) -> Option<i64> {
-        let wm = self
-            .max_timestamp?
+        let max = match self.cap {
+            None => self.max_timestamp?,
+            Some(None) => return None,
+            Some(Some(bound)) => bound,
+        };
+        let wm = max
             .saturating_sub(self.strategy.max_delay_ms)
             .saturating_sub(1);
         if self.emitted.is_some_and(|e| wm <= e) {
@@ -226,10 +291,14 @@ impl WatermarkGenerator {
     /// Whether the source has just become idle at `now` (true once per idle
     /// period).
     pub fn went_idle(&mut self, now: std::time::Instant) -> bool {
-        let Some(timeout) = self.strategy.idle_timeout_ms else {
+        if self.idle {
             return false;
-        };
-        if self.idle || now.duration_since(self.last_record).as_millis() < u128::from(timeout) {
+        }
+        let timed_out = self
+            .strategy
+            .idle_timeout_ms
+            .is_some_and(|t| now.duration_since(self.last_record).as_millis() >= u128::from(t));
+        if !timed_out && !self.no_splits {
             return false;
         }
         self.idle = true;

@@ -155,6 +155,38 @@ impl Broker {
             .expect("every message is stored");
     }
 
+    /// Produce `messages` (timestamp in ms, value) to partition
+    /// `partition` of `topic`, in order, and wait until they are stored.
+    pub fn produce_at(&self, topic: &str, partition: i32, messages: &[(i64, String)]) {
+        let producer: BaseProducer = self
+            .config()
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .create()
+            .unwrap();
+        for (ts, value) in messages {
+            while let Err((e, _)) = producer.send(
+                BaseRecord::<(), _>::to(topic)
+                    .partition(partition)
+                    .timestamp(*ts)
+                    .payload(value.as_bytes()),
+            ) {
+                assert!(
+                    matches!(
+                        e.rdkafka_error_code(),
+                        Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                    ),
+                    "{e}"
+                );
+                producer.poll(Duration::from_millis(10));
+            }
+            producer.poll(Duration::ZERO);
+        }
+        producer
+            .flush(Duration::from_secs(60))
+            .expect("every message is stored");
+    }
+
     /// Every message of `topic` (its `partitions`) as (partition, key,
     /// value), read until `count` came (within 60 s).
     pub fn read(

@@ -53,6 +53,10 @@ impl SourceConnector for TextFile {
     fn files(&self) -> Vec<&str> {
         vec![&self.path]
     }
+
+    fn split_file(&self) -> Option<&str> {
+        Some(&self.path)
+    }
 }
 
 /// `type = "json-lines-file"`: each line of a file is a JSON value.
@@ -98,6 +102,10 @@ impl SourceConnector for JsonLinesFile {
 
     fn files(&self) -> Vec<&str> {
         vec![&self.path]
+    }
+
+    fn split_file(&self) -> Option<&str> {
+        Some(&self.path)
     }
 }
 

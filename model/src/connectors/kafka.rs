@@ -40,10 +40,9 @@ pub struct KafkaSourceTable {
     /// started, then end (a bounded input, Flink's `setBounded`).
     #[serde(default)]
     pub stop: Option<String>,
-    /// The consumer group: its committed offsets are where `start =
-    /// "committed"` begins, and the offsets of every completed checkpoint
-    /// are committed to it (for monitoring; the checkpoints hold the
-    /// offsets the job resumes from). Default `weir-<source name>`.
+    /// The consumer group whose committed offsets `start = "committed"`
+    /// begins at (Weir commits none: its checkpoints hold the offsets the
+    /// job resumes from). Default `weir-<source name>`.
     #[serde(default)]
     pub group_id: Option<String>,
     /// How often each subtask looks for new partitions and topics, ms
@@ -171,7 +170,7 @@ impl KafkaSourceTable {
             Some(g) => r.text(g)?,
             None => format!("weir-{}", r.name),
         };
-        let properties = r.texts(&self.properties)?;
+        let properties = properties(r, &self.properties)?;
         Ok(KafkaSource {
             brokers,
             topics,
@@ -186,6 +185,48 @@ impl KafkaSourceTable {
             properties,
         })
     }
+}
+
+/// Client settings a job may not give: they load code or run commands on
+/// the workers.
+const REFUSED_PROPERTIES: [&str; 3] = [
+    "plugin.library.paths",
+    "sasl.kerberos.kinit.cmd",
+    "ssl.engine.location",
+];
+
+/// The job's librdkafka settings, checked: none that loads code or runs a
+/// command. Settings that name files (`ssl.ca.location`, …) are checked
+/// against the directories a cluster grants, as file paths are.
+fn properties(
+    r: &Resolve,
+    table: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ManifestError> {
+    let properties = r.texts(table)?;
+    for k in properties.keys() {
+        if REFUSED_PROPERTIES.contains(&k.as_str()) {
+            return Err(r.invalid(
+                "properties",
+                format_args!("may not set `{k}`: it loads code or runs a command on the workers"),
+            ));
+        }
+        if k == "bootstrap.servers" || k == "group.id" {
+            return Err(r.invalid(
+                "properties",
+                format_args!("may not set `{k}`: it is the source's or sink's own setting"),
+            ));
+        }
+    }
+    Ok(properties)
+}
+
+/// The files settings name: every `*.location` and the Kerberos keytab.
+fn property_files(properties: &BTreeMap<String, String>) -> Vec<&str> {
+    properties
+        .iter()
+        .filter(|(k, _)| k.ends_with(".location") || k.as_str() == "sasl.kerberos.keytab")
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 /// Whether `pattern` is a regular expression the worker can use.
@@ -257,6 +298,10 @@ impl SourceConnector for KafkaSource {
     fn timestamps(&self) -> bool {
         true
     }
+
+    fn files(&self) -> Vec<&str> {
+        property_files(&self.properties)
+    }
 }
 
 /// `type = "kafka"` as a sink.
@@ -307,7 +352,7 @@ impl KafkaSinkTable {
                 ));
             }
         };
-        let properties = r.texts(&self.properties)?;
+        let properties = properties(r, &self.properties)?;
         Ok(KafkaSink {
             brokers: r.addresses("brokers", &self.brokers, "127.0.0.1:9092")?,
             topic,
@@ -347,5 +392,9 @@ impl SinkConnector for KafkaSink {
     /// Each subtask has its own producer, flushed on every checkpoint.
     fn per_subtask(&self) -> bool {
         true
+    }
+
+    fn reads(&self) -> Vec<&str> {
+        property_files(&self.properties)
     }
 }

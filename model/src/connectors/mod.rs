@@ -53,6 +53,12 @@ pub trait SourceConnector {
         Vec::new()
     }
 
+    /// The file whose size, when the job first starts, its splits are cut
+    /// from ([`crate::JobGraph::fix_file_sizes`]).
+    fn split_file(&self) -> Option<&str> {
+        None
+    }
+
     /// The most subtasks it can be read by (a socket is one connection):
     /// a source without its own `parallelism` gets at most this many, and
     /// one that asks for more is refused.
@@ -75,6 +81,11 @@ pub trait SinkConnector {
 
     /// The files (or directories) it writes.
     fn files(&self) -> Vec<&str> {
+        Vec::new()
+    }
+
+    /// The files it reads (a client's certificates).
+    fn reads(&self) -> Vec<&str> {
         Vec::new()
     }
 
@@ -294,12 +305,13 @@ pub fn files_of(kind: &crate::VertexKind) -> Vec<(&str, Use)> {
             .into_iter()
             .map(|f| (f, Use::Read))
             .collect(),
-        crate::VertexKind::Sink(c) => c
-            .connector()
-            .files()
-            .into_iter()
-            .map(|f| (f, Use::Write))
-            .collect(),
+        crate::VertexKind::Sink(c) => {
+            let sink = c.connector();
+            let written = sink.files().into_iter().map(|f| (f, Use::Write));
+            written
+                .chain(sink.reads().into_iter().map(|f| (f, Use::Read)))
+                .collect()
+        }
         crate::VertexKind::Operator { .. } => Vec::new(),
     }
 }

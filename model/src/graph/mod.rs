@@ -235,7 +235,7 @@ impl JobGraph {
     pub fn fix_file_sizes(&mut self) {
         for v in &self.vertices {
             if let VertexKind::Source(config) = &v.kind
-                && let [path] = config.connector().files()[..]
+                && let Some(path) = config.connector().split_file()
                 && let Ok(meta) = std::fs::metadata(path)
             {
                 self.file_sizes.insert(v.id, meta.len());

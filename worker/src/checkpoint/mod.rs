@@ -78,6 +78,10 @@ pub struct CheckpointChannels {
 struct Wiring {
     /// Every source subtask's trigger channel (a closed one has ended).
     sources: Vec<std::sync::mpsc::Sender<Barrier>>,
+    /// How many source subtasks run here: until all have their channel
+    /// (each opens its source first, which may take a while), a trigger
+    /// would miss some.
+    expected_sources: usize,
     /// Every subtask's channel of completed checkpoints.
     completions: Vec<std::sync::mpsc::Sender<u64>>,
 }
@@ -89,6 +93,9 @@ pub struct Triggered {
     pub told: usize,
     /// Source subtasks that ended already.
     pub finished: usize,
+    /// Source subtasks still starting: the trigger was not sent to any
+    /// (a checkpoint none of them takes part in could not complete).
+    pub starting: usize,
 }
 
 impl CheckpointChannels {
@@ -110,13 +117,29 @@ impl CheckpointChannels {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Inject `barrier` at every source subtask of the job in this process.
+    /// `n` source subtasks of the job run in this process.
+    pub fn expect_sources(&self, n: usize) {
+        self.wiring().expected_sources = n;
+    }
+
+    /// Inject `barrier` at every source subtask of the job in this process
+    /// — at none while some are still starting.
     pub fn trigger(&self, barrier: Barrier) -> Triggered {
-        let sources = &self.wiring().sources;
+        let wiring = self.wiring();
+        let starting = wiring.expected_sources.saturating_sub(wiring.sources.len());
+        if starting > 0 {
+            return Triggered {
+                told: 0,
+                finished: 0,
+                starting,
+            };
+        }
+        let sources = &wiring.sources;
         let told = sources.iter().filter(|s| s.send(barrier).is_ok()).count();
         Triggered {
             told,
             finished: sources.len() - told,
+            starting: 0,
         }
     }
 

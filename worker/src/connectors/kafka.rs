@@ -23,11 +23,13 @@ use weir_model::types::Type;
 use weir_model::{Record, RecordBuffer};
 
 use super::lines::{LineDecoder, LineError, LineFormat};
-use super::{Sink, Source};
+use super::{Sink, Source, SplitTime};
 use crate::checkpoint::SplitPosition;
 
 /// How long a metadata or offset request to the brokers may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long looking for new partitions may wait for the brokers.
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a poll waits for the first message of a batch.
 const POLL_WAIT: Duration = Duration::from_millis(50);
 
@@ -45,7 +47,10 @@ fn split_id(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
 }
 
-/// The subtask `split.0` of `split.1` of a Kafka source.
+/// The subtask `split.0` of `split.1` of a Kafka source: it asks the
+/// brokers for its partitions and their first offsets now (a restore then
+/// moves them to the checkpoint's), so that a checkpoint taken before its
+/// first batch already holds where each partition starts.
 pub(super) fn open_source(
     c: &KafkaSource,
     (subtask, parallelism): (u32, u32),
@@ -59,6 +64,7 @@ pub(super) fn open_source(
     config
         .set("bootstrap.servers", &c.brokers)
         .set("group.id", &c.group_id)
+        .set("client.id", format!("weir-{}-{subtask}", c.group_id))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
@@ -78,7 +84,7 @@ pub(super) fn open_source(
         (ValueFormat::Json, false) => Some(LineDecoder::new(LineFormat::json(ty), codec)),
         _ => None,
     };
-    Ok(Box::new(KafkaReader {
+    let mut reader = KafkaReader {
         consumer,
         config: c.clone(),
         pattern,
@@ -89,13 +95,16 @@ pub(super) fn open_source(
             format: c.format,
             metadata: c.metadata,
             codec,
+            typed: ty.is_some(),
             scratch: Vec::new(),
         },
         partitions: BTreeMap::new(),
-        restored: None,
-        opened: false,
+        pending: BTreeMap::new(),
         discovered: Instant::now(),
-    }))
+        assigned: false,
+    };
+    reader.discover(c.start, REQUEST_TIMEOUT)?;
+    Ok(Box::new(reader))
 }
 
 /// Where one partition stands.
@@ -105,6 +114,10 @@ struct Partition {
     next: i64,
     /// A bounded source's end: the partition's end when the job started.
     stop: Option<i64>,
+    /// The largest timestamp of its messages read so far.
+    max_timestamp: Option<i64>,
+    /// When it last had a message (or was assigned).
+    last: Instant,
 }
 
 impl Partition {
@@ -122,10 +135,14 @@ struct KafkaReader {
     decoder: Decoder,
     /// The partitions it reads, by (topic, partition).
     partitions: BTreeMap<(String, i32), Partition>,
-    /// Positions of the checkpoint it resumes from, until it opens.
-    restored: Option<Vec<SplitPosition>>,
-    opened: bool,
+    /// Positions of the checkpoint it resumes from whose partitions the
+    /// brokers did not list (yet): applied when they come, and kept in
+    /// its snapshots until then.
+    pending: BTreeMap<String, SplitPosition>,
     discovered: Instant,
+    /// Its partitions were given to the consumer (on the first batch;
+    /// later ones are added to the assignment as they come).
+    assigned: bool,
 }
 
 /// Makes records of messages.
@@ -136,22 +153,21 @@ struct Decoder {
     format: ValueFormat,
     metadata: bool,
     codec: Codec,
+    /// The values are read into a type (not passed on as JSON).
+    typed: bool,
     scratch: Vec<u8>,
 }
 
 impl KafkaReader {
     /// The partitions of its topics that this subtask owns, as the brokers
     /// know them now.
-    fn owned_partitions(&self) -> anyhow::Result<Vec<(String, i32)>> {
-        let metadata = self
-            .consumer
-            .fetch_metadata(None, REQUEST_TIMEOUT)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot read the topics of Kafka at {}: {e}",
-                    self.config.brokers
-                )
-            })?;
+    fn owned_partitions(&self, timeout: Duration) -> anyhow::Result<Vec<(String, i32)>> {
+        let metadata = self.consumer.fetch_metadata(None, timeout).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read the topics of Kafka at {}: {e}",
+                self.config.brokers
+            )
+        })?;
         let mut owned = Vec::new();
         let mut missing: Vec<&String> = match &self.config.topics {
             Topics::Names(names) => names.iter().collect(),
@@ -184,14 +200,16 @@ impl KafkaReader {
         Ok(owned)
     }
 
-    /// A new partition's first offset: `start` for those there when the
-    /// job began, the earliest for those that came later (nothing of a new
-    /// partition is missed).
-    fn first_offset(&self, topic: &str, partition: i32, start: StartAt) -> anyhow::Result<i64> {
-        let (low, high) = self
-            .consumer
+    /// A partition's (low, high) offsets.
+    fn watermarks(&self, topic: &str, partition: i32) -> anyhow::Result<(i64, i64)> {
+        self.consumer
             .fetch_watermarks(topic, partition, REQUEST_TIMEOUT)
-            .map_err(|e| anyhow::anyhow!("cannot read the offsets of {topic}/{partition}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot read the offsets of {topic}/{partition}: {e}"))
+    }
+
+    /// A partition's first offset by `start`.
+    fn first_offset(&self, topic: &str, partition: i32, start: StartAt) -> anyhow::Result<i64> {
+        let (low, high) = self.watermarks(topic, partition)?;
         Ok(match start {
             StartAt::Earliest => low,
             StartAt::Latest => high,
@@ -232,70 +250,105 @@ impl KafkaReader {
         })
     }
 
-    /// Add the partitions this subtask owns that it does not read yet,
-    /// and assign them all to the consumer.
-    fn discover(&mut self, start: StartAt) -> anyhow::Result<()> {
-        let owned = self.owned_partitions()?;
-        let mut added = false;
+    /// A partition as it starts: at a checkpoint's position if one is
+    /// pending for it, else at `start` (its end, when bounded, read now).
+    fn new_partition(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        start: StartAt,
+    ) -> anyhow::Result<Partition> {
+        let (next, stop) = match self.pending.remove(&split_id(topic, partition)) {
+            Some(p) => (p.offset as i64, p.range.map(|(_, stop)| stop as i64)),
+            None => (
+                self.first_offset(topic, partition, start)?,
+                match self.config.bounded {
+                    true => Some(self.watermarks(topic, partition)?.1),
+                    false => None,
+                },
+            ),
+        };
+        Ok(Partition {
+            next,
+            stop,
+            max_timestamp: None,
+            last: Instant::now(),
+        })
+    }
+
+    /// Add the partitions this subtask owns that it does not read yet
+    /// (each at `start`), and, once it reads, to the consumer's
+    /// assignment.
+    fn discover(&mut self, start: StartAt, timeout: Duration) -> anyhow::Result<()> {
+        let owned = self.owned_partitions(timeout)?;
+        let mut added = Vec::new();
         for (topic, partition) in owned {
             if self.partitions.contains_key(&(topic.clone(), partition)) {
                 continue;
             }
-            let restored = self.restored.as_ref().and_then(|r| {
-                r.iter()
-                    .find(|p| p.split == split_id(&topic, partition))
-                    .cloned()
-            });
-            let state = match restored {
-                Some(p) => Partition {
-                    next: p.offset as i64,
-                    stop: p.range.map(|(_, stop)| stop as i64),
-                },
-                None => Partition {
-                    next: self.first_offset(&topic, partition, start)?,
-                    stop: if self.config.bounded {
-                        Some(
-                            self.consumer
-                                .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
-                                .map_err(|e| {
-                                    anyhow::anyhow!(
-                                        "cannot read the offsets of {topic}/{partition}: {e}"
-                                    )
-                                })?
-                                .1,
-                        )
-                    } else {
-                        None
-                    },
-                },
-            };
-            if self.opened {
+            let p = self.new_partition(&topic, partition, start)?;
+            if self.assigned {
                 tracing::info!(
-                    "Kafka source: reading {topic}/{partition}, new since the job started, from offset {}",
-                    state.next
+                    "Kafka source: reading {topic}/{partition} from offset {}",
+                    p.next
                 );
             }
-            self.partitions.insert((topic, partition), state);
-            added = true;
+            self.partitions.insert((topic.clone(), partition), p);
+            added.push((topic, partition));
         }
-        if added || !self.opened {
-            self.assign()?;
+        if self.assigned && !added.is_empty() {
+            self.assign(&added)?;
         }
         Ok(())
     }
 
-    /// Assign the partitions not yet read to their ends, each at its
-    /// next offset.
-    fn assign(&mut self) -> anyhow::Result<()> {
+    /// Add `partitions` (those not read to their ends) to the consumer's
+    /// assignment, each at its next offset. Partitions being read are left
+    /// as they are: assigning one again while it is fetched can stall it.
+    fn assign(&mut self, partitions: &[(String, i32)]) -> anyhow::Result<()> {
         let mut tpl = TopicPartitionList::new();
-        for ((topic, partition), p) in &self.partitions {
+        for key in partitions {
+            let p = &self.partitions[key];
             if !p.done() {
-                tpl.add_partition_offset(topic, *partition, Offset::Offset(p.next))?;
+                tpl.add_partition_offset(&key.0, key.1, Offset::Offset(p.next))?;
             }
         }
         self.consumer
-            .assign(&tpl)
+            .incremental_assign(&tpl)
             .map_err(|e| anyhow::anyhow!("cannot assign Kafka partitions: {e}"))
+    }
+
+    /// A bounded partition whose reading position passed its end without a
+    /// message at the end (a transaction's marker, an aborted batch) is
+    /// done too.
+    fn settle_bounded(&mut self) -> anyhow::Result<()> {
+        let open: Vec<(String, i32)> = self
+            .partitions
+            .iter()
+            .filter(|(_, p)| p.stop.is_some() && !p.done())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if open.is_empty() {
+            return Ok(());
+        }
+        let positions = self
+            .consumer
+            .position()
+            .map_err(|e| anyhow::anyhow!("cannot read the Kafka consumer's positions: {e}"))?;
+        for e in positions.elements() {
+            let Offset::Offset(at) = e.offset() else {
+                continue;
+            };
+            if let Some(p) = self
+                .partitions
+                .get_mut(&(e.topic().to_owned(), e.partition()))
+                && let Some(stop) = p.stop
+                && at >= stop
+            {
+                p.next = stop;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -305,13 +358,27 @@ impl Decoder {
         let key = m.key().map(bytes::Bytes::copy_from_slice);
         let timestamp = m.timestamp().to_millis();
         let place = || format!("{}/{} at offset {}", m.topic(), m.partition(), m.offset());
-        let value = m.payload();
+        // An empty message is a null value.
+        let value = m.payload().filter(|v| !v.is_empty());
         if let Some(lines) = &mut self.lines {
-            let mut one = RecordBuffer::with_capacity(1, value.map_or(4, <[u8]>::len));
-            let bytes = value.unwrap_or(match self.format {
-                ValueFormat::Json => b"null",
-                _ => b"",
-            });
+            let bytes = match (value, self.format) {
+                (Some(v), ValueFormat::Json) if !self.typed && v.contains(&b'\n') => {
+                    // A JSON stream's records are single lines.
+                    let parsed: serde_json::Value = serde_json::from_slice(v).map_err(|e| {
+                        anyhow::anyhow!(
+                            "the message in {} is not JSON: {e}: {}",
+                            place(),
+                            Codec::Json.excerpt(v)
+                        )
+                    })?;
+                    self.scratch = serde_json::to_vec(&parsed)?;
+                    &self.scratch[..]
+                }
+                (Some(v), _) => v,
+                (None, ValueFormat::Json) => b"null",
+                (None, _) => b"",
+            };
+            let mut one = RecordBuffer::with_capacity(1, bytes.len());
             match lines.push(bytes, &mut one) {
                 Ok(()) => {}
                 Err(LineError::Json(e)) => anyhow::bail!(
@@ -338,14 +405,14 @@ impl Decoder {
             match (value, self.format) {
                 (None, _) => out.extend_from_slice(b"null"),
                 (Some(v), ValueFormat::Json) => {
-                    serde_json::from_slice::<serde::de::IgnoredAny>(v).map_err(|e| {
+                    let parsed: serde_json::Value = serde_json::from_slice(v).map_err(|e| {
                         anyhow::anyhow!(
                             "the message in {} is not JSON: {e}: {}",
                             place(),
                             Codec::Json.excerpt(v)
                         )
                     })?;
-                    out.extend_from_slice(v);
+                    serde_json::to_writer(&mut *out, &parsed)?;
                 }
                 (Some(v), ValueFormat::Text) => {
                     serde_json::to_writer(&mut *out, &String::from_utf8_lossy(v))?;
@@ -399,20 +466,40 @@ impl Decoder {
     }
 }
 
+/// Errors a poll reports that no retry can mend.
+fn fatal(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::GroupAuthorizationFailed
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::Authentication
+        )
+    )
+}
+
 impl Source for KafkaReader {
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
-        if !self.opened {
-            self.discover(self.config.start)?;
-            self.opened = true;
-            self.restored = None;
-            self.discovered = Instant::now();
-        } else if self.config.discovery_interval_ms > 0
+        if !self.assigned {
+            // Assigned once, from here: a restore may have moved the
+            // positions since the source opened.
+            self.assigned = true;
+            let all: Vec<(String, i32)> = self.partitions.keys().cloned().collect();
+            self.assign(&all)?;
+        }
+        // A bounded source reads what its partitions held when the job
+        // started: it looks for no new ones (Flink's bounded KafkaSource).
+        if !self.config.bounded
+            && self.config.discovery_interval_ms > 0
             && self.discovered.elapsed() >= Duration::from_millis(self.config.discovery_interval_ms)
         {
             self.discovered = Instant::now();
-            // A partition made after the job started is read from its
-            // beginning.
-            if let Err(e) = self.discover(StartAt::Earliest) {
+            // A partition that came after the job started is read from its
+            // beginning; a short wait, for a broker that is away stalls
+            // the task (and its barriers) meanwhile.
+            if let Err(e) = self.discover(StartAt::Earliest, DISCOVERY_TIMEOUT) {
                 tracing::warn!("Kafka source: looking for new partitions: {e:#}");
             }
         }
@@ -428,6 +515,7 @@ impl Source for KafkaReader {
             wait = Duration::ZERO;
             let m = match polled {
                 Ok(m) => m,
+                Err(e) if fatal(&e) => anyhow::bail!("Kafka at {}: {e}", self.config.brokers),
                 Err(e) => {
                     // librdkafka retries on its own (a broker that went
                     // away is reconnected to): report and go on.
@@ -450,10 +538,16 @@ impl Source for KafkaReader {
             self.decoder.decode(&m, &mut batch)?;
             let p = self.partitions.get_mut(&id).expect("found above");
             p.next = m.offset() + 1;
+            p.last = Instant::now();
+            if let Some(t) = m.timestamp().to_millis() {
+                p.max_timestamp = Some(p.max_timestamp.map_or(t, |m| m.max(t)));
+            }
         }
-        if self.config.bounded && self.partitions.values().all(Partition::done) && batch.is_empty()
-        {
-            return Ok(None);
+        if self.config.bounded && batch.is_empty() {
+            self.settle_bounded()?;
+            if self.partitions.values().all(Partition::done) {
+                return Ok(None);
+            }
         }
         Ok(Some(batch.finish()))
     }
@@ -466,13 +560,45 @@ impl Source for KafkaReader {
                 offset: p.next as u64,
                 range: p.stop.map(|s| (0, s as u64)),
             })
+            .chain(self.pending.values().cloned())
             .collect()
     }
 
+    /// Each partition goes on from the checkpoint's offset (and keeps the
+    /// end it had, when bounded); one the checkpoint does not know came
+    /// after it, and is read from its first message.
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
-        // Applied when it opens: the brokers are asked then.
-        self.restored = Some(positions.to_vec());
+        self.pending = positions
+            .iter()
+            .map(|p| (p.split.clone(), p.clone()))
+            .collect();
+        let keys: Vec<(String, i32)> = self.partitions.keys().cloned().collect();
+        self.partitions.clear();
+        for (topic, partition) in keys {
+            let p = self.new_partition(&topic, partition, StartAt::Earliest)?;
+            self.partitions.insert((topic, partition), p);
+        }
         Ok(())
+    }
+
+    fn split_time(&self, idle_after: Option<Duration>) -> SplitTime {
+        let now = Instant::now();
+        let mut bound: Option<i64> = None;
+        for p in self.partitions.values() {
+            if p.done() || idle_after.is_some_and(|d| now.duration_since(p.last) >= d) {
+                continue;
+            }
+            match p.max_timestamp {
+                // A partition that has not said where it is holds the
+                // watermark back until it does (or goes idle).
+                None => return SplitTime::Hold,
+                Some(t) => bound = Some(bound.map_or(t, |b| b.min(t))),
+            }
+        }
+        match bound {
+            Some(b) => SplitTime::Bound(b),
+            None => SplitTime::Idle,
+        }
     }
 }
 
@@ -489,12 +615,19 @@ pub(super) fn open_sink(c: &KafkaSink, format: Format) -> anyhow::Result<Box<dyn
     let producer: ThreadedProducer<Deliveries> = config
         .create_with_context(Deliveries(errors.clone()))
         .map_err(|e| anyhow::anyhow!("cannot make a Kafka producer for {}: {e}", c.brokers))?;
+    // A flush waits as long as librdkafka keeps trying a message.
+    let delivery = c
+        .properties
+        .get("message.timeout.ms")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(300_000);
     Ok(Box::new(KafkaWriter {
         producer,
         config: c.clone(),
         format,
         errors,
         value: Vec::new(),
+        delivery: Duration::from_millis(delivery) + Duration::from_secs(5),
     }))
 }
 
@@ -522,6 +655,8 @@ struct KafkaWriter {
     format: Format,
     errors: Arc<Mutex<Option<String>>>,
     value: Vec<u8>,
+    /// How long a message may take to be delivered, and a flush to end.
+    delivery: Duration,
 }
 
 /// The string at `pointer` of a JSON `value`: a string as it is, any other
@@ -544,7 +679,7 @@ impl KafkaWriter {
 
     fn flush_all(&mut self) -> anyhow::Result<()> {
         self.producer
-            .flush(Duration::from_secs(60))
+            .flush(self.delivery)
             .map_err(|e| anyhow::anyhow!("Kafka sink: flushing to {}: {e}", self.config.brokers))?;
         self.failed()
     }
@@ -577,6 +712,7 @@ impl Sink for KafkaWriter {
                 Some(p) => field(&self.value, p).map_err(|e| anyhow::anyhow!("Kafka sink: {e}"))?,
                 None => None,
             };
+            let since = Instant::now();
             loop {
                 let mut record = BaseRecord::to(&topic).payload(&self.value[..]);
                 if let Some(k) = &key {
@@ -586,8 +722,15 @@ impl Sink for KafkaWriter {
                     Ok(()) => break,
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                         // The client's queue is full: wait for deliveries.
-                        std::thread::sleep(Duration::from_millis(5));
                         self.failed()?;
+                        if since.elapsed() > self.delivery {
+                            anyhow::bail!(
+                                "Kafka sink: {} took no message for {:?}",
+                                self.config.brokers,
+                                self.delivery
+                            );
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
                     }
                     Err((e, _)) => anyhow::bail!("Kafka sink: writing to {topic}: {e}"),
                 }
@@ -598,6 +741,11 @@ impl Sink for KafkaWriter {
 
     fn finish(&mut self) -> anyhow::Result<()> {
         self.flush_all()
+    }
+
+    /// A failed delivery fails the task as soon as it is known.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        self.failed()
     }
 
     /// Everything written before the barrier is delivered before the

@@ -61,6 +61,32 @@ pub trait Source: Send {
     /// subtask does not read are ignored; a split it reads that has no
     /// position starts at its beginning.
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()>;
+
+    /// For a source whose splits interleave (Kafka's partitions), where
+    /// event time stands across them when its records' own timestamps are
+    /// the event time: the watermark then follows the slowest split that
+    /// is not idle (no record for `idle_after`), not the fastest. The
+    /// default, [`SplitTime::Untracked`], leaves it to the largest
+    /// timestamp the source made.
+    fn split_time(&self, idle_after: Option<std::time::Duration>) -> SplitTime {
+        let _ = idle_after;
+        SplitTime::Untracked
+    }
+}
+
+/// Where event time stands across a source's splits
+/// ([`Source::split_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitTime {
+    /// The source does not track its splits' times.
+    Untracked,
+    /// A split that is not idle has no timestamp yet: no watermark.
+    Hold,
+    /// The smallest of the largest timestamps of the splits that are not
+    /// idle.
+    Bound(i64),
+    /// No split is being read (none is assigned, or all are idle).
+    Idle,
 }
 
 /// A source subtask that had read all its input when the checkpoint it

@@ -25,6 +25,12 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const READ_WAIT: Duration = Duration::from_millis(50);
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a batch is read for: a server that trickles bytes never
+/// keeps the task from its barriers longer.
+const BATCH_TIME: Duration = Duration::from_millis(100);
+/// The longest line: a longer one fails the source rather than its
+/// memory.
+const MAX_LINE: usize = 16 << 20;
 
 /// The subtask of a socket source (its only one).
 pub(super) fn open(
@@ -50,7 +56,20 @@ pub(super) fn open(
         // A second subtask has no connection of its own (the graph gives
         // a socket source one subtask).
         ended: subtask > 0,
+        connected_once: false,
     })
+}
+
+/// What one read of the connection gave.
+enum Step {
+    /// Bytes (maybe a line's end).
+    Read,
+    /// Nothing for now.
+    Wait,
+    /// The server closed the connection.
+    Closed,
+    /// The connection failed.
+    Failed(String),
 }
 
 struct SocketSource {
@@ -66,6 +85,9 @@ struct SocketSource {
     /// A line read in part (a read that waited out in its middle).
     line: Vec<u8>,
     ended: bool,
+    /// A connection was made once: used-up retries end the input then,
+    /// rather than fail it.
+    connected_once: bool,
 }
 
 impl SocketSource {
@@ -76,14 +98,16 @@ impl SocketSource {
             .address
             .to_socket_addrs()
             .map_err(|e| anyhow::anyhow!("cannot resolve {}: {e}", self.address))
-            .and_then(|mut addrs| {
-                addrs
-                    .next()
-                    .ok_or_else(|| anyhow::anyhow!("{} resolves to no address", self.address))
-            })
-            .and_then(|addr| {
-                TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-                    .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", self.address))
+            .and_then(|addrs| {
+                // Each address the name has, until one answers.
+                let mut last = anyhow::anyhow!("{} resolves to no address", self.address);
+                for addr in addrs {
+                    match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                        Ok(stream) => return Ok(stream),
+                        Err(e) => last = anyhow::anyhow!("cannot connect to {}: {e}", self.address),
+                    }
+                }
+                Err(last)
             })
             .and_then(|stream| {
                 stream.set_read_timeout(Some(READ_WAIT))?;
@@ -95,15 +119,27 @@ impl SocketSource {
                 self.conn = Some(BufReader::with_capacity(64 * 1024, stream));
                 self.retries = 0;
                 self.backoff = FIRST_BACKOFF;
+                self.connected_once = true;
+                Ok(())
+            }
+            Err(e) if self.retry() => {
+                tracing::warn!("socket source: {e:#}; trying again in {:?}", self.backoff);
+                Ok(())
+            }
+            Err(_) if self.connected_once => {
+                // The server went away for good: the input ends, as a
+                // closed connection without retries does.
+                tracing::info!(
+                    "socket source: {} is gone after {} attempts; the input ends",
+                    self.address,
+                    self.retries + 1
+                );
+                self.ended = true;
                 Ok(())
             }
             Err(e) => {
-                if !self.retry() {
-                    let n = self.retries + 1;
-                    anyhow::bail!("{e:#} ({n} attempt{})", if n == 1 { "" } else { "s" });
-                }
-                tracing::warn!("socket source: {e:#}; trying again in {:?}", self.backoff);
-                Ok(())
+                let n = self.retries + 1;
+                anyhow::bail!("{e:#} ({n} attempt{})", if n == 1 { "" } else { "s" });
             }
         }
     }
@@ -175,10 +211,36 @@ impl Source for SocketSource {
             }
         }
         let mut batch = RecordBuffer::with_capacity(max, max * 64);
-        while batch.len() < max {
+        let started = Instant::now();
+        while batch.len() < max && started.elapsed() < BATCH_TIME {
             let conn = self.conn.as_mut().expect("connected above");
-            match conn.read_until(b'\n', &mut self.line) {
-                Ok(0) => {
+            let step = match conn.fill_buf() {
+                Ok([]) => Step::Closed,
+                Ok(buf) => {
+                    let n = match buf.iter().position(|&b| b == b'\n') {
+                        Some(end) => end + 1,
+                        None => buf.len(),
+                    };
+                    self.line.extend_from_slice(&buf[..n]);
+                    conn.consume(n);
+                    Step::Read
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    Step::Wait
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => Step::Read,
+                Err(e) => Step::Failed(e.to_string()),
+            };
+            match step {
+                Step::Read if self.line.last() == Some(&b'\n') => self.decode(&mut batch)?,
+                Step::Read if self.line.len() > MAX_LINE => anyhow::bail!(
+                    "a line from {} is longer than {} MiB",
+                    self.address,
+                    MAX_LINE >> 20
+                ),
+                Step::Read => {}
+                Step::Wait => break,
+                Step::Closed => {
                     // The server closed the connection: its last line,
                     // unended, is a line too.
                     if !self.line.is_empty() {
@@ -187,14 +249,7 @@ impl Source for SocketSource {
                     self.dropped("was closed");
                     break;
                 }
-                Ok(_) if self.line.last() == Some(&b'\n') => self.decode(&mut batch)?,
-                // The rest of the line comes with a later read.
-                Ok(_) => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    break;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
+                Step::Failed(e) => {
                     self.dropped(&format!("failed: {e}"));
                     break;
                 }
@@ -290,7 +345,8 @@ mod tests {
 
     /// A dropped connection is made again after a backoff, and what the
     /// server sends on the new one is read; a server that is not there yet
-    /// is waited for.
+    /// is waited for; one gone for good ends the input, one never reached
+    /// fails it.
     #[test]
     fn a_dropped_connection_is_made_again() {
         // A free port with nobody listening yet.
@@ -323,9 +379,15 @@ mod tests {
         }
         server.join().unwrap();
         assert_eq!(got, [r#"{"connection": 0}"#, r#"{"connection": 1}"#]);
-        // The server is gone: the retries run out, naming the address.
-        let e = drain(&mut *s).unwrap_err().to_string();
-        assert!(e.contains(&format!("cannot connect to {address}")), "{e}");
+        // The server is gone: when the retries run out the input ends.
+        assert_eq!(drain(&mut *s).unwrap(), Vec::<String>::new());
+        // A server never reached fails the source, naming it.
+        let mut never = source(&address, Format::Text, Some(1));
+        let e = drain(&mut *never).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("cannot connect to {address}")) && e.contains("(2 attempts)"),
+            "{e}"
+        );
     }
 
     /// A line that is not JSON fails the source that parses it (into
