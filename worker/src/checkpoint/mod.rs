@@ -78,10 +78,10 @@ pub struct CheckpointChannels {
 struct Wiring {
     /// Every source subtask's trigger channel (a closed one has ended).
     sources: Vec<std::sync::mpsc::Sender<Barrier>>,
-    /// How many source subtasks run here: until all have their channel
-    /// (each opens its source first, which may take a while), a trigger
-    /// would miss some.
-    expected_sources: usize,
+    /// How many source subtasks run here, once the job's tasks are being
+    /// made: until all have their channel (each opens its source first,
+    /// which may take a while), a trigger would miss some.
+    expected_sources: Option<usize>,
     /// Every subtask's channel of completed checkpoints.
     completions: Vec<std::sync::mpsc::Sender<u64>>,
 }
@@ -119,14 +119,18 @@ impl CheckpointChannels {
 
     /// `n` source subtasks of the job run in this process.
     pub fn expect_sources(&self, n: usize) {
-        self.wiring().expected_sources = n;
+        self.wiring().expected_sources = Some(n);
     }
 
     /// Inject `barrier` at every source subtask of the job in this process
     /// — at none while some are still starting.
     pub fn trigger(&self, barrier: Barrier) -> Triggered {
         let wiring = self.wiring();
-        let starting = wiring.expected_sources.saturating_sub(wiring.sources.len());
+        // Before the tasks are being made, every source is starting.
+        let starting = match wiring.expected_sources {
+            Some(n) => n.saturating_sub(wiring.sources.len()),
+            None => 1,
+        };
         if starting > 0 {
             return Triggered {
                 told: 0,

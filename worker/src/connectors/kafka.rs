@@ -307,8 +307,13 @@ impl KafkaReader {
     /// as they are: assigning one again while it is fetched can stall it.
     fn assign(&mut self, partitions: &[(String, i32)]) -> anyhow::Result<()> {
         let mut tpl = TopicPartitionList::new();
+        let now = Instant::now();
         for key in partitions {
-            let p = &self.partitions[key];
+            let Some(p) = self.partitions.get_mut(key) else {
+                continue;
+            };
+            // Idleness counts from when it is read.
+            p.last = now;
             if !p.done() {
                 tpl.add_partition_offset(&key.0, key.1, Offset::Offset(p.next))?;
             }
@@ -364,14 +369,14 @@ impl Decoder {
             let bytes = match (value, self.format) {
                 (Some(v), ValueFormat::Json) if !self.typed && v.contains(&b'\n') => {
                     // A JSON stream's records are single lines.
-                    let parsed: serde_json::Value = serde_json::from_slice(v).map_err(|e| {
+                    self.scratch.clear();
+                    compact(v, &mut self.scratch).map_err(|e| {
                         anyhow::anyhow!(
                             "the message in {} is not JSON: {e}: {}",
                             place(),
                             Codec::Json.excerpt(v)
                         )
                     })?;
-                    self.scratch = serde_json::to_vec(&parsed)?;
                     &self.scratch[..]
                 }
                 (Some(v), _) => v,
@@ -404,16 +409,13 @@ impl Decoder {
         let value_json = |out: &mut Vec<u8>| -> anyhow::Result<()> {
             match (value, self.format) {
                 (None, _) => out.extend_from_slice(b"null"),
-                (Some(v), ValueFormat::Json) => {
-                    let parsed: serde_json::Value = serde_json::from_slice(v).map_err(|e| {
-                        anyhow::anyhow!(
-                            "the message in {} is not JSON: {e}: {}",
-                            place(),
-                            Codec::Json.excerpt(v)
-                        )
-                    })?;
-                    serde_json::to_writer(&mut *out, &parsed)?;
-                }
+                (Some(v), ValueFormat::Json) => compact(v, out).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the message in {} is not JSON: {e}: {}",
+                        place(),
+                        Codec::Json.excerpt(v)
+                    )
+                })?,
                 (Some(v), ValueFormat::Text) => {
                     serde_json::to_writer(&mut *out, &String::from_utf8_lossy(v))?;
                 }
@@ -466,13 +468,20 @@ impl Decoder {
     }
 }
 
+/// `json` written compactly at the end of `out`, its fields in their
+/// order; an error if it is not JSON.
+fn compact(json: &[u8], out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    serde_transcode::transcode(&mut de, &mut serde_json::Serializer::new(&mut *out))?;
+    de.end()
+}
+
 /// Errors a poll reports that no retry can mend.
 fn fatal(e: &KafkaError) -> bool {
     matches!(
         e.rdkafka_error_code(),
         Some(
-            RDKafkaErrorCode::UnknownTopicOrPartition
-                | RDKafkaErrorCode::TopicAuthorizationFailed
+            RDKafkaErrorCode::TopicAuthorizationFailed
                 | RDKafkaErrorCode::GroupAuthorizationFailed
                 | RDKafkaErrorCode::SaslAuthenticationFailed
                 | RDKafkaErrorCode::Authentication
