@@ -185,7 +185,7 @@ async fn kafka_offsets_restore_exactly_once_output_after_a_failure() {
     use weir_coordinator::jobs::JobState;
     let broker = Broker::start();
     broker.create_topic("text", 3);
-    let input = lines(30_000);
+    let input = lines(60_000);
     broker.produce("text", &input);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -197,7 +197,7 @@ async fn kafka_offsets_restore_exactly_once_output_after_a_failure() {
         "test-guests",
         &format!(
             "[job]\nname = 'kafka-restore'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '9000'\nfail-attempts = '1'\n\
+             [params]\nfail-at = '15000'\nfail-attempts = '1'\n\
              [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['text']\nformat = 'text'\nstop = 'latest'\n\
              [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
              [[operator]]\nname = 'words'\nfunction = 'words'\n\
@@ -417,7 +417,7 @@ async fn kafka_to_kafka_loses_nothing_through_a_failure() {
     let broker = Broker::start();
     broker.create_topic("in", 3);
     broker.create_topic("out", 2);
-    let input: Vec<(Option<String>, String)> = (0..30_000)
+    let input: Vec<(Option<String>, String)> = (0..60_000)
         .map(|i| (Some(format!("k{i}")), format!("line {i}")))
         .collect();
     broker.produce("in", &input);
@@ -430,7 +430,7 @@ async fn kafka_to_kafka_loses_nothing_through_a_failure() {
         "test-guests",
         &format!(
             "[job]\nname = 'kafka-kafka-restart'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '9000'\nfail-attempts = '1'\n\
+             [params]\nfail-at = '15000'\nfail-attempts = '1'\n\
              [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{0}'\ntopics = ['in']\nformat = 'text'\nstop = 'latest'\n\
              [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
              [[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{0}'\ntopic = 'out'\n\
@@ -446,13 +446,13 @@ async fn kafka_to_kafka_loses_nothing_through_a_failure() {
     let c = common::checkpoints_until(&rest, &id, |_| true).await;
     assert!(c.restored.is_some(), "restored from a checkpoint: {c:#?}");
     let total = broker.sizes("out", 2).values().sum::<i64>() as usize;
-    assert!(total >= 30_000, "{total}");
+    assert!(total >= 60_000, "{total}");
     let got = broker.read("out", 2, total);
     let lines: std::collections::BTreeSet<String> = got
         .iter()
         .map(|(_, _, v)| serde_json::from_str::<String>(v).unwrap())
         .collect();
-    assert_eq!(lines.len(), 30_000, "every line at least once");
+    assert_eq!(lines.len(), 60_000, "every line at least once");
     assert!(lines.iter().all(|l| l.starts_with("line ")));
 }
 

@@ -257,31 +257,37 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     let v = &graph.vertices[t.vertices[0]];
                     let codec = codecs.output(v.id, None);
                     let size = graph.file_sizes.get(&v.id).copied();
-                    let mut source = crate::connectors::open_source(
-                        config,
-                        s,
-                        v.parallelism,
-                        codec,
-                        size,
-                        v.output_type.as_ref(),
-                    )
-                    .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
-                    if let Some(r) = &job.restore {
-                        let positions = r.positions(t.id, s, v.id);
-                        if r.finished(t.id, s) {
-                            // It had read all its input: it reads nothing
-                            // more, and keeps its final positions.
-                            source = Box::new(crate::connectors::Finished::at(positions));
-                        } else {
-                            source.restore(&positions).map_err(|e| {
-                                anyhow::anyhow!(
-                                    "source `{}`: restoring checkpoint {}: {e:#}",
-                                    v.name,
-                                    r.checkpoint.id
-                                )
-                            })?;
+                    let opened = (|| {
+                        let mut source = crate::connectors::open_source(
+                            config,
+                            s,
+                            v.parallelism,
+                            codec,
+                            size,
+                            v.output_type.as_ref(),
+                        )
+                        .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
+                        if let Some(r) = &job.restore {
+                            let positions = r.positions(t.id, s, v.id);
+                            if r.finished(t.id, s) {
+                                // It had read all its input: it reads nothing
+                                // more, and keeps its final positions.
+                                source = Box::new(crate::connectors::Finished::at(positions));
+                            } else {
+                                source.restore(&positions).map_err(|e| {
+                                    anyhow::anyhow!(
+                                        "source `{}`: restoring checkpoint {}: {e:#}",
+                                        v.name,
+                                        r.checkpoint.id
+                                    )
+                                })?;
+                            }
                         }
-                    }
+                        Ok::<_, anyhow::Error>(source)
+                    })();
+                    // Subtasks already started stop with the job.
+                    let source =
+                        opened.inspect_err(|_| job.cancel.store(true, Ordering::Relaxed))?;
                     Head::Source(source)
                 }
                 _ => {
