@@ -46,6 +46,52 @@ fn final_counts(output: &Path) -> BTreeMap<String, u64> {
     counts
 }
 
+/// A bundle of the test guests at parallelism 2: the text lines of
+/// `topic` as they were when the job started, through `fail-once` (which
+/// fails at its subtask's `fail_at`-th line on the first attempt), then
+/// `rest` (operators and a sink), with checkpoints every 100 ms and two
+/// restarts.
+fn failing_bundle(
+    dir: &Path,
+    name: &str,
+    broker: &Broker,
+    topic: &str,
+    fail_at: u64,
+    rest: &str,
+) -> std::path::PathBuf {
+    common::bundle(
+        dir,
+        name,
+        "test-guests",
+        &format!(
+            "[job]\nname = '{name}'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [params]\nfail-at = '{fail_at}'\nfail-attempts = '1'\n\
+             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['{topic}']\nformat = 'text'\nstop = 'latest'\n\
+             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
+             {rest}\
+             [checkpoint]\ninterval-ms = 100\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
+            broker.address
+        ),
+    )
+}
+
+/// Submit `bundle` to `weir local` at `rest` and wait until it finishes
+/// after exactly one restart; returns the job's id.
+async fn restarted_once(rest: &str, bundle: &Path) -> String {
+    use weir_coordinator::jobs::JobState;
+    let id = common::submit(rest, bundle);
+    let ended = common::job_until(rest, &id, "the job ends", |j| j.state.is_terminal()).await;
+    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
+    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    assert!(
+        ended.exceptions[0].message.contains("injected failure"),
+        "{:#?}",
+        ended.exceptions
+    );
+    id
+}
+
 /// A bounded Kafka source (`stop = "latest"`) of three partitions read at
 /// parallelism 2 by the word count: every message once, exact counts; the
 /// same with each record's metadata around its value.
@@ -182,7 +228,6 @@ fn a_job_writes_kafka_to_kafka() {
 /// totals those of the topic).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_offsets_restore_exactly_once_output_after_a_failure() {
-    use weir_coordinator::jobs::JobState;
     let broker = Broker::start();
     broker.create_topic("text", 3);
     let input = lines(60_000);
@@ -191,33 +236,14 @@ async fn kafka_offsets_restore_exactly_once_output_after_a_failure() {
     let data = dir.path().join("data");
     let (_local, rest) = common::local(&data);
     let output = dir.path().join("out");
-    let bundle = common::bundle(
-        dir.path(),
-        "kafka-restore",
-        "test-guests",
-        &format!(
-            "[job]\nname = 'kafka-restore'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '15000'\nfail-attempts = '1'\n\
-             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['text']\nformat = 'text'\nstop = 'latest'\n\
-             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
-             [[operator]]\nname = 'words'\nfunction = 'words'\n\
-             [[operator]]\nname = 'count'\nfunction = 'count-words'\nkey-by = 'value'\n\
-             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
-             [checkpoint]\ninterval-ms = 100\n\
-             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
-            broker.address,
-            output.display()
-        ),
+    let sink = format!(
+        "[[operator]]\nname = 'words'\nfunction = 'words'\n\
+         [[operator]]\nname = 'count'\nfunction = 'count-words'\nkey-by = 'value'\n\
+         [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n",
+        output.display()
     );
-    let id = common::submit(&rest, &bundle);
-    let ended = common::job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
-    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
-    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
-    assert!(
-        ended.exceptions[0].message.contains("injected failure"),
-        "{:#?}",
-        ended.exceptions
-    );
+    let bundle = failing_bundle(dir.path(), "kafka-restore", &broker, "text", 15_000, &sink);
+    let id = restarted_once(&rest, &bundle).await;
     let c = common::checkpoints_until(&rest, &id, |_| true).await;
     assert!(c.restored.is_some(), "restored from a checkpoint: {c:#?}");
     let total = word_totals(&input).values().sum();
@@ -413,7 +439,6 @@ fn the_watermark_follows_the_slowest_partition() {
 /// maybe twice: at-least-once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_to_kafka_loses_nothing_through_a_failure() {
-    use weir_coordinator::jobs::JobState;
     let broker = Broker::start();
     broker.create_topic("in", 3);
     broker.create_topic("out", 2);
@@ -424,25 +449,19 @@ async fn kafka_to_kafka_loses_nothing_through_a_failure() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (_local, rest) = common::local(&data);
-    let bundle = common::bundle(
+    let sink = format!(
+        "[[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{}'\ntopic = 'out'\n",
+        broker.address
+    );
+    let bundle = failing_bundle(
         dir.path(),
         "kafka-kafka-restart",
-        "test-guests",
-        &format!(
-            "[job]\nname = 'kafka-kafka-restart'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '15000'\nfail-attempts = '1'\n\
-             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{0}'\ntopics = ['in']\nformat = 'text'\nstop = 'latest'\n\
-             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
-             [[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{0}'\ntopic = 'out'\n\
-             [checkpoint]\ninterval-ms = 100\n\
-             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
-            broker.address
-        ),
+        &broker,
+        "in",
+        15_000,
+        &sink,
     );
-    let id = common::submit(&rest, &bundle);
-    let ended = common::job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
-    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
-    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    let id = restarted_once(&rest, &bundle).await;
     let c = common::checkpoints_until(&rest, &id, |_| true).await;
     assert!(c.restored.is_some(), "restored from a checkpoint: {c:#?}");
     let total = broker.sizes("out", 2).values().sum::<i64>() as usize;
@@ -505,7 +524,6 @@ fn the_kafka_word_count_example_runs() {
 /// barrier that subtask never got.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_failing_before_its_first_checkpoint_finishes_after_a_restart() {
-    use weir_coordinator::jobs::JobState;
     let broker = Broker::start();
     broker.create_topic("in", 3);
     let input: Vec<(Option<String>, String)> =
@@ -515,25 +533,12 @@ async fn a_job_failing_before_its_first_checkpoint_finishes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (_local, rest) = common::local(&data);
-    let bundle = common::bundle(
-        dir.path(),
-        "early-failure",
-        "test-guests",
-        &format!(
-            "[job]\nname = 'early-failure'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [params]\nfail-at = '100'\nfail-attempts = '1'\n\
-             [[source]]\nname = 'lines'\ntype = 'kafka'\nbrokers = '{0}'\ntopics = ['in']\nformat = 'text'\nstop = 'latest'\n\
-             [[operator]]\nname = 'fail'\nfunction = 'fail-once'\n\
-             [[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{0}'\ntopic = 'out'\n\
-             [checkpoint]\ninterval-ms = 100\n\
-             [restart]\nstrategy = 'fixed-delay'\nattempts = 2\ndelay-ms = 100\n",
-            broker.address,
-        ),
+    let sink = format!(
+        "[[sink]]\nname = 'out'\ntype = 'kafka'\nbrokers = '{}'\ntopic = 'out'\n",
+        broker.address
     );
-    let id = common::submit(&rest, &bundle);
-    let ended = common::job_until(&rest, &id, "the job ends", |j| j.state.is_terminal()).await;
-    assert_eq!(ended.state, JobState::Finished, "{ended:#?}");
-    assert_eq!((ended.attempt, ended.restarts), (1, 1), "{ended:#?}");
+    let bundle = failing_bundle(dir.path(), "early-failure", &broker, "in", 100, &sink);
+    restarted_once(&rest, &bundle).await;
     let written: i64 = broker.sizes("out", 2).values().sum();
     assert!(written >= 20_000, "{written} of 20000 lines written");
 }

@@ -119,72 +119,41 @@ impl Broker {
         }
     }
 
-    /// Produce `messages` (key, value) to `topic`, partition by key (or
-    /// round robin without one), and wait until every one is stored.
-    pub fn produce(&self, topic: &str, messages: &[(Option<String>, String)]) {
-        let producer: BaseProducer = self
-            .config()
+    /// An idempotent producer.
+    fn producer(&self) -> BaseProducer {
+        self.config()
             .set("enable.idempotence", "true")
             .set("linger.ms", "5")
             .create()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Produce `messages` (key, value) to `topic`, partition by key (or
+    /// round robin without one), and wait until every one is stored.
+    pub fn produce(&self, topic: &str, messages: &[(Option<String>, String)]) {
+        let producer = self.producer();
         for (key, value) in messages {
-            loop {
-                let mut r = BaseRecord::to(topic).payload(value.as_bytes());
-                if let Some(k) = key {
-                    r = r.key(k.as_bytes());
-                }
-                match producer.send(r) {
-                    Ok(()) => break,
-                    Err((e, _)) => {
-                        assert!(
-                            matches!(
-                                e.rdkafka_error_code(),
-                                Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                            ),
-                            "{e}"
-                        );
-                        producer.poll(Duration::from_millis(10));
-                    }
-                }
+            let mut r = BaseRecord::to(topic).payload(value.as_bytes());
+            if let Some(k) = key {
+                r = r.key(k.as_str());
             }
-            producer.poll(Duration::ZERO);
+            send(&producer, r);
         }
-        producer
-            .flush(Duration::from_secs(60))
-            .expect("every message is stored");
+        stored(&producer);
     }
 
     /// Produce `messages` (timestamp in ms, value) to partition
     /// `partition` of `topic`, in order, and wait until they are stored.
     pub fn produce_at(&self, topic: &str, partition: i32, messages: &[(i64, String)]) {
-        let producer: BaseProducer = self
-            .config()
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "5")
-            .create()
-            .unwrap();
+        let producer = self.producer();
         for (ts, value) in messages {
-            while let Err((e, _)) = producer.send(
-                BaseRecord::<(), _>::to(topic)
-                    .partition(partition)
-                    .timestamp(*ts)
-                    .payload(value.as_bytes()),
-            ) {
-                assert!(
-                    matches!(
-                        e.rdkafka_error_code(),
-                        Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                    ),
-                    "{e}"
-                );
-                producer.poll(Duration::from_millis(10));
-            }
-            producer.poll(Duration::ZERO);
+            let r = BaseRecord::<str, _>::to(topic)
+                .partition(partition)
+                .timestamp(*ts)
+                .payload(value.as_bytes());
+            send(&producer, r);
         }
-        producer
-            .flush(Duration::from_secs(60))
-            .expect("every message is stored");
+        stored(&producer);
     }
 
     /// Every message of `topic` (its `partitions`) as (partition, key,
@@ -256,4 +225,32 @@ impl Broker {
             })
             .collect()
     }
+}
+
+/// Send `record`, waiting while the client's queue is full.
+fn send(producer: &BaseProducer, mut record: BaseRecord<'_, str, [u8]>) {
+    loop {
+        match producer.send(record) {
+            Ok(()) => break,
+            Err((e, back)) => {
+                assert!(
+                    matches!(
+                        e.rdkafka_error_code(),
+                        Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                    ),
+                    "{e}"
+                );
+                producer.poll(Duration::from_millis(10));
+                record = back;
+            }
+        }
+    }
+    producer.poll(Duration::ZERO);
+}
+
+/// Wait until every message sent is stored.
+fn stored(producer: &BaseProducer) {
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("every message is stored");
 }

@@ -383,8 +383,7 @@ impl Decoder {
                 (None, ValueFormat::Json) => b"null",
                 (None, _) => b"",
             };
-            let mut one = RecordBuffer::with_capacity(1, bytes.len());
-            match lines.push(bytes, &mut one) {
+            match lines.push_keyed(bytes, key, timestamp, batch) {
                 Ok(()) => {}
                 Err(LineError::Json(e)) => anyhow::bail!(
                     "the message in {} is not JSON: {e}: {}",
@@ -396,9 +395,6 @@ impl Decoder {
                     place(),
                     Codec::Json.excerpt(bytes)
                 ),
-            }
-            for r in one.finish() {
-                batch.push(key.clone(), timestamp, |v| v.extend_from_slice(&r.value));
             }
             return Ok(());
         }
@@ -517,6 +513,7 @@ impl Source for KafkaReader {
         }
         let mut batch = RecordBuffer::with_capacity(max, max * 64);
         let mut wait = POLL_WAIT;
+        let polled_at = Instant::now();
         while batch.len() < max {
             let Some(polled) = self.consumer.poll(wait) else {
                 break;
@@ -547,7 +544,7 @@ impl Source for KafkaReader {
             self.decoder.decode(&m, &mut batch)?;
             let p = self.partitions.get_mut(&id).expect("found above");
             p.next = m.offset() + 1;
-            p.last = Instant::now();
+            p.last = polled_at;
             if let Some(t) = m.timestamp().to_millis() {
                 p.max_timestamp = Some(p.max_timestamp.map_or(t, |m| m.max(t)));
             }

@@ -58,11 +58,23 @@ impl LineDecoder {
     /// Decode `line` (its line end removed) into a record at the end of
     /// `batch`; a blank JSON line makes none.
     pub fn push(&mut self, line: &[u8], batch: &mut RecordBuffer) -> Result<(), LineError> {
+        self.push_keyed(line, None, None, batch)
+    }
+
+    /// [`LineDecoder::push`], the record with `key` and `timestamp` (a
+    /// Kafka message's).
+    pub fn push_keyed(
+        &mut self,
+        line: &[u8],
+        key: Option<bytes::Bytes>,
+        timestamp: Option<i64>,
+        batch: &mut RecordBuffer,
+    ) -> Result<(), LineError> {
         let codec = self.codec;
         match &self.format {
             LineFormat::Text => {
                 let text = String::from_utf8_lossy(line);
-                batch.push(None, None, |v| match codec {
+                batch.push(key, timestamp, |v| match codec {
                     Codec::Json => json_string(v, &text),
                     Codec::Msgpack => msgpack_str(v, &text),
                     Codec::Row => v.extend_from_slice(text.as_bytes()),
@@ -73,7 +85,7 @@ impl LineDecoder {
                     return Ok(());
                 }
                 let mut bad = None;
-                batch.push(None, None, |v| match codec {
+                batch.push(key, timestamp, |v| match codec {
                     Codec::Json | Codec::Row => v.extend_from_slice(line),
                     Codec::Msgpack => {
                         if let Err(e) = weir_model::msgpack::from_json(line, v) {
@@ -91,7 +103,7 @@ impl LineDecoder {
                 }
                 let mut bad = None;
                 let row = &mut self.row;
-                batch.push(None, None, |v| {
+                batch.push(key, timestamp, |v| {
                     let read = match codec {
                         Codec::Row => json::read_value(node, line, v),
                         _ => {
