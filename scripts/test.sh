@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}"
 # One build per run: incremental compilation's bookkeeping would only cost.
 export CARGO_INCREMENTAL=0
 scripts/setup.sh
-cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p windowed-counts -p fraud -p sessions -p mixed-rust -p test-guests -p bench-operators
+cargo build --release --target wasm32-wasip2 -p wordcount -p json-filter -p dead-letters -p windowed-counts -p fraud -p sessions -p mixed-rust -p test-guests -p bench-operators
 # The Python and JavaScript SDKs' unit tests, and their examples' tests,
 # natively (pytest, node's test runner; no WebAssembly).
 root="$PWD"

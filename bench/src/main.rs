@@ -26,6 +26,7 @@ mod checkpoints;
 mod cluster;
 mod fault_tolerance;
 mod instantiate;
+mod kafka;
 mod native;
 mod native_window;
 
@@ -143,6 +144,16 @@ enum Bench {
         /// Instances to start.
         #[arg(long, default_value_t = 50)]
         instances: usize,
+    },
+    /// Kafka → Weir → Kafka records/s at parallelism 1 and 2, beside the
+    /// broker's own produce and consume rates (a tansu broker it starts).
+    Kafka {
+        /// Messages in the input topic.
+        #[arg(long, default_value_t = 1_000_000)]
+        messages: u64,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
     },
     /// Word count: Wasm operators vs native operators vs a hand-written loop.
     Wordcount {
@@ -601,6 +612,7 @@ fn main() -> anyhow::Result<()> {
             weir,
         } => rt.block_on(checkpoints::checkpoints(words, interval_ms, runs, &weir)),
         Bench::Windows { events, runs } => rt.block_on(windows(events, runs)),
+        Bench::Kafka { messages, weir } => kafka::run(messages, &weir),
         Bench::Recovery { runs, weir } => rt.block_on(fault_tolerance::recovery(&weir, runs)),
         Bench::LargeState {
             keys,

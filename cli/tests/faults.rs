@@ -11,6 +11,9 @@
 //! committed output is checked against the input: every key's counts
 //! 1..n exactly once, n its number of input lines.
 //!
+//! The same job also reads a Kafka topic (a tansu broker on loopback)
+//! through a worker kill and a coordinator restart.
+//!
 //! The seed is printed and replays the same schedule (`WEIR_FAULT_SEED`);
 //! `WEIR_FAULTS` sets how many faults (the suite's run: 12). The long run:
 //! `bench/faults/run.sh`.
@@ -110,15 +113,25 @@ struct Cluster {
     /// Where the namespaced worker's log goes, if not to the test's.
     ns_log: Option<PathBuf>,
     started: u32,
-    /// Removed last, when its worker has stopped.
-    net: NetNs,
+    /// Removed last, when its worker has stopped; `None` when every
+    /// worker runs here (a job reading a broker on loopback).
+    net: Option<NetNs>,
 }
 
 impl Cluster {
     /// The cluster, the namespaced worker's log in `ns_log` if given.
     fn new(dir: &Path, ns_log: Option<PathBuf>) -> Cluster {
-        let net = NetNs::new();
-        let here = net.here();
+        Cluster::start(dir, ns_log, Some(NetNs::new()))
+    }
+
+    /// The cluster with every worker here, on loopback (no cut-offs).
+    fn on_loopback(dir: &Path) -> Cluster {
+        Cluster::start(dir, None, None)
+    }
+
+    fn start(dir: &Path, ns_log: Option<PathBuf>, net: Option<NetNs>) -> Cluster {
+        let here = net.as_ref().map_or("127.0.0.1".to_owned(), |n| n.here());
+        let namespaced = net.is_some();
         let mut c = Cluster {
             dir: dir.to_owned(),
             rest: String::new(),
@@ -134,8 +147,8 @@ impl Cluster {
         };
         c.rest = format!("http://{}", c.listen);
         c.start_coordinator();
-        for namespaced in [true, false, false] {
-            let w = c.worker(namespaced);
+        for first in [true, false, false] {
+            let w = c.worker(first && namespaced);
             c.workers.push(w);
         }
         c
@@ -175,17 +188,20 @@ impl Cluster {
     fn worker(&mut self, namespaced: bool) -> Proc {
         self.started += 1;
         let data = self.dir.join(format!("w{}", self.started));
-        let at = if namespaced {
-            self.net.there()
-        } else {
-            self.net.here()
+        let at = match &self.net {
+            Some(net) if namespaced => net.there(),
+            Some(net) => net.here(),
+            None => "127.0.0.1".to_owned(),
         };
         let rpc = format!("http://{}", self.rpc_listen);
         let args = common::one_slot_worker(&rpc, &at, &data, &self.dir);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let log = self.ns_log.as_deref().filter(|_| namespaced);
         common::start_logged(
-            namespaced.then_some(self.net.name.as_str()),
+            self.net
+                .as_ref()
+                .filter(|_| namespaced)
+                .map(|n| n.name.as_str()),
             &self.env(),
             &args,
             log,
@@ -246,9 +262,10 @@ impl Cluster {
             }
             Kind::CutOff => {
                 let ms = HEARTBEAT_TIMEOUT_MS + 1000;
-                self.net.link(false);
+                let net = self.net.as_ref().expect("a cluster with a namespace");
+                net.link(false);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                self.net.link(true);
+                net.link(true);
                 format!("cut off worker {} for {ms} ms", self.workers[0].0.id())
             }
             Kind::KillCoordinator => {
@@ -307,27 +324,79 @@ async fn get<T: serde::de::DeserializeOwned>(url: &str) -> Option<T> {
 }
 
 /// The input: JSON lines `{"k": "k<n>", "i": <line>}` appended to a file
-/// in batches while `writing` holds; the number of lines per key.
+/// (or produced to a Kafka topic) in batches while `writing` holds; the
+/// number of lines per key.
 struct Input {
-    path: PathBuf,
+    /// The file's source table (or the topic's).
+    source: String,
     counts: Arc<Mutex<BTreeMap<String, u64>>>,
     writing: Arc<AtomicBool>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Where the input's lines go.
+enum Target {
+    File(std::fs::File),
+    Kafka(rdkafka::producer::BaseProducer, String),
+}
+
+impl Target {
+    fn write(&mut self, text: &str) {
+        match self {
+            Target::File(file) => {
+                // Whole lines only: the follower reads up to the last newline.
+                file.write_all(text.as_bytes()).unwrap();
+                file.flush().unwrap();
+            }
+            Target::Kafka(producer, topic) => {
+                for line in text.lines() {
+                    let key = line.split('"').nth(3).unwrap_or_default();
+                    let r = rdkafka::producer::BaseRecord::to(topic.as_str())
+                        .key(key)
+                        .payload(line.as_bytes());
+                    weir_tests::kafka::send(producer, r);
+                }
+                weir_tests::kafka::stored(producer);
+            }
+        }
+    }
+}
+
 impl Input {
+    /// Lines appended to the file at `path`, followed by the job.
     fn start(path: PathBuf, seed: u64) -> Input {
-        let counts = Arc::new(Mutex::new(BTreeMap::new()));
-        let writing = Arc::new(AtomicBool::new(true));
-        let mut rng = Rng::new(seed ^ 0x5EED);
-        let mut file = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
             .unwrap();
+        let source = format!(
+            "type = 'json-lines-file'\npath = '{}'\nfollow = true\n",
+            path.display()
+        );
+        Input::into(Target::File(file), source, seed)
+    }
+
+    /// Messages produced to `topic` of `broker`, keyed by their key.
+    fn kafka(broker: &weir_tests::kafka::Broker, topic: &str, seed: u64) -> Input {
+        let source = format!(
+            "type = 'kafka'\nbrokers = '{}'\ntopics = ['{topic}']\n",
+            broker.address
+        );
+        Input::into(
+            Target::Kafka(broker.producer(), topic.to_owned()),
+            source,
+            seed,
+        )
+    }
+
+    fn into(mut target: Target, source: String, seed: u64) -> Input {
+        let counts = Arc::new(Mutex::new(BTreeMap::new()));
+        let writing = Arc::new(AtomicBool::new(true));
+        let mut rng = Rng::new(seed ^ 0x5EED);
         let mut line = 0u64;
         let mut batch =
-            move |file: &mut std::fs::File, n: u64, counts: &Mutex<BTreeMap<String, u64>>| {
+            move |target: &mut Target, n: u64, counts: &Mutex<BTreeMap<String, u64>>| {
                 let mut text = String::new();
                 let mut counts = counts.lock().unwrap();
                 for _ in 0..n {
@@ -336,20 +405,18 @@ impl Input {
                     *counts.entry(key).or_default() += 1;
                     line += 1;
                 }
-                // Whole lines only: the follower reads up to the last newline.
-                file.write_all(text.as_bytes()).unwrap();
-                file.flush().unwrap();
+                target.write(&text);
             };
-        batch(&mut file, 400, &counts);
+        batch(&mut target, 400, &counts);
         let (c, w) = (counts.clone(), writing.clone());
         let writer = std::thread::spawn(move || {
             while w.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(50));
-                batch(&mut file, 20, &c);
+                batch(&mut target, 20, &c);
             }
         });
         Input {
-            path,
+            source,
             counts,
             writing,
             writer: Some(writer),
@@ -389,23 +456,24 @@ async fn registered(rest: &str, want: usize) {
     }
 }
 
-/// The job under test, submitted: a followed JSON-lines file, a count per
-/// key on RocksDB, the exactly-once part-file sink into `output`,
-/// checkpoints every 200 ms, restarts without end. Returns its REST URL.
-fn submit_job(rest: &str, dir: &Path, input: &Path, output: &Path) -> String {
+/// The job under test, submitted: the input (a followed JSON-lines file,
+/// or a Kafka topic), a count per key on RocksDB, the exactly-once
+/// part-file sink into `output`, checkpoints every 200 ms, restarts
+/// without end. Returns its REST URL.
+fn submit_job(rest: &str, dir: &Path, input: &Input, output: &Path) -> String {
     let bundle = common::bundle(
         dir,
         "faults",
         "wordcount",
         &format!(
             "[job]\nname = 'faults'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
-             [[source]]\nname = 'events'\ntype = 'json-lines-file'\npath = '{}'\nfollow = true\n\
+             [[source]]\nname = 'events'\n{}\
              [[operator]]\nname = 'count'\nbuiltin = 'count'\nkey-by = '/k'\n\
              [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
              [state]\nbackend = 'rocksdb'\n\
              [checkpoint]\ninterval-ms = 200\n\
              [restart]\nstrategy = 'fixed-delay'\nattempts = 100000\ndelay-ms = 200\n",
-            input.display(),
+            input.source,
             output.display()
         ),
     );
@@ -495,7 +563,7 @@ async fn run(seed: u64, n: usize) {
 
     let mut input = Input::start(dir.join("input.jsonl"), seed);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input.path, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output);
 
     let mut rng = Rng::new(seed ^ 0xFA17);
     let (mut job, mut latest) = running_past(&job_url, 0, "at the start").await;
@@ -572,7 +640,7 @@ async fn a_partitioned_zombies_late_commit_is_refused_by_the_fence() {
     registered(&rest, 3).await;
     let mut input = Input::start(dir.join("input.jsonl"), 7);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input.path, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output);
     let (job, _) = running_past(&job_url, 0, "at the start").await;
     let zombie = cluster.workers[0].0.id();
     assert!(
@@ -592,7 +660,7 @@ async fn a_partitioned_zombies_late_commit_is_refused_by_the_fence() {
     }
     let (_, held_at) = running_past(&job_url, 0, "held").await;
     eprintln!("zombie held in a commit after checkpoint {held_at}; cutting it off");
-    cluster.net.link(false);
+    cluster.net.as_ref().unwrap().link(false);
 
     // The next attempt runs without it and completes a newer checkpoint.
     let (job, _) = running_past(&job_url, held_at, "without the zombie").await;
@@ -615,7 +683,7 @@ async fn a_partitioned_zombies_late_commit_is_refused_by_the_fence() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     eprintln!("the zombie's commit was refused");
-    cluster.net.link(true);
+    cluster.net.as_ref().unwrap().link(true);
     exactly_once(&mut input, &output, "after a zombie's late commit").await;
     common::weir(&["cancel", &job.id, "--coordinator", &rest]);
     drop(cluster);
@@ -641,7 +709,7 @@ async fn a_torn_metadata_write_is_not_taken_for_a_completed_checkpoint() {
     registered(&rest, 3).await;
     let mut input = Input::start(dir.join("input.jsonl"), 11);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input.path, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output);
     let (_, latest) = running_past(&job_url, 0, "at the start").await;
 
     // Every `_metadata` of the next checkpoints is torn: none completes
@@ -669,6 +737,46 @@ async fn a_torn_metadata_write_is_not_taken_for_a_completed_checkpoint() {
     registered(&rest, 3).await;
     let (job, _) = running_past(&job_url, latest, "resumed after a torn `_metadata`").await;
     exactly_once(&mut input, &output, "after a torn `_metadata`").await;
+    common::weir(&["cancel", &job.id, "--coordinator", &rest]);
+    drop(cluster);
+}
+
+/// The job reading a Kafka topic of four partitions (a broker on
+/// loopback, every worker here) instead of the file, while messages keep
+/// coming: a worker SIGKILLed and replaced, then the coordinator SIGKILLed
+/// and started again; the committed output is exact — every key's counts
+/// 1..n once, n its messages — restored from the checkpointed offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_input_stays_exact_through_a_worker_kill_and_a_coordinator_restart() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let broker = weir_tests::kafka::Broker::start();
+    broker.create_topic("events", 4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let mut cluster = Cluster::on_loopback(&dir);
+    let rest = cluster.rest.clone();
+    registered(&rest, 3).await;
+    let mut input = Input::kafka(&broker, "events", 5);
+    let output = dir.join("out");
+    let job_url = submit_job(&rest, &dir, &input, &output);
+    let (mut job, mut latest) = running_past(&job_url, 0, "at the start").await;
+    let mut rng = Rng::new(5);
+    for kind in [Kind::KillWorker, Kind::KillCoordinator] {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let done = cluster.inject(kind, &job, &mut rng).await;
+        eprintln!("kafka: {done}");
+        if kind == Kind::KillCoordinator {
+            registered(&rest, 3).await;
+        }
+        (job, latest) = running_past(&job_url, latest, &format!("kafka, after: {done}")).await;
+    }
+    let total = exactly_once(&mut input, &output, "kafka").await;
+    let job: JobInfo = get(&job_url).await.unwrap();
+    eprintln!(
+        "kafka: {total} records checked through {} restarts",
+        job.restarts
+    );
+    assert!(job.restarts > 0, "{job:#?}");
     common::weir(&["cancel", &job.id, "--coordinator", &rest]);
     drop(cluster);
 }

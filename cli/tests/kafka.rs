@@ -222,6 +222,61 @@ fn a_job_writes_kafka_to_kafka() {
     }
 }
 
+/// Poison in a topic of three partitions read at parallelism 2 — values
+/// that are not JSON, orders the converter panics on, orders the totals
+/// refuse — lands in the dead-letter output with its partition, offset and
+/// key, and every other order counts once.
+#[test]
+fn poison_messages_go_to_the_dead_letter_output() {
+    use common::orders::{check_letters, check_totals, expected, orders};
+    let broker = Broker::start();
+    broker.create_topic("orders", 3);
+    let input = orders(6000, 100);
+    let messages: Vec<(Option<String>, String)> = input
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (Some(format!("o{i}")), v.clone()))
+        .collect();
+    broker.produce("orders", &messages);
+    let dir = tempfile::tempdir().unwrap();
+    let (output, dead) = (
+        dir.path().join("totals.jsonl"),
+        dir.path().join("dead.jsonl"),
+    );
+    let bundle = common::bundle(
+        dir.path(),
+        "kafka-poison",
+        "dead-letters",
+        &format!(
+            "[job]\nname = 'kafka-poison'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'orders'\ntype = 'kafka'\nbrokers = '{}'\ntopics = ['orders']\nstop = 'latest'\non-error = 'dead-letter'\n\
+             [[operator]]\nname = 'to-eur'\nfunction = 'to-eur'\non-error = 'dead-letter'\n\
+             [[operator]]\nname = 'totals'\nfunction = 'totals'\nkey-by = '/customer'\non-error = 'dead-letter'\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [dead-letter]\ntype = 'json-lines-file'\npath = '{}'\n",
+            broker.address,
+            output.display(),
+            dead.display()
+        ),
+    );
+    let o = common::weir(&["run", bundle.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let e = expected(&input);
+    assert_eq!(
+        (e.undecodable.len(), e.unconvertible.len(), e.refused.len()),
+        (20, 20, 20)
+    );
+    check_totals(&common::json_lines(&output), &e);
+    check_letters(&common::json_lines(&dead), &e, |l| {
+        let split = l["split"].as_str().unwrap();
+        assert!(split.starts_with("orders/"), "{l}");
+        assert!(l["offset"].is_u64() && l["timestamp"].is_i64(), "{l}");
+        // Its key, the message's.
+        let i: usize = l["key"].as_str().unwrap()[1..].parse().unwrap();
+        assert_eq!(l["raw"].as_str(), Some(input[i].as_str()), "{l}");
+    });
+}
+
 /// A guest that fails once in the middle of a topic: the job restarts from
 /// its latest checkpoint, whose offsets say where each partition goes on,
 /// and the committed output is exact (each word's counts once each, the
@@ -250,6 +305,14 @@ async fn kafka_offsets_restore_exactly_once_output_after_a_failure() {
     common::exactly_once(&output, total, |v| {
         (v[0].as_str().unwrap().to_owned(), v[1].as_u64().unwrap())
     });
+    // The final checkpoint's offsets, committed to the source's consumer
+    // group (for monitoring).
+    let ends: BTreeMap<i32, Option<i64>> = broker
+        .sizes("text", 3)
+        .into_iter()
+        .map(|(p, n)| (p, Some(n)))
+        .collect();
+    assert_eq!(broker.committed("weir-lines", "text", 3), ends);
 }
 
 /// A broker that is not there when the job starts: the job fails naming

@@ -16,6 +16,8 @@ use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::json_lines;
+
 /// Run `weir args…` in the workspace's root, for at most `limit`.
 fn weir(args: &[&str], limit: Duration) -> Output {
     let child = common::command()
@@ -298,15 +300,6 @@ fn a_python_project_that_does_not_build_says_why() {
     assert!(said.contains("SyntaxError"), "{said}");
     assert!(said.contains("ops.py"), "{said}");
     assert!(!said.contains("Stack backtrace"), "{said}");
-}
-
-/// The JSON lines of a file, in order.
-fn json_lines(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

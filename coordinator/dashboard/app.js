@@ -322,6 +322,13 @@ function checkpointsView(c) {
       <tbody>${rows}</tbody></table>`;
 }
 
+// Records a vertex could not process (on-error): dead letters, skipped.
+function rejected(v) {
+  const d = v.dead_letters || 0, s = v.records_skipped || 0;
+  if (!d && !s) return "–";
+  return [d ? `${fmt(d)} dead-lettered` : "", s ? `${fmt(s)} skipped` : ""].filter(Boolean).join(", ");
+}
+
 async function jobPage(id) {
   const [job, metrics, checkpoints] = await Promise.all([
     api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/metrics`), api(`/v1/jobs/${id}/checkpoints`),
@@ -339,6 +346,7 @@ async function jobPage(id) {
       <td class="num">${Math.round(v.backpressure * 100)}%</td>
       <td data-testid="watermark-${esc(v.name)}">${esc(watermark(v.watermark))}</td>
       <td class="num">${bytes(v.state_bytes)}</td>
+      <td class="num" data-testid="rejected-${esc(v.name)}" title="dead letters / skipped">${rejected(v)}</td>
     </tr>`).join("");
   const places = {};
   for (const t of job.subtasks) places[`${t.vertex}[${t.subtask}]`] = t;
@@ -372,7 +380,7 @@ async function jobPage(id) {
     <div class="charts">${charts || `<div class="muted">No samples yet.</div>`}</div>
     <h2>Vertices</h2>
     <table data-testid="vertices"><thead><tr><th>vertex</th><th class="num">p</th><th class="num">records in</th><th class="num">records out</th>
-      <th class="num">in/s</th><th class="num">out/s</th><th class="num">bytes in</th><th class="num">backpressure</th><th>watermark</th><th class="num">state</th></tr></thead>
+      <th class="num">in/s</th><th class="num">out/s</th><th class="num">bytes in</th><th class="num">backpressure</th><th>watermark</th><th class="num">state</th><th class="num">rejected</th></tr></thead>
       <tbody>${vrows}</tbody></table>
     <h2>Subtasks <span class="muted">(busy + idle + backpressured ≈ 1,000 ms per second)</span></h2>
     <table><thead><tr><th>subtask</th><th>state</th><th>where</th><th class="num">in</th><th class="num">out</th>

@@ -54,6 +54,12 @@ pub struct SubtaskMetrics {
     pub memory_bytes: u64,
     /// Time spent in guest calls so far, ms.
     pub guest_call_ms: f64,
+    /// Records sent to its dead-letter output.
+    #[serde(default)]
+    pub dead_letters: u64,
+    /// Records skipped (`on-error = "skip"`).
+    #[serde(default)]
+    pub records_skipped: u64,
 }
 
 /// One vertex's figures: its subtasks', summed where that makes sense.
@@ -82,6 +88,12 @@ pub struct VertexMetrics {
     pub watermark: Option<i64>,
     /// Keyed state bytes, all subtasks.
     pub state_bytes: u64,
+    /// Records sent to its dead-letter output, all subtasks.
+    #[serde(default)]
+    pub dead_letters: u64,
+    /// Records skipped, all subtasks.
+    #[serde(default)]
+    pub records_skipped: u64,
     /// Its subtasks.
     pub subtasks: Vec<SubtaskMetrics>,
 }
@@ -286,6 +298,8 @@ impl Metrics {
                             timers: m.timers,
                             memory_bytes: m.memory_bytes,
                             guest_call_ms: m.guest_call_ns as f64 / 1e6,
+                            dead_letters: m.dead_letters,
+                            records_skipped: m.records_skipped,
                         }
                     })
                     .collect();
@@ -304,6 +318,8 @@ impl Metrics {
                         .fold(0.0, f64::max),
                     watermark: watermark(&current[v].1),
                     state_bytes: subtasks.iter().map(|s| s.state_bytes).sum(),
+                    dead_letters: subtasks.iter().map(|s| s.dead_letters).sum(),
+                    records_skipped: subtasks.iter().map(|s| s.records_skipped).sum(),
                     subtasks,
                 }
             })
@@ -337,7 +353,7 @@ fn watermark(subtasks: &[Snapshot]) -> Option<i64> {
 ///     job: "j1".into(),
 ///     vertices: vec![VertexMetrics {
 ///         name: "count".into(),
-///         subtasks: vec![SubtaskMetrics { records_in: 7, watermark: Some(5), ..Default::default() }],
+///         subtasks: vec![SubtaskMetrics { records_in: 7, watermark: Some(5), dead_letters: 2, ..Default::default() }],
 ///         ..Default::default()
 ///     }],
 ///     ..Default::default()
@@ -346,6 +362,7 @@ fn watermark(subtasks: &[Snapshot]) -> Option<i64> {
 /// assert!(text.contains(r#"weir_records_in_total{job="j1",job_name="wordcount",subtask="0",vertex="count"} 7"#), "{text}");
 /// assert!(text.contains("# TYPE weir_records_in_total counter"));
 /// assert!(text.contains(r#"weir_watermark_ms{job="j1",job_name="wordcount",subtask="0",vertex="count"} 5"#));
+/// assert!(text.contains(r#"weir_dead_letters_total{job="j1",job_name="wordcount",subtask="0",vertex="count"} 2"#));
 /// ```
 pub fn job_families(
     jobs: &[(String, JobMetrics)],
@@ -377,6 +394,16 @@ pub fn job_families(
             "weir_bytes_out_total",
             "Bytes of the records a subtask emitted.",
             |s| Some(s.bytes_out as f64),
+        ),
+        (
+            "weir_dead_letters_total",
+            "Records a subtask could not process and sent to its dead-letter output.",
+            |s| Some(s.dead_letters as f64),
+        ),
+        (
+            "weir_records_skipped_total",
+            "Records a subtask could not process and skipped.",
+            |s| Some(s.records_skipped as f64),
         ),
     ];
     const GAUGES: &[Figure] = &[

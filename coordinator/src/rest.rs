@@ -416,7 +416,7 @@ pub fn openapi_document() -> serde_json::Value {
             },
             "/v1/jobs/{id}": {"parameters": id_param, "get": {"summary": "One job, with live counts", "responses": {"200": {"description": "The job", "content": {"application/json": {"schema": job}}}, "404": err("No such job")}}},
             "/v1/jobs/{id}/cancel": {"parameters": id_param, "post": {"summary": "Cancel a running job", "responses": {"200": {"description": "Canceling", "content": {"application/json": {"schema": job}}}, "404": err("No such job"), "409": err("The job is not running")}}},
-            "/v1/jobs/{id}/metrics": {"parameters": id_param, "get": {"summary": "A job's metrics: per vertex and subtask counts, bytes, rates, busy/idle/backpressured ms per second, watermarks, state size, Wasm memory, guest time; five minutes of history", "responses": {"200": {"description": "The metrics", "content": {"application/json": {"schema": {"type": "object", "properties": {
+            "/v1/jobs/{id}/metrics": {"parameters": id_param, "get": {"summary": "A job's metrics: per vertex and subtask counts, bytes, rates, busy/idle/backpressured ms per second, watermarks, state size, Wasm memory, guest time, dead letters and skipped records; five minutes of history", "responses": {"200": {"description": "The metrics", "content": {"application/json": {"schema": {"type": "object", "properties": {
                 "job": {"type": "string"}, "at_ms": {"type": "integer"},
                 "vertices": {"type": "array", "items": {"type": "object"}},
                 "history": {"type": "array", "items": {"type": "object", "properties": {"at_ms": {"type": "integer"}, "vertices": {"type": "array", "items": {"type": "object"}}}}}

@@ -361,6 +361,8 @@ impl OperatorInstance {
         data.call_deadline = waits_until;
         data.watermark = ctx.watermark;
         data.staged.clear();
+        // What an earlier call said is not this one's last words.
+        drop(data.last_words.take());
         types::BatchContext {
             watermark: ctx.watermark,
             processing_time: ctx.processing_time,

@@ -24,7 +24,7 @@
 //! an operator decodes every record the same way; a window operator's
 //! `late` side output carries its input records as they came, in its
 //! input's codec; a filter or a timestamp assigner writes rows only when it
-//! reads them.
+//! reads them. Dead letters ([`crate::dead_letter`]) are JSON.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -153,7 +153,9 @@ impl StreamCodecs {
                 .iter()
                 .filter(|c| c.from == e.from && c.side_output == e.side_output)
                 .all(|c| component(c.to));
-            if encoder(e.from) && consumers_ok {
+            // Dead letters are written by the runtime, as JSON.
+            let runtime_made = e.side_output.as_deref() == Some(crate::dead_letter::DEAD_LETTER);
+            if encoder(e.from) && consumers_ok && !runtime_made {
                 msgpack.insert(stream);
             }
         }

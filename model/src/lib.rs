@@ -21,6 +21,8 @@
 //!   manifest (running aggregates, `select`).
 //! - [`connectors`]: sources and sinks: their manifest tables, their
 //!   configurations, what they tell the rest of the job.
+//! - [`dead_letter`]: what a source or an operator does with a record it
+//!   cannot process (fail, skip, or send it to a dead-letter output).
 //! - [`access`]: which files a job's connectors may reach (the directories
 //!   a cluster grants).
 //! - [`auth`]: tokens, and what each may do (read or admin).
@@ -40,6 +42,7 @@ pub mod bundle;
 pub mod checkpoint;
 pub mod codec;
 pub mod connectors;
+pub mod dead_letter;
 pub mod execution;
 pub mod fault_tolerance;
 pub mod faults;

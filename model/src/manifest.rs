@@ -111,6 +111,11 @@ pub struct Manifest {
     /// Guest limits below the worker's ([`crate::limits`]).
     #[serde(default)]
     pub limits: Option<crate::limits::GuestLimits>,
+    /// The sink of the job's dead letters (`[dead-letter]`: a sink's
+    /// `type` and that type's keys): it reads the dead-letter output of
+    /// every source and operator with `on-error = "dead-letter"`.
+    #[serde(default, rename = "dead-letter")]
+    pub dead_letter: Option<crate::connectors::SinkTable>,
 }
 
 /// The `[job]` table.
@@ -204,6 +209,14 @@ pub struct SourceSpec {
     /// naming the line and the field.
     #[serde(default)]
     pub schema: Option<TypeSpec>,
+    /// What a line or message its format cannot decode does: `fail` (the
+    /// default), `skip` or `dead-letter` ([`crate::dead_letter`]).
+    #[serde(default)]
+    pub on_error: Option<crate::dead_letter::OnError>,
+    /// With `on-error`: how many records a subtask may reject within a
+    /// minute before it fails.
+    #[serde(default)]
+    pub max_errors_per_minute: Option<Setting>,
 }
 
 /// A type in the manifest: its text (`"list<string>"`), or, for a record,
@@ -391,6 +404,14 @@ pub struct OperatorSpec {
     /// update it; later ones go to the side output `late`.
     #[serde(default)]
     pub allowed_lateness_ms: Option<Setting>,
+    /// What a record the operator fails on does: `fail` (the default),
+    /// `skip` or `dead-letter` ([`crate::dead_letter`]).
+    #[serde(default)]
+    pub on_error: Option<crate::dead_letter::OnError>,
+    /// With `on-error`: how many records a subtask may reject within a
+    /// minute before it fails.
+    #[serde(default)]
+    pub max_errors_per_minute: Option<Setting>,
 }
 
 /// A `[[sink]]` table.

@@ -44,6 +44,10 @@ pub struct Counters {
     pub memory_bytes: AtomicU64,
     /// Time spent in its operator's guest calls, ns.
     pub guest_call_ns: AtomicU64,
+    /// Records it sent to its dead-letter output.
+    pub dead_letters: AtomicU64,
+    /// Records it skipped (`on-error = "skip"`).
+    pub records_skipped: AtomicU64,
 }
 
 impl Default for Counters {
@@ -62,6 +66,8 @@ impl Default for Counters {
             timers: AtomicU64::new(0),
             memory_bytes: AtomicU64::new(0),
             guest_call_ns: AtomicU64::new(0),
+            dead_letters: AtomicU64::new(0),
+            records_skipped: AtomicU64::new(0),
         }
     }
 }
@@ -96,6 +102,8 @@ impl Counters {
             timers: r(&self.timers),
             memory_bytes: r(&self.memory_bytes),
             guest_call_ns: r(&self.guest_call_ns),
+            dead_letters: r(&self.dead_letters),
+            records_skipped: r(&self.records_skipped),
         }
     }
 
@@ -116,6 +124,8 @@ impl Counters {
         w(&self.timers, s.timers);
         w(&self.memory_bytes, s.memory_bytes);
         w(&self.guest_call_ns, s.guest_call_ns);
+        w(&self.dead_letters, s.dead_letters);
+        w(&self.records_skipped, s.records_skipped);
     }
 }
 

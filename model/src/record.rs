@@ -69,6 +69,23 @@ impl RecordBuffer {
         self.records.push((key, start, self.data.len(), timestamp));
     }
 
+    /// Add a record whose value `write` appends to the buffer, unless it
+    /// fails: then nothing is added (what it wrote is dropped).
+    pub fn try_push<E>(
+        &mut self,
+        key: Option<Bytes>,
+        timestamp: Option<i64>,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let start = self.data.len();
+        if let Err(e) = write(&mut self.data) {
+            self.data.truncate(start);
+            return Err(e);
+        }
+        self.records.push((key, start, self.data.len(), timestamp));
+        Ok(())
+    }
+
     /// How many records it holds.
     pub fn len(&self) -> usize {
         self.records.len()

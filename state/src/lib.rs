@@ -9,7 +9,7 @@
 //!   bounded by memory (the default for small state).
 //! - [`rocksdb`]: [`RocksDbStateBackend`], a RocksDB database per operator
 //!   instance, keys prefixed by their key group: for state larger than
-//!   memory.
+//!   memory (the `rocksdb` feature, on by default).
 //!
 //! State is addressed by (state id, key[, map key]); a state id stands for a
 //! declared name, stable for the backend's life. Timers are part of the
@@ -22,9 +22,11 @@
 //! to is `weir_model::storage` (the coordinator reads it too).
 
 pub mod memory;
+#[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub mod snapshot;
 
+#[cfg(feature = "rocksdb")]
 pub use self::rocksdb::RocksDbStateBackend;
 pub use memory::MemoryStateBackend;
 

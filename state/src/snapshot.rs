@@ -24,7 +24,7 @@
 //! groups its subtask owns (rescaling).
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How a snapshot's files are to be read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -117,8 +117,9 @@ pub(crate) mod codec {
 }
 
 /// The files of `dir`, as a local snapshot's.
+#[cfg(feature = "rocksdb")]
 pub(crate) fn files_of(
-    dir: &Path,
+    dir: &std::path::Path,
     shared: impl Fn(&str) -> bool,
 ) -> anyhow::Result<Vec<SnapshotFile>> {
     let mut files = Vec::new();

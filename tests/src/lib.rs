@@ -1,10 +1,22 @@
 //! Helpers for Weir's integration tests: building the guest components the
-//! tests run, and finding them.
+//! tests run, and finding them; a free port; a Kafka-protocol broker
+//! ([`kafka`]).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
+
+pub mod kafka;
+
+/// A free port on loopback (free when asked).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
 
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {

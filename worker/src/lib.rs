@@ -14,6 +14,9 @@
 //!   built in.
 //! - [`connectors`]: sources and sinks, one file per connector (files, the
 //!   generator, a socket; stdout, discard, part files).
+//! - [`dead_letter`]: records a source cannot decode or an operator fails
+//!   on, skipped or sent to a dead-letter output (`on-error`), within a
+//!   budget.
 //! - [`state`]: which state backend a job's operators get, and where
 //!   RocksDB keeps their files.
 //! - [`partition`]: how records leave a task: forward, hash by key group,
@@ -31,6 +34,7 @@ pub mod agent;
 pub mod builtin;
 pub mod checkpoint;
 pub mod connectors;
+pub mod dead_letter;
 pub mod executor;
 pub mod local;
 pub mod network;

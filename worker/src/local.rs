@@ -16,6 +16,7 @@ use weir_model::frame::ChannelKey;
 use crate::checkpoint::CheckpointChannels;
 use crate::checkpoint::restore::Restore;
 use crate::connectors::{SharedSink, SinkContext};
+use crate::dead_letter::ErrorHandler;
 use crate::network::DataServer;
 use crate::operators::OperatorFactory;
 use crate::partition::{Envelope, NetworkOutput};
@@ -260,11 +261,14 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     let opened = (|| {
                         let mut source = crate::connectors::open_source(
                             config,
-                            s,
-                            v.parallelism,
-                            codec,
-                            size,
-                            v.output_type.as_ref(),
+                            crate::connectors::SourceContext {
+                                subtask: s,
+                                parallelism: v.parallelism,
+                                codec,
+                                size,
+                                ty: v.output_type.as_ref(),
+                                errors: v.errors,
+                            },
                         )
                         .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
                         if let Some(r) = &job.restore {
@@ -384,6 +388,14 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                 }
                             }
                         };
+                        let source = matches!(vertex.kind, VertexKind::Source(_));
+                        let errors = ErrorHandler::new(
+                            vertex.errors,
+                            source,
+                            &vertex.name,
+                            s,
+                            weir_model::codec::StreamCodecs::of_job(&graph).input_format(&graph, v),
+                        );
                         nodes.push(ChainNode {
                             vertex: v,
                             name: vertex.name.clone(),
@@ -391,6 +403,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             main,
                             side,
                             counters,
+                            errors,
                         });
                     }
                     Subtask {
@@ -405,6 +418,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                         timing: crate::task::Timing::new(),
                         checkpoints,
                         pending_commits,
+                        source_positions: std::collections::BTreeMap::new(),
                         ended_input: false,
                         final_snapshot: None,
                     }

@@ -55,6 +55,15 @@ pub trait StreamOperator: Send {
         None
     }
 
+    /// Make it usable again after `e` failed a call, to call it on other
+    /// records (`on-error`): a Wasm instance is made again (a trap leaves
+    /// it unusable, and the failed call may have changed what its operator
+    /// keeps in its own fields), its keyed state kept.
+    fn recover(&mut self, e: &OperatorError) -> Result<(), OperatorError> {
+        let _ = e;
+        Ok(())
+    }
+
     /// Its memory, guest time and state size, for metrics.
     fn metrics(&self) -> weir_host::InstanceMetrics {
         weir_host::InstanceMetrics::default()
@@ -115,6 +124,14 @@ impl StreamOperator for WasmOperator {
 
     fn next_processing_timer(&self) -> Option<i64> {
         self.0.backend().next_timer(TimeDomain::ProcessingTime)
+    }
+
+    fn recover(&mut self, e: &OperatorError) -> Result<(), OperatorError> {
+        // A fresh instance also after the guest's own error: the records
+        // of the failed call before the failing one may have changed the
+        // operator's fields, and are processed again.
+        let _ = e;
+        self.0.reset()
     }
 
     fn metrics(&self) -> weir_host::InstanceMetrics {

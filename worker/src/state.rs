@@ -13,7 +13,7 @@ use weir_model::keygroup::key_groups_of;
 
 use crate::checkpoint::restore::Restore;
 use weir_model::fault_tolerance::StateBackendKind;
-use weir_state::{MemoryStateBackend, RocksDbStateBackend, StateBackend};
+use weir_state::{MemoryStateBackend, StateBackend};
 
 /// How one job's operators in this process get their state backends.
 #[derive(Debug, Clone)]
@@ -92,7 +92,7 @@ impl StateSetup {
                         r.checkpoint.id
                     ),
                 }
-                Box::new(RocksDbStateBackend::open(&dir, self.max_parallelism)?)
+                open_rocksdb(&dir, self.max_parallelism)?
             }
             (StateBackendKind::Memory, Some((r, format, _))) => anyhow::bail!(
                 "checkpoint {} holds this operator's state in the {format} format; the job now keeps it in memory",
@@ -136,4 +136,21 @@ pub fn parse_backend(name: &str) -> Result<StateBackendKind, String> {
             "unknown state backend {other:?}: \"memory\" or \"rocksdb\""
         )),
     }
+}
+
+/// A RocksDB backend in `dir`.
+#[cfg(feature = "rocksdb")]
+fn open_rocksdb(dir: &Path, max_parallelism: u32) -> anyhow::Result<Box<dyn StateBackend>> {
+    Ok(Box::new(weir_state::RocksDbStateBackend::open(
+        dir,
+        max_parallelism,
+    )?))
+}
+
+/// A build without RocksDB cannot open one.
+#[cfg(not(feature = "rocksdb"))]
+fn open_rocksdb(_dir: &Path, _max_parallelism: u32) -> anyhow::Result<Box<dyn StateBackend>> {
+    anyhow::bail!(
+        "this weir was built without RocksDB (`--no-default-features`, as the demo's): build it with `cargo build --release`, or use the memory state backend"
+    )
 }

@@ -37,9 +37,11 @@ use weir_model::{Barrier, Record, Signal, StreamMessage};
 
 use crate::checkpoint::{BarrierHandler, CheckpointLink, Handled, SplitPosition, TaskSnapshot};
 use crate::connectors::{Sink, Source};
+use crate::dead_letter::{ErrorHandler, Undecodable, process_isolating, side_output};
 use crate::operators::StreamOperator;
 use crate::partition::{Envelope, NetworkOutput, PartitionError};
 use crate::watermark::{TimestampField, WatermarkGenerator, WatermarkTracker};
+use weir_model::dead_letter::DEAD_LETTER;
 
 /// How often a subtask waiting for input checks whether the job was canceled.
 const CANCEL_CHECK: Duration = Duration::from_millis(200);
@@ -87,6 +89,9 @@ pub struct ChainNode {
     pub side: Vec<(String, Route)>,
     /// Its counters.
     pub counters: Arc<Counters>,
+    /// What it does with records it cannot process, unless it fails on
+    /// them (`on-error`).
+    pub errors: Option<ErrorHandler>,
 }
 
 /// What feeds the head of the chain.
@@ -142,6 +147,9 @@ pub struct Subtask {
     /// Its sinks' pre-commits not committed yet, by checkpoint: (node,
     /// handle).
     pub pending_commits: std::collections::BTreeMap<u64, Vec<(usize, Vec<u8>)>>,
+    /// Its source's positions in checkpoints not completed yet, by
+    /// checkpoint (told to the source when one completes).
+    pub source_positions: std::collections::BTreeMap<u64, Vec<SplitPosition>>,
     /// Its input ended and every timer fired: what it snapshots now is
     /// its finished state.
     pub ended_input: bool,
@@ -359,6 +367,7 @@ impl Subtask {
             };
             for barrier in triggers {
                 let positions = source.snapshot();
+                self.source_positions.insert(barrier.id, positions.clone());
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
             }
@@ -366,6 +375,7 @@ impl Subtask {
             let batch = source.next_batch(self.batch_size).map_err(|e| {
                 anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
             })?;
+            self.reject(source.take_rejected(), *watermark)?;
             // Event time from the records' own timestamps follows the
             // source's slowest split, when it tracks its splits.
             if let Some(clock) = self.clock.as_mut()
@@ -390,7 +400,9 @@ impl Subtask {
             }
             self.source_time(watermark)?;
             self.processing_timers(*watermark)?;
-            self.commit_completed()?;
+            if let Some(done) = self.commit_completed()? {
+                self.source_completed(source, done);
+            }
             self.publish(*watermark, false);
         }
     }
@@ -465,10 +477,18 @@ impl Subtask {
                 .unwrap_or_default();
             for barrier in triggers {
                 let positions = source.snapshot();
+                self.source_positions.insert(barrier.id, positions.clone());
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint_as(barrier, vec![(vertex, positions)], Duration::ZERO, true)?;
             }
-            if self.final_completed(&mut done)? {
+            let before = done;
+            let ended = self.final_completed(&mut done)?;
+            if let Some(d) = done
+                && done != before
+            {
+                self.source_completed(source, d);
+            }
+            if ended {
                 return Ok(());
             }
             std::thread::sleep(FINISHED_POLL);
@@ -718,14 +738,25 @@ impl Subtask {
 
     /// Commit what the sinks pre-committed for checkpoints that completed
     /// (a completed checkpoint also covers earlier ones that were aborted).
-    fn commit_completed(&mut self) -> anyhow::Result<()> {
+    fn commit_completed(&mut self) -> anyhow::Result<Option<u64>> {
         let Some(link) = &self.checkpoints else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(&done) = link.completed().iter().max() else {
-            return Ok(());
+            return Ok(None);
         };
-        self.commit_through(done)
+        self.commit_through(done)?;
+        Ok(Some(done))
+    }
+
+    /// Checkpoint `done` completed: the source learns the positions it
+    /// had in it; those of earlier ones are no longer needed.
+    fn source_completed(&mut self, source: &mut dyn Source, done: u64) {
+        let later = self.source_positions.split_off(&(done + 1));
+        let due = std::mem::replace(&mut self.source_positions, later);
+        if let Some(positions) = due.get(&done) {
+            source.checkpoint_completed(done, positions);
+        }
     }
 
     /// Commit every pre-commit of checkpoints up to `done`.
@@ -800,7 +831,24 @@ impl Subtask {
                 main: records,
                 side: Vec::new(),
             },
-            NodeOp::Operator(op) => op.process(records, ctx)?,
+            NodeOp::Operator(op) => match n.errors.as_mut() {
+                None => op.process(records, ctx)?,
+                Some(errors) => {
+                    let mut failed = Vec::new();
+                    let budget = errors.remaining();
+                    let mut out =
+                        process_isolating(op.as_mut(), records, ctx, &mut failed, budget)?;
+                    for (record, e) in failed {
+                        if let Some(letter) = errors
+                            .failed(&record, &e, &n.counters)
+                            .map_err(|e| anyhow::anyhow!("{e:#} ({})", self.name))?
+                        {
+                            side_output(&mut out, DEAD_LETTER).push(letter);
+                        }
+                    }
+                    out
+                }
+            },
             NodeOp::Sink(sink) => {
                 sink.write(&records)
                     .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", n.name, self.name))?;
@@ -808,6 +856,33 @@ impl Subtask {
             }
         };
         self.route(node, out, watermark)
+    }
+
+    /// Records the source could not decode: skipped, or sent to its
+    /// dead-letter output.
+    fn reject(&mut self, rejected: Vec<Undecodable>, watermark: Option<i64>) -> anyhow::Result<()> {
+        if rejected.is_empty() {
+            return Ok(());
+        }
+        let n = &mut self.nodes[0];
+        let Some(errors) = n.errors.as_mut() else {
+            anyhow::bail!("source `{}` ({}): {}", n.name, self.name, rejected[0].error);
+        };
+        let mut letters = Vec::new();
+        for u in rejected {
+            letters.extend(
+                errors
+                    .undecodable(u, &n.counters)
+                    .map_err(|e| anyhow::anyhow!("{e:#} ({})", self.name))?,
+            );
+        }
+        let mut out = BatchOutput::default();
+        if !letters.is_empty() {
+            out.side.push((DEAD_LETTER.to_owned(), letters));
+        }
+        self.route(0, out, watermark)?;
+        // Also when the batch had nothing else: the letters leave now.
+        self.flush()
     }
 
     fn route(

@@ -399,13 +399,16 @@ pub fn submit(rest: &str, bundle: &std::path::Path) -> String {
     ]))
 }
 
-/// A free port on loopback (free when asked).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+#[allow(unused_imports)]
+pub use weir_tests::free_port;
+
+/// The JSON lines of a file, in order.
+pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// A network namespace joined to this one by a veth pair, `10.231.N.1`
@@ -532,3 +535,4 @@ impl Drop for NetNs {
     }
 }
 pub mod kafka;
+pub mod orders;

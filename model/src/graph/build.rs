@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::builtin::BuiltinTable;
 use crate::connectors::Resolve;
+use crate::dead_letter::{DEAD_LETTER, ErrorPolicy, OnError};
 use crate::fault_tolerance::{checkpoint_config, restart_strategy, state_backend};
 use crate::keygroup::{DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM};
 use crate::manifest::{Manifest, ManifestError, Setting, substitute};
@@ -99,6 +100,59 @@ fn event_time(
         interval_ms: interval.map_or(DEFAULT_WATERMARK_INTERVAL_MS, |i| i as u64),
         idle_timeout_ms: idle.map(|i| i as u64),
     }))
+}
+
+/// The job's `[dead-letter]` sink, reading the dead-letter output of every
+/// vertex that has one; and every dead-letter output read by something.
+fn dead_letters(
+    manifest: &Manifest,
+    params: &BTreeMap<String, String>,
+    vertices: &mut Vec<Vertex>,
+    edges: &mut Vec<Edge>,
+    add: &mut impl FnMut(&mut Vec<Vertex>, &str, VertexKind, u32) -> Result<usize, ManifestError>,
+) -> Result<(), ManifestError> {
+    let senders: Vec<usize> = vertices
+        .iter()
+        .filter(|v| v.errors.on_error == OnError::DeadLetter)
+        .map(|v| v.id)
+        .collect();
+    if let Some(table) = &manifest.dead_letter {
+        if senders.is_empty() {
+            return Err(invalid(format!(
+                "the job has a [{DEAD_LETTER}] sink but no source or operator with on-error = \"dead-letter\""
+            )));
+        }
+        let config = table.resolve(&Resolve {
+            name: DEAD_LETTER,
+            params,
+        })?;
+        // Dead letters are few: one subtask writes them all.
+        let sink = add(vertices, DEAD_LETTER, VertexKind::Sink(config), 1)?;
+        for &from in &senders {
+            edges.push(Edge {
+                from,
+                side_output: Some(DEAD_LETTER.to_owned()),
+                to: sink,
+                partitioning: if vertices[from].parallelism == 1 {
+                    Partitioning::Forward
+                } else {
+                    Partitioning::Rebalance
+                },
+            });
+        }
+    }
+    for &v in &senders {
+        let read = edges
+            .iter()
+            .any(|e| e.from == v && e.side_output.as_deref() == Some(DEAD_LETTER));
+        if !read {
+            let name = &vertices[v].name;
+            return Err(invalid(format!(
+                "`{name}` has on-error = \"dead-letter\" but nothing reads its dead letters: add a [{DEAD_LETTER}] sink (a sink's `type` and keys), or a sink with input = \"{name}:{DEAD_LETTER}\""
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// An operator's windows, if it has any.
@@ -280,6 +334,7 @@ impl JobGraph {
                 output_type: None,
                 input_type: None,
                 passes_through: false,
+                errors: ErrorPolicy::default(),
             });
             Ok(id)
         };
@@ -311,6 +366,12 @@ impl JobGraph {
             let p = check(&s.name, p)?;
             let id = add(&mut vertices, &s.name, VertexKind::Source(config), p)?;
             vertices[id].output_type = output_type;
+            vertices[id].errors = ErrorPolicy::resolve(
+                &s.name,
+                s.on_error,
+                s.max_errors_per_minute.as_ref(),
+                &params,
+            )?;
             let own_timestamps = match &vertices[id].kind {
                 VertexKind::Source(c) => c.connector().timestamps(),
                 _ => false,
@@ -373,9 +434,20 @@ impl JobGraph {
                 (VertexKind::Sink(_), _) => {
                     Err(invalid(format!("`{who}` reads the sink `{name}`")))
                 }
-                (VertexKind::Source(_), Some(_)) => Err(invalid(format!(
-                    "`{who}` reads a side output of the source `{name}`; only operators have side outputs"
-                ))),
+                (VertexKind::Source(_), Some(side))
+                    if side != DEAD_LETTER || v.errors.on_error != OnError::DeadLetter =>
+                {
+                    Err(invalid(format!(
+                        "`{who}` reads the side output `{side}` of the source `{name}`; a source's only side output is `{DEAD_LETTER}`, with on-error = \"dead-letter\""
+                    )))
+                }
+                (_, Some(side))
+                    if side == DEAD_LETTER && v.errors.on_error != OnError::DeadLetter =>
+                {
+                    Err(invalid(format!(
+                        "`{who}` reads the dead letters of `{name}`, which has no on-error = \"dead-letter\""
+                    )))
+                }
                 _ => Ok((v.id, side)),
             }
         };
@@ -465,6 +537,36 @@ impl JobGraph {
                 },
                 p,
             )?;
+            let errors = ErrorPolicy::resolve(
+                &o.name,
+                o.on_error,
+                o.max_errors_per_minute.as_ref(),
+                &params,
+            )?;
+            if !errors.fails() {
+                let kind = &vertices[id].kind;
+                if let VertexKind::Operator {
+                    window: Some(_), ..
+                } = kind
+                {
+                    return Err(invalid(format!(
+                        "operator `{}`: on-error is for operators that process records one batch at a time; a window operator fails on an error",
+                        o.name
+                    )));
+                }
+                if let VertexKind::Operator {
+                    builtin: Some(_),
+                    key_by: Some(_),
+                    ..
+                } = kind
+                {
+                    return Err(invalid(format!(
+                        "operator `{}`: on-error is not for a keyed built-in (its state changes record by record); it fails on an error",
+                        o.name
+                    )));
+                }
+            }
+            vertices[id].errors = errors;
             for (from, side) in inputs {
                 let partitioning = match &key_by {
                     Some(k) => Partitioning::Hash(k.clone()),
@@ -508,6 +610,8 @@ impl JobGraph {
                 partitioning: Partitioning::Forward,
             });
         }
+
+        dead_letters(manifest, &params, &mut vertices, &mut edges, &mut add)?;
 
         let checkpoint = manifest
             .checkpoint

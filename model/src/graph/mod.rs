@@ -18,6 +18,7 @@ use weir_types::Type;
 
 use crate::builtin::Builtin;
 use crate::codec::Codec;
+use crate::dead_letter::ErrorPolicy;
 use crate::fault_tolerance::{CheckpointConfig, RestartStrategy, StateBackendKind};
 use crate::manifest::KeyBy;
 
@@ -98,6 +99,10 @@ pub struct Vertex {
     /// timestamp assigner): its output has its input's type and codec.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub passes_through: bool,
+    /// What a record it cannot process does (a source's undecodable line,
+    /// an operator's failing record): [`crate::dead_letter`].
+    #[serde(default, skip_serializing_if = "ErrorPolicy::fails")]
+    pub errors: ErrorPolicy,
 }
 
 /// A source's event time: where timestamps come from and how watermarks

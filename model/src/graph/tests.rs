@@ -844,3 +844,144 @@ mod type_tests {
         assert_eq!(check(untyped, refused[3].0), Ok(()));
     }
 }
+
+mod dead_letter_tests {
+    use super::*;
+    use crate::codec::{Codec, StreamCodecs};
+    use crate::dead_letter::{DEAD_LETTER, OnError};
+
+    /// A source `s` (with `source`), a map `m` (with `op`), a keyed `k`, a
+    /// sink `o`, then `rest`.
+    fn build(source: &str, op: &str, rest: &str) -> Result<JobGraph, ManifestError> {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\nparallelism=2\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n{source}\n\
+             [[operator]]\nname='m'\nfunction='f'\n{op}\n\
+             [[operator]]\nname='k'\nfunction='g'\nkey-by='/k'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n{rest}"
+        ))?;
+        JobGraph::build(&m, BTreeMap::new(), None)
+    }
+
+    fn err(source: &str, op: &str, rest: &str) -> String {
+        build(source, op, rest).unwrap_err().to_string()
+    }
+
+    const SINK: &str = "[dead-letter]\ntype='json-lines-file'\npath='dead.jsonl'\n";
+
+    #[test]
+    fn the_dead_letter_sink_reads_every_dead_letter_output_as_json() {
+        let g = build(
+            "on-error='dead-letter'",
+            "on-error='dead-letter'\nmax-errors-per-minute=5",
+            SINK,
+        )
+        .unwrap();
+        let sink = g.vertices.iter().find(|v| v.name == DEAD_LETTER).unwrap();
+        assert!(matches!(sink.kind, VertexKind::Sink(_)));
+        assert_eq!(sink.parallelism, 1);
+        let mut from: Vec<(&str, &Partitioning)> = g
+            .inputs(sink.id)
+            .map(|e| {
+                assert_eq!(e.side_output.as_deref(), Some(DEAD_LETTER));
+                (g.vertices[e.from].name.as_str(), &e.partitioning)
+            })
+            .collect();
+        from.sort_by_key(|(n, _)| *n);
+        assert_eq!(
+            from,
+            [
+                ("m", &Partitioning::Rebalance),
+                ("s", &Partitioning::Rebalance)
+            ]
+        );
+        assert_eq!(g.vertices[0].errors.on_error, OnError::DeadLetter);
+        assert_eq!(g.vertices[0].errors.max_per_minute, 100);
+        assert_eq!(g.vertices[1].errors.max_per_minute, 5);
+        assert!(g.vertices[2].errors.fails());
+        // Dead letters are JSON, whatever the job's codec.
+        let codecs = StreamCodecs::of(&g, Codec::Msgpack);
+        assert_eq!(codecs.output(1, Some(DEAD_LETTER)), Codec::Json);
+        assert_eq!(codecs.output(0, Some(DEAD_LETTER)), Codec::Json);
+    }
+
+    #[test]
+    fn a_component_reads_dead_letters_as_json() {
+        let g = build(
+            "",
+            "on-error='dead-letter'",
+            "[[operator]]\nname='repair'\nfunction='r'\ninput='m:dead-letter'\n\
+             [[sink]]\nname='fixed'\ntype='stdout'\n",
+        )
+        .unwrap();
+        let repair = g.vertices.iter().find(|v| v.name == "repair").unwrap();
+        let codecs = StreamCodecs::of(&g, Codec::Msgpack);
+        assert_eq!(codecs.output(1, Some(DEAD_LETTER)), Codec::Json);
+        assert_eq!(codecs.input(&g, repair.id), Codec::Json);
+    }
+
+    #[test]
+    fn dead_letters_may_be_read_like_a_side_output() {
+        let g = build(
+            "on-error='dead-letter'",
+            "on-error='skip'",
+            "[[sink]]\nname='bad'\ninput='s:dead-letter'\ntype='stdout'\n",
+        )
+        .unwrap();
+        let bad = g.vertices.iter().find(|v| v.name == "bad").unwrap();
+        let e = g.inputs(bad.id).next().unwrap();
+        assert_eq!((e.from, e.side_output.as_deref()), (0, Some(DEAD_LETTER)));
+        assert_eq!(g.vertices[1].errors.on_error, OnError::Skip);
+        assert!(!g.vertices.iter().any(|v| v.name == DEAD_LETTER));
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_with_their_reason() {
+        let e = err("on-error='dead-letter'", "", "");
+        assert!(
+            e.contains("`s` has on-error = \"dead-letter\" but nothing reads its dead letters"),
+            "{e}"
+        );
+        let e = err("", "", SINK);
+        assert!(e.contains("no source or operator with on-error"), "{e}");
+        let e = err("", "max-errors-per-minute=3", "");
+        assert!(
+            e.contains("`m` has `max-errors-per-minute` but no `on-error`"),
+            "{e}"
+        );
+        let e = err("", "on-error='skip'\nmax-errors-per-minute=0", "");
+        assert!(e.contains("must be at least 1"), "{e}");
+        let e = err("on-error='drop'", "", "");
+        assert!(e.contains("unknown variant `drop`"), "{e}");
+        let e = err(
+            "",
+            "",
+            "[[sink]]\nname='bad'\ninput='s:dead-letter'\ntype='stdout'\n",
+        );
+        assert!(
+            e.contains("a source's only side output is `dead-letter`"),
+            "{e}"
+        );
+        let e = err(
+            "",
+            "on-error='skip'",
+            "[[sink]]\nname='bad'\ninput='m:dead-letter'\ntype='stdout'\n",
+        );
+        assert!(e.contains("reads the dead letters of `m`"), "{e}");
+        let e = err(
+            "",
+            "on-error='skip'\nkey-by='/k'\n[operator.window]\ntype='tumbling'\nsize-ms=10",
+            "",
+        );
+        assert!(e.contains("a window operator fails on an error"), "{e}");
+        let m = Manifest::parse(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n\
+             [[operator]]\nname='c'\nbuiltin='count'\nkey-by='/k'\non-error='skip'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n",
+        )
+        .unwrap();
+        let e = JobGraph::build(&m, BTreeMap::new(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not for a keyed built-in"), "{e}");
+    }
+}

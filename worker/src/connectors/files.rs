@@ -13,6 +13,7 @@ use weir_model::{Record, RecordBuffer};
 use super::Source;
 use super::lines::{LineDecoder, LineError, LineFormat};
 use crate::checkpoint::SplitPosition;
+use crate::dead_letter::{Rejects, Undecodable};
 
 /// A text file's split: each line a string.
 pub(super) fn open_text(
@@ -27,6 +28,7 @@ pub(super) fn open_text(
         LineFormat::Text,
         codec,
         size,
+        Rejects::default(),
     )?))
 }
 
@@ -38,8 +40,9 @@ pub(super) fn open_json_lines(
     codec: Codec,
     size: Option<u64>,
     ty: Option<&Type>,
+    rejects: Rejects,
 ) -> anyhow::Result<Box<dyn Source>> {
-    let mut s = FileSplit::open(&c.path, split, LineFormat::json(ty), codec, size)?;
+    let mut s = FileSplit::open(&c.path, split, LineFormat::json(ty), codec, size, rejects)?;
     // The last split goes on with whatever is appended.
     s.follow = c.follow && split.0 + 1 == split.1;
     if s.follow {
@@ -66,6 +69,8 @@ struct FileSplit {
     path: String,
     /// Keep reading past the end of the file, as it grows.
     follow: bool,
+    /// Lines it could not decode, when it rejects them.
+    rejects: Rejects,
 }
 
 /// How long a following file source waits for the file to grow.
@@ -78,6 +83,7 @@ impl FileSplit {
         format: LineFormat,
         codec: Codec,
         size: Option<u64>,
+        rejects: Rejects,
     ) -> anyhow::Result<FileSplit> {
         let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {path}: {e}"))?;
         let size = match size {
@@ -94,10 +100,11 @@ impl FileSplit {
             pos: 0,
             end: size * (i + 1) / n,
             index: (subtask, parallelism.max(1)),
-            lines: LineDecoder::new(format, codec),
+            lines: LineDecoder::new(format, codec).validating(rejects.rejecting()),
             line: Vec::new(),
             path: path.to_owned(),
             follow: false,
+            rejects,
         };
         split.seek_start()?;
         Ok(split)
@@ -140,6 +147,10 @@ impl FileSplit {
 }
 
 impl Source for FileSplit {
+    fn take_rejected(&mut self) -> Vec<Undecodable> {
+        self.rejects.take()
+    }
+
     fn snapshot(&self) -> Vec<SplitPosition> {
         vec![SplitPosition {
             split: self.id(),
@@ -191,7 +202,7 @@ impl Source for FileSplit {
 
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
         let mut batch = RecordBuffer::with_capacity(max, max * 64);
-        while batch.len() < max && self.pos < self.end {
+        while batch.len() + self.rejects.len() < max && self.pos < self.end {
             self.line.clear();
             let n = self
                 .reader
@@ -216,17 +227,26 @@ impl Source for FileSplit {
                 line = rest;
             }
             let at = self.pos - n as u64;
-            match self.lines.push(line, &mut batch) {
-                Ok(()) => {}
-                Err(LineError::Json(e)) => {
-                    anyhow::bail!("{}: {e}: {}", self.path, Codec::Json.excerpt(line))
-                }
-                Err(LineError::Schema(e)) => anyhow::bail!(
+            let error = match self.lines.push(line, &mut batch) {
+                Ok(()) => continue,
+                Err(LineError::Json(e)) => anyhow::anyhow!(
+                    "{} (the line at byte {at}): {e}: {}",
+                    self.path,
+                    Codec::Json.excerpt(line)
+                ),
+                Err(LineError::Schema(e)) => anyhow::anyhow!(
                     "{} (the line at byte {at}) does not fit the source's schema: {e}: {}",
                     self.path,
                     Codec::Json.excerpt(line)
                 ),
-            }
+            };
+            let rejected = Undecodable {
+                raw: bytes::Bytes::copy_from_slice(line),
+                split: Some(self.path.clone()),
+                offset: Some(at),
+                ..Undecodable::default()
+            };
+            self.rejects.reject(error, rejected)?;
         }
         Ok(if batch.is_empty() && self.pos >= self.end {
             None

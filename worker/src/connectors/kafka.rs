@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
@@ -25,6 +25,8 @@ use weir_model::{Record, RecordBuffer};
 use super::lines::{LineDecoder, LineError, LineFormat};
 use super::{Sink, Source, SplitTime};
 use crate::checkpoint::SplitPosition;
+use crate::dead_letter::{Rejects, Undecodable};
+use bytes::Bytes;
 
 /// How long a metadata or offset request to the brokers may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,6 +58,7 @@ pub(super) fn open_source(
     (subtask, parallelism): (u32, u32),
     codec: Codec,
     ty: Option<&Type>,
+    rejects: Rejects,
 ) -> anyhow::Result<Box<dyn Source>> {
     let mut config = ClientConfig::new();
     for (k, v) in &c.properties {
@@ -81,7 +84,9 @@ pub(super) fn open_source(
     };
     let lines = match (c.format, c.metadata) {
         (ValueFormat::Text, false) => Some(LineDecoder::new(LineFormat::Text, codec)),
-        (ValueFormat::Json, false) => Some(LineDecoder::new(LineFormat::json(ty), codec)),
+        (ValueFormat::Json, false) => {
+            Some(LineDecoder::new(LineFormat::json(ty), codec).validating(rejects.rejecting()))
+        }
         _ => None,
     };
     let mut reader = KafkaReader {
@@ -102,6 +107,7 @@ pub(super) fn open_source(
         pending: BTreeMap::new(),
         discovered: Instant::now(),
         assigned: false,
+        rejects,
     };
     reader.discover(c.start, REQUEST_TIMEOUT)?;
     Ok(Box::new(reader))
@@ -143,6 +149,8 @@ struct KafkaReader {
     /// Its partitions were given to the consumer (on the first batch;
     /// later ones are added to the assignment as they come).
     assigned: bool,
+    /// Messages it could not decode, when it rejects them.
+    rejects: Rejects,
 }
 
 /// Makes records of messages.
@@ -448,19 +456,17 @@ impl Decoder {
         } else {
             value_json(json)?;
         }
-        let mut bad = None;
-        batch.push(key, timestamp, |v| match self.codec {
-            Codec::Msgpack => {
-                if let Err(e) = weir_model::msgpack::from_json(json, v) {
-                    bad = Some(e.to_string());
+        batch
+            .try_push(key, timestamp, |v| match self.codec {
+                Codec::Msgpack => {
+                    weir_model::msgpack::from_json(json, v).map_err(|e| e.to_string())
                 }
-            }
-            _ => v.extend_from_slice(json),
-        });
-        if let Some(e) = bad {
-            anyhow::bail!("the message in {}: {e}", place());
-        }
-        Ok(())
+                _ => {
+                    v.extend_from_slice(json);
+                    Ok(())
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("the message in {}: {e}", place()))
     }
 }
 
@@ -486,6 +492,43 @@ fn fatal(e: &KafkaError) -> bool {
 }
 
 impl Source for KafkaReader {
+    fn take_rejected(&mut self) -> Vec<Undecodable> {
+        self.rejects.take()
+    }
+
+    /// The checkpoint's offsets, committed to the consumer group (as
+    /// Flink's `KafkaSource` does): for monitoring its lag; the job
+    /// restores from its checkpoints, not from these.
+    fn checkpoint_completed(&mut self, id: u64, positions: &[SplitPosition]) {
+        let mut offsets = TopicPartitionList::new();
+        for p in positions {
+            let Some((topic, partition)) = p.split.rsplit_once('/') else {
+                continue;
+            };
+            let Ok(partition) = partition.parse::<i32>() else {
+                continue;
+            };
+            let _ = offsets.add_partition_offset(topic, partition, Offset::Offset(p.offset as i64));
+        }
+        if offsets.count() == 0 {
+            return;
+        }
+        // The last of a bounded source waits for the broker's answer: the
+        // consumer is closed next.
+        let ended = self.config.bounded && self.partitions.values().all(Partition::done);
+        let mode = if ended {
+            CommitMode::Sync
+        } else {
+            CommitMode::Async
+        };
+        if let Err(e) = self.consumer.commit(&offsets, mode) {
+            tracing::warn!(
+                "Kafka source: committing the offsets of checkpoint {id} to group {}: {e}",
+                self.config.group_id
+            );
+        }
+    }
+
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
         if !self.assigned {
             // Assigned once, from here: a restore may have moved the
@@ -514,7 +557,7 @@ impl Source for KafkaReader {
         let mut batch = RecordBuffer::with_capacity(max, max * 64);
         let mut wait = POLL_WAIT;
         let polled_at = Instant::now();
-        while batch.len() < max {
+        while batch.len() + self.rejects.len() < max {
             let Some(polled) = self.consumer.poll(wait) else {
                 break;
             };
@@ -541,7 +584,17 @@ impl Source for KafkaReader {
                 p.next = p.stop.expect("bounded");
                 continue;
             }
-            self.decoder.decode(&m, &mut batch)?;
+            if let Err(e) = self.decoder.decode(&m, &mut batch) {
+                let rejected = Undecodable {
+                    raw: m.payload().map(Bytes::copy_from_slice).unwrap_or_default(),
+                    split: Some(split_id(m.topic(), m.partition())),
+                    offset: Some(m.offset() as u64),
+                    key: m.key().map(Bytes::copy_from_slice),
+                    timestamp: m.timestamp().to_millis(),
+                    ..Undecodable::default()
+                };
+                self.rejects.reject(e, rejected)?;
+            }
             let p = self.partitions.get_mut(&id).expect("found above");
             p.next = m.offset() + 1;
             p.last = polled_at;

@@ -43,6 +43,10 @@ pub struct LineDecoder {
     codec: Codec,
     /// A row being read, before it is written in another codec.
     row: Vec<u8>,
+    /// Check that JSON lines passed through as they are are JSON (when the
+    /// source rejects what it cannot decode, rather than leaving it to
+    /// their readers to fail on).
+    validate: bool,
 }
 
 impl LineDecoder {
@@ -52,7 +56,15 @@ impl LineDecoder {
             format,
             codec,
             row: Vec::new(),
+            validate: false,
         }
+    }
+
+    /// When `validate`, JSON lines passed through as they are are checked to
+    /// be JSON: a source that rejects bad records finds them itself.
+    pub fn validating(mut self, validate: bool) -> LineDecoder {
+        self.validate = validate;
+        self
     }
 
     /// Decode `line` (its line end removed) into a record at the end of
@@ -84,27 +96,26 @@ impl LineDecoder {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());
                 }
-                let mut bad = None;
-                batch.push(key, timestamp, |v| match codec {
-                    Codec::Json | Codec::Row => v.extend_from_slice(line),
-                    Codec::Msgpack => {
-                        if let Err(e) = weir_model::msgpack::from_json(line, v) {
-                            bad = Some(e);
-                        }
-                    }
-                });
-                if let Some(e) = bad {
-                    return Err(LineError::Json(e.to_string()));
+                if self.validate && codec != Codec::Msgpack {
+                    serde_json::from_slice::<serde::de::IgnoredAny>(line)
+                        .map_err(|e| LineError::Json(e.to_string()))?;
                 }
+                batch.try_push(key, timestamp, |v| match codec {
+                    Codec::Json | Codec::Row => {
+                        v.extend_from_slice(line);
+                        Ok(())
+                    }
+                    Codec::Msgpack => weir_model::msgpack::from_json(line, v)
+                        .map_err(|e| LineError::Json(e.to_string())),
+                })?;
             }
             LineFormat::Typed(node) => {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());
                 }
-                let mut bad = None;
                 let row = &mut self.row;
-                batch.push(key, timestamp, |v| {
-                    let read = match codec {
+                batch
+                    .try_push(key, timestamp, |v| match codec {
                         Codec::Row => json::read_value(node, line, v),
                         _ => {
                             row.clear();
@@ -116,14 +127,8 @@ impl LineDecoder {
                                 .map_err(|e| e.to_string())
                             })
                         }
-                    };
-                    if let Err(e) = read {
-                        bad = Some(e);
-                    }
-                });
-                if let Some(e) = bad {
-                    return Err(LineError::Schema(e));
-                }
+                    })
+                    .map_err(LineError::Schema)?;
             }
         }
         Ok(())

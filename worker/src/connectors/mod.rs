@@ -10,7 +10,7 @@
 //! - [`files`]: the text-file and JSON-lines sources, byte ranges of a file.
 //! - [`generator`]: made-up records for examples, tests and benchmarks.
 //! - [`socket`]: lines from a TCP server.
-//! - [`kafka`]: Kafka topics in and out.
+//! - `kafka`: Kafka topics in and out (the `kafka` feature, on by default).
 //! - [`shared`]: standard output, `discard` and a plain JSON-lines file,
 //!   written straight through by every subtask of a sink vertex.
 //! - [`part_files`]: a directory of part files committed with the
@@ -26,6 +26,7 @@
 
 pub mod files;
 pub mod generator;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod lines;
 pub mod part_files;
@@ -42,7 +43,9 @@ use weir_model::format::Format;
 use weir_model::types::Type;
 
 use crate::checkpoint::SplitPosition;
+use crate::dead_letter::{Rejects, Undecodable};
 pub use shared::SharedSink;
+use weir_model::dead_letter::ErrorPolicy;
 
 /// A source subtask: hands out batches until its input ends.
 ///
@@ -71,6 +74,23 @@ pub trait Source: Send {
     fn split_time(&self, idle_after: Option<std::time::Duration>) -> SplitTime {
         let _ = idle_after;
         SplitTime::Untracked
+    }
+
+    /// Checkpoint `id` completed, with `positions` (what
+    /// [`Source::snapshot`] gave for it): a source may tell the system it
+    /// reads where the job stands (Kafka commits the offsets to the
+    /// consumer group, for monitoring). A restore reads the checkpoint's
+    /// positions, never these.
+    fn checkpoint_completed(&mut self, id: u64, positions: &[SplitPosition]) {
+        let _ = (id, positions);
+    }
+
+    /// The records it could not decode since the last call, when it rejects
+    /// them (`on-error` is `skip` or `dead-letter`) rather than failing:
+    /// the task takes them after every batch, before the next barrier, so
+    /// that a checkpoint's positions cover them.
+    fn take_rejected(&mut self) -> Vec<Undecodable> {
+        Vec::new()
     }
 }
 
@@ -124,35 +144,75 @@ pub fn open(
     parallelism: u32,
     codec: Codec,
 ) -> anyhow::Result<Box<dyn Source>> {
-    open_source(config, subtask, parallelism, codec, None, None)
+    open_source(config, SourceContext::new(subtask, parallelism, codec))
 }
 
-/// Open the split of `subtask` (of `parallelism`) of a source, writing its
-/// records in `codec`. `size` is the input's size when the job first
-/// started, when the connector cuts its splits from it
-/// ([`weir_model::JobGraph::file_sizes`]), so that every subtask, on every
-/// worker and in every attempt, cuts the same splits however the file grew
-/// since. `ty` is the type of its records when it has one (a JSON-lines
-/// source's schema: its lines are read into it, whatever `codec`; rows are
-/// written in it).
+/// Which subtask of a source to open, and how it writes its records.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceContext<'a> {
+    /// The subtask.
+    pub subtask: u32,
+    /// Of how many.
+    pub parallelism: u32,
+    /// The codec its records are written in.
+    pub codec: Codec,
+    /// The input's size when the job first started, when the connector
+    /// cuts its splits from it ([`weir_model::JobGraph::file_sizes`]), so
+    /// that every subtask, on every worker and in every attempt, cuts the
+    /// same splits however the file grew since; `None`: its size now.
+    pub size: Option<u64>,
+    /// The type of its records when it has one (a JSON-lines source's
+    /// schema: its lines are read into it, whatever `codec`; rows are
+    /// written in it).
+    pub ty: Option<&'a Type>,
+    /// What a line or message it cannot decode does (`on-error`).
+    pub errors: ErrorPolicy,
+}
+
+impl SourceContext<'_> {
+    /// Subtask `subtask` of `parallelism`, untyped, writing `codec`, failing
+    /// on a record it cannot decode.
+    pub fn new(subtask: u32, parallelism: u32, codec: Codec) -> SourceContext<'static> {
+        SourceContext {
+            subtask,
+            parallelism,
+            codec,
+            size: None,
+            ty: None,
+            errors: ErrorPolicy::default(),
+        }
+    }
+}
+
+/// Open a source's subtask as `cx` says.
 pub fn open_source(
     config: &SourceConfig,
-    subtask: u32,
-    parallelism: u32,
-    codec: Codec,
-    size: Option<u64>,
-    ty: Option<&Type>,
+    cx: SourceContext<'_>,
 ) -> anyhow::Result<Box<dyn Source>> {
+    let SourceContext {
+        subtask,
+        parallelism,
+        codec,
+        size,
+        ty,
+        errors,
+    } = cx;
     if codec == Codec::Row && ty.is_none() {
         anyhow::bail!("a source writing rows needs its records' type");
     }
     let split = (subtask, parallelism.max(1));
+    let rejects = Rejects::new(&errors);
     Ok(match config {
         SourceConfig::TextFile(c) => files::open_text(c, split, codec, size)?,
-        SourceConfig::JsonLinesFile(c) => files::open_json_lines(c, split, codec, size, ty)?,
+        SourceConfig::JsonLinesFile(c) => {
+            files::open_json_lines(c, split, codec, size, ty, rejects)?
+        }
         SourceConfig::Generator(c) => generator::open(c, split, codec),
-        SourceConfig::Socket(c) => socket::open(c, split, codec, ty),
-        SourceConfig::Kafka(c) => kafka::open_source(c, split, codec, ty)?,
+        SourceConfig::Socket(c) => socket::open(c, split, codec, ty, rejects),
+        #[cfg(feature = "kafka")]
+        SourceConfig::Kafka(c) => kafka::open_source(c, split, codec, ty, rejects)?,
+        #[cfg(not(feature = "kafka"))]
+        SourceConfig::Kafka(_) => return Err(without_kafka()),
     })
 }
 
@@ -258,6 +318,14 @@ pub fn open_vertex_sink(
     }))
 }
 
+/// The error of a Kafka connector in a build without them.
+#[cfg(not(feature = "kafka"))]
+fn without_kafka() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this weir was built without the Kafka connector (`--no-default-features`, as the demo's): build it with `cargo build --release`"
+    )
+}
+
 /// A sink subtask's own sink, for a sink [`open_vertex_sink`] gave no
 /// shared writer.
 pub fn open_subtask_sink(config: &SinkConfig, cx: SinkContext) -> anyhow::Result<Box<dyn Sink>> {
@@ -272,7 +340,10 @@ pub fn open_subtask_sink(config: &SinkConfig, cx: SinkContext) -> anyhow::Result
             )?
             .with_format(cx.format),
         )),
+        #[cfg(feature = "kafka")]
         SinkConfig::Kafka(c) => kafka::open_sink(c, cx.format),
+        #[cfg(not(feature = "kafka"))]
+        SinkConfig::Kafka(_) => Err(without_kafka()),
         SinkConfig::Stdout(_) | SinkConfig::Discard(_) => {
             anyhow::bail!(
                 "a {} sink is shared by its subtasks",

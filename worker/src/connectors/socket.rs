@@ -17,6 +17,7 @@ use weir_model::{Record, RecordBuffer};
 use super::Source;
 use super::lines::{LineDecoder, LineError, LineFormat};
 use crate::checkpoint::SplitPosition;
+use crate::dead_letter::{Rejects, Undecodable};
 
 /// The first wait before a reconnection.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -38,6 +39,7 @@ pub(super) fn open(
     (subtask, _): (u32, u32),
     codec: Codec,
     ty: Option<&Type>,
+    rejects: Rejects,
 ) -> Box<dyn Source> {
     let format = match c.format {
         Format::Text => LineFormat::Text,
@@ -51,7 +53,8 @@ pub(super) fn open(
         retries: 0,
         backoff: FIRST_BACKOFF,
         next_attempt: Instant::now(),
-        lines: LineDecoder::new(format, codec),
+        lines: LineDecoder::new(format, codec).validating(rejects.rejecting()),
+        rejects,
         line: Vec::new(),
         // A second subtask has no connection of its own (the graph gives
         // a socket source one subtask).
@@ -82,6 +85,8 @@ struct SocketSource {
     backoff: Duration,
     next_attempt: Instant,
     lines: LineDecoder,
+    /// Lines it could not decode, when it rejects them.
+    rejects: Rejects,
     /// A line read in part (a read that waited out in its middle).
     line: Vec<u8>,
     ended: bool,
@@ -176,18 +181,26 @@ impl SocketSource {
         while let [rest @ .., b'\n' | b'\r'] = line {
             line = rest;
         }
-        match self.lines.push(line, batch) {
-            Ok(()) => {}
-            Err(LineError::Json(e)) => anyhow::bail!(
+        let error = match self.lines.push(line, batch) {
+            Ok(()) => None,
+            Err(LineError::Json(e)) => Some(anyhow::anyhow!(
                 "a line from {} is not JSON: {e}: {}",
                 self.address,
                 Codec::Json.excerpt(line)
-            ),
-            Err(LineError::Schema(e)) => anyhow::bail!(
+            )),
+            Err(LineError::Schema(e)) => Some(anyhow::anyhow!(
                 "a line from {} does not fit the source's schema: {e}: {}",
                 self.address,
                 Codec::Json.excerpt(line)
-            ),
+            )),
+        };
+        if let Some(error) = error {
+            let rejected = Undecodable {
+                raw: bytes::Bytes::copy_from_slice(line),
+                split: Some(self.address.clone()),
+                ..Undecodable::default()
+            };
+            self.rejects.reject(error, rejected)?;
         }
         self.line.clear();
         Ok(())
@@ -195,6 +208,10 @@ impl SocketSource {
 }
 
 impl Source for SocketSource {
+    fn take_rejected(&mut self) -> Vec<Undecodable> {
+        self.rejects.take()
+    }
+
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
         if self.ended {
             return Ok(None);
@@ -212,7 +229,7 @@ impl Source for SocketSource {
         }
         let mut batch = RecordBuffer::with_capacity(max, max * 64);
         let started = Instant::now();
-        while batch.len() < max && started.elapsed() < BATCH_TIME {
+        while batch.len() + self.rejects.len() < max && started.elapsed() < BATCH_TIME {
             let conn = self.conn.as_mut().expect("connected above");
             let step = match conn.fill_buf() {
                 Ok([]) => Step::Closed,
@@ -295,7 +312,7 @@ mod tests {
             max_retries,
             max_backoff_ms: 200,
         };
-        open(&c, (0, 1), codec, None)
+        open(&c, (0, 1), codec, None, Rejects::default())
     }
 
     /// Every record until the input ends, within 10 s.

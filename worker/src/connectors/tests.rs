@@ -8,7 +8,30 @@ use weir_model::connectors::generator::{Generator, GeneratorPattern};
 use weir_model::types::Type;
 use weir_model::types::row::{Node, json};
 
-use super::{Source, open, open_source};
+use super::{Source, SourceContext, open};
+use weir_model::dead_letter::ErrorPolicy;
+
+/// A source's subtask, failing on what it cannot decode.
+fn open_source(
+    config: &SourceConfig,
+    subtask: u32,
+    parallelism: u32,
+    codec: Codec,
+    size: Option<u64>,
+    ty: Option<&Type>,
+) -> anyhow::Result<Box<dyn Source>> {
+    super::open_source(
+        config,
+        SourceContext {
+            subtask,
+            parallelism,
+            codec,
+            size,
+            ty,
+            errors: ErrorPolicy::default(),
+        },
+    )
+}
 
 mod records {
     use super::*;
