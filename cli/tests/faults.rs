@@ -480,6 +480,23 @@ fn submit_job(rest: &str, dir: &Path, input: &Input, output: &Path) -> String {
     format!("{rest}/v1/jobs/{}", common::submit(rest, &bundle))
 }
 
+/// Wait until the job at `job_url` has restarted more than `before` times
+/// (a checkpoint may complete between a fault and its detection).
+async fn restarted(job_url: &str, before: u32, what: &str) {
+    let started = Instant::now();
+    loop {
+        let job: Option<JobInfo> = get(job_url).await;
+        if job.as_ref().is_some_and(|j| j.restarts > before) {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the job restarts after: {what}: {job:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Wait until the job at `job_url` runs and has completed a checkpoint
 /// newer than `after`; returns the job and that checkpoint's id. The job
 /// must not end.
@@ -763,14 +780,32 @@ async fn kafka_input_stays_exact_through_a_worker_kill_and_a_coordinator_restart
     let mut rng = Rng::new(5);
     for kind in [Kind::KillWorker, Kind::KillCoordinator] {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = job.restarts;
         let done = cluster.inject(kind, &job, &mut rng).await;
         eprintln!("kafka: {done}");
         if kind == Kind::KillCoordinator {
             registered(&rest, 3).await;
         }
+        restarted(&job_url, before, &done).await;
         (job, latest) = running_past(&job_url, latest, &format!("kafka, after: {done}")).await;
     }
     let total = exactly_once(&mut input, &output, "kafka").await;
+    // Completed checkpoints' offsets reach the group, the last ones at the
+    // topic's end (all of it is counted).
+    let ends: BTreeMap<i32, Option<i64>> = broker
+        .sizes("events", 4)
+        .into_iter()
+        .map(|(p, n)| (p, Some(n)))
+        .collect();
+    let started = Instant::now();
+    while broker.committed("weir-events", "events", 4) != ends {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the group's offsets reach the end: {:?} of {ends:?}",
+            broker.committed("weir-events", "events", 4)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let job: JobInfo = get(&job_url).await.unwrap();
     eprintln!(
         "kafka: {total} records checked through {} restarts",
@@ -778,5 +813,72 @@ async fn kafka_input_stays_exact_through_a_worker_kill_and_a_coordinator_restart
     );
     assert!(job.restarts > 0, "{job:#?}");
     common::weir(&["cancel", &job.id, "--coordinator", &rest]);
+    drop(cluster);
+}
+
+/// Kafka to Kafka (at-least-once) on the cluster while messages keep
+/// coming: a worker running the job SIGKILLed and replaced; every input
+/// message reaches the output topic, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_to_kafka_loses_nothing_through_a_worker_kill() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let broker = weir_tests::kafka::Broker::start();
+    broker.create_topic("events", 4);
+    broker.create_topic("copies", 4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let mut cluster = Cluster::on_loopback(&dir);
+    let rest = cluster.rest.clone();
+    registered(&rest, 3).await;
+    let mut input = Input::kafka(&broker, "events", 9);
+    let bundle = dir.join("copy");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        format!(
+            "[job]\nname = 'copy'\nparallelism = 2\n\
+             [[source]]\nname = 'events'\n{}\
+             [[sink]]\nname = 'copies'\ntype = 'kafka'\nbrokers = '{}'\ntopic = 'copies'\nkey-field = '/k'\n\
+             [checkpoint]\ninterval-ms = 200\n\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 100000\ndelay-ms = 200\n",
+            input.source, broker.address
+        ),
+    )
+    .unwrap();
+    let job_url = format!("{rest}/v1/jobs/{}", common::submit(&rest, &bundle));
+    let (job, latest) = running_past(&job_url, 0, "at the start").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let done = cluster
+        .inject(Kind::KillWorker, &job, &mut Rng::new(9))
+        .await;
+    restarted(&job_url, job.restarts, &done).await;
+    let (after, _) =
+        running_past(&job_url, latest, &format!("kafka to kafka, after: {done}")).await;
+    let total: u64 = input.stop().values().sum();
+    let started = Instant::now();
+    loop {
+        let copies = broker.read("copies", 4, total as usize);
+        let lines: std::collections::BTreeSet<u64> = copies
+            .iter()
+            .map(|(_, _, v)| {
+                let v: serde_json::Value = serde_json::from_str(v).unwrap();
+                v["i"].as_u64().unwrap()
+            })
+            .collect();
+        if lines.len() as u64 == total {
+            eprintln!(
+                "kafka to kafka: {total} messages, {} copies through: {done}",
+                copies.len()
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{} of {total} messages copied",
+            lines.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    common::weir(&["cancel", &after.id, "--coordinator", &rest]);
     drop(cluster);
 }

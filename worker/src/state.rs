@@ -131,7 +131,12 @@ fn link_files(from: &Path, to: &Path) -> anyhow::Result<()> {
 pub fn parse_backend(name: &str) -> Result<StateBackendKind, String> {
     match name {
         "memory" => Ok(StateBackendKind::Memory),
+        #[cfg(feature = "rocksdb")]
         "rocksdb" => Ok(StateBackendKind::RocksDb),
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => Err(
+            "this weir was built without RocksDB (`--no-default-features`, as the demo's): build it with `cargo build --release`".into(),
+        ),
         other => Err(format!(
             "unknown state backend {other:?}: \"memory\" or \"rocksdb\""
         )),

@@ -367,7 +367,7 @@ impl Subtask {
             };
             for barrier in triggers {
                 let positions = source.snapshot();
-                self.source_positions.insert(barrier.id, positions.clone());
+                self.keep_positions(barrier.id, &positions);
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
             }
@@ -477,7 +477,7 @@ impl Subtask {
                 .unwrap_or_default();
             for barrier in triggers {
                 let positions = source.snapshot();
-                self.source_positions.insert(barrier.id, positions.clone());
+                self.keep_positions(barrier.id, &positions);
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint_as(barrier, vec![(vertex, positions)], Duration::ZERO, true)?;
             }
@@ -747,6 +747,17 @@ impl Subtask {
         };
         self.commit_through(done)?;
         Ok(Some(done))
+    }
+
+    /// Keep the source's positions in checkpoint `id` until it completes
+    /// (those of the last few only: a checkpoint that never completes is
+    /// not waited for).
+    fn keep_positions(&mut self, id: u64, positions: &[SplitPosition]) {
+        const KEPT: usize = 8;
+        self.source_positions.insert(id, positions.to_vec());
+        while self.source_positions.len() > KEPT {
+            self.source_positions.pop_first();
+        }
     }
 
     /// Checkpoint `done` completed: the source learns the positions it

@@ -41,10 +41,15 @@ pub struct KafkaSourceTable {
     #[serde(default)]
     pub stop: Option<String>,
     /// The consumer group whose committed offsets `start = "committed"`
-    /// begins at (Weir commits none: its checkpoints hold the offsets the
-    /// job resumes from). Default `weir-<source name>`.
+    /// begins at, and to which completed checkpoints' offsets are
+    /// committed (for monitoring: the job resumes from its checkpoints).
+    /// Default `weir-<source name>`.
     #[serde(default)]
     pub group_id: Option<String>,
+    /// Commit a completed checkpoint's offsets to the group (default true;
+    /// Flink's `commit.offsets.on.checkpoint`).
+    #[serde(default)]
+    pub commit_offsets: Option<bool>,
     /// How often each subtask looks for new partitions and topics, ms
     /// (default 10000; 0: never).
     #[serde(default)]
@@ -178,6 +183,7 @@ impl KafkaSourceTable {
             start,
             bounded,
             group_id,
+            commit_offsets: self.commit_offsets.unwrap_or(true),
             discovery_interval_ms: r
                 .whole("discovery-interval-ms", &self.discovery_interval_ms)?
                 .unwrap_or(10_000),
@@ -185,6 +191,11 @@ impl KafkaSourceTable {
             properties,
         })
     }
+}
+
+/// `true`, a default.
+fn yes() -> bool {
+    true
 }
 
 /// Client settings a job may not give: they load code or run commands on
@@ -260,6 +271,9 @@ pub struct KafkaSource {
     pub bounded: bool,
     /// The consumer group.
     pub group_id: String,
+    /// Whether completed checkpoints' offsets are committed to the group.
+    #[serde(default = "yes")]
+    pub commit_offsets: bool,
     /// How often subtasks look for new partitions, ms; 0: never.
     pub discovery_interval_ms: u64,
     /// Records carry the message's metadata around its value.

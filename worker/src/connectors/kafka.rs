@@ -500,6 +500,9 @@ impl Source for KafkaReader {
     /// Flink's `KafkaSource` does): for monitoring its lag; the job
     /// restores from its checkpoints, not from these.
     fn checkpoint_completed(&mut self, id: u64, positions: &[SplitPosition]) {
+        if !self.config.commit_offsets {
+            return;
+        }
         let mut offsets = TopicPartitionList::new();
         for p in positions {
             let Some((topic, partition)) = p.split.rsplit_once('/') else {
