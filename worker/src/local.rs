@@ -324,6 +324,12 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             let graph = graph.clone();
             let sinks: Vec<Option<SharedSink>> =
                 vertices.iter().map(|v| sinks.get(v).cloned()).collect();
+            // How each vertex's input is encoded (a sink writes from it, an
+            // error handler writes its dead letters' records from it).
+            let inputs: Vec<weir_model::format::Format> = vertices
+                .iter()
+                .map(|&v| codecs.input_format(&graph, v))
+                .collect();
             let node_counters: Vec<Arc<Counters>> = vertices
                 .iter()
                 .map(|&v| counters.vertices[v].1[s as usize].clone())
@@ -344,11 +350,12 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                 let result = (|| {
                     let mut nodes = Vec::new();
                     let mut pending_commits = std::collections::BTreeMap::new();
-                    for (((&v, (main, side)), sink), counters) in vertices
+                    for ((((&v, (main, side)), sink), counters), input) in vertices
                         .iter()
                         .zip(nodes_routes)
                         .zip(sinks)
                         .zip(node_counters)
+                        .zip(inputs)
                     {
                         let vertex = &graph.vertices[v];
                         let op = match &vertex.kind {
@@ -375,10 +382,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                                 subtask: s,
                                                 attempt,
                                                 restored: restore.as_ref().map(|r| r.checkpoint.id),
-                                                format: weir_model::codec::StreamCodecs::of_job(
-                                                    &graph,
-                                                )
-                                                .input_format(&graph, v),
+                                                format: input.clone(),
                                             },
                                         )
                                         .map_err(|e| {
@@ -389,13 +393,8 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             }
                         };
                         let source = matches!(vertex.kind, VertexKind::Source(_));
-                        let errors = ErrorHandler::new(
-                            vertex.errors,
-                            source,
-                            &vertex.name,
-                            s,
-                            weir_model::codec::StreamCodecs::of_job(&graph).input_format(&graph, v),
-                        );
+                        let errors =
+                            ErrorHandler::new(vertex.errors, source, &vertex.name, s, input);
                         nodes.push(ChainNode {
                             vertex: v,
                             name: vertex.name.clone(),
