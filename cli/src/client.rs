@@ -1,5 +1,5 @@
 //! The CLI's side of the REST API: `weir submit`, `list`, `status`,
-//! `checkpoints`, `cancel`.
+//! `checkpoints`, `cancel`, `savepoint`, `stop`, `rescale`, `upgrade`.
 
 use std::time::Duration;
 
@@ -10,8 +10,9 @@ use weir_coordinator::bundles::BundleInfo;
 use weir_coordinator::checkpoint::CheckpointStats;
 use weir_coordinator::checkpoint::stats::CheckpointStatus;
 use weir_coordinator::error::ErrorBody;
-use weir_coordinator::jobs::{JobInfo, JobRequest, JobState};
+use weir_coordinator::jobs::{JobInfo, JobRequest, JobState, SavepointRequest};
 use weir_coordinator::metrics::JobMetrics;
+use weir_coordinator::savepoint::triggers::SavepointStatus;
 
 /// A client of one coordinator.
 pub struct Client {
@@ -149,6 +150,33 @@ impl Client {
         let r = self
             .http
             .get(format!("{}/v1/jobs/{id}/metrics", self.base))
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// Trigger a savepoint of job `id` (`stop`: and stop the job after it).
+    pub async fn trigger_savepoint(
+        &self,
+        id: &str,
+        request: &SavepointRequest,
+        stop: bool,
+    ) -> anyhow::Result<SavepointStatus> {
+        let what = if stop { "stop" } else { "savepoints" };
+        let r = self
+            .http
+            .post(format!("{}/v1/jobs/{id}/{what}", self.base))
+            .json(request)
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
+    /// Savepoint trigger `trigger` of job `id`.
+    pub async fn savepoint(&self, id: &str, trigger: &str) -> anyhow::Result<SavepointStatus> {
+        let r = self
+            .http
+            .get(format!("{}/v1/jobs/{id}/savepoints/{trigger}", self.base))
             .send()
             .await;
         self.answer(r).await

@@ -6,6 +6,7 @@ mod limits;
 mod local;
 mod new;
 mod progress;
+mod savepoints;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
 /// glibc's allocator spends a third of a word count's time there.
@@ -147,6 +148,64 @@ enum Command {
         /// Wait until the job ends; exit non-zero unless it finished.
         #[arg(long)]
         wait: bool,
+        /// Start from the savepoint in this directory (on the coordinator's
+        /// machine): state is matched by operator name, at any parallelism.
+        #[arg(long, value_name = "PATH")]
+        from_savepoint: Option<PathBuf>,
+        /// With --from-savepoint: drop the savepoint's state that no
+        /// operator of this job claims (else the submission is refused).
+        #[arg(long, requires = "from_savepoint")]
+        allow_non_restored_state: bool,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// Take a savepoint of a running job; prints its location last.
+    Savepoint {
+        /// The job's id.
+        job: String,
+        /// The directory to write it into (default: under the coordinator's
+        /// data directory).
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// Stop a job with a savepoint (its sinks commit what it holds); prints
+    /// the savepoint's location last.
+    Stop {
+        /// The job's id.
+        job: String,
+        /// The directory to write the savepoint into.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Send the maximal watermark first, so that every window fires
+        /// (not supported yet).
+        #[arg(long)]
+        drain: bool,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// Stop a job with a savepoint and start it again from it at another
+    /// parallelism; prints the new job's id last.
+    Rescale {
+        /// The job's id.
+        job: String,
+        /// The new parallelism.
+        parallelism: u32,
+        #[command(flatten)]
+        coordinator: CoordinatorArg,
+    },
+    /// Swap a running job's code: savepoint, stop, and the new bundle
+    /// started from the savepoint (state matched by operator name); prints
+    /// the new job's id last.
+    Upgrade {
+        /// The job's id.
+        job: String,
+        /// The new bundle (directory, built when needed, or archive).
+        bundle: PathBuf,
+        /// Drop the savepoint's state that no operator of the new bundle
+        /// claims.
+        #[arg(long)]
+        allow_non_restored_state: bool,
         #[command(flatten)]
         coordinator: CoordinatorArg,
     },
@@ -521,12 +580,19 @@ fn build(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a submitted job starts from.
+struct StartFrom {
+    savepoint: Option<PathBuf>,
+    allow_non_restored_state: bool,
+}
+
 async fn submit(
     path: &Path,
     parallelism: Option<u32>,
     params: &[String],
     wait: bool,
     url: &str,
+    from: StartFrom,
 ) -> anyhow::Result<()> {
     let params = params
         .iter()
@@ -540,6 +606,12 @@ async fn submit(
         bundle: uploaded.id,
         parallelism,
         params,
+        from_savepoint: from
+            .savepoint
+            .as_deref()
+            .map(savepoints::absolute)
+            .transpose()?,
+        allow_non_restored_state: from.allow_non_restored_state,
     };
     let job = client.submit(&request).await?;
     eprintln!("submitted job {} ({})", job.id, job.name);
@@ -761,6 +833,8 @@ fn main() {
             parallelism,
             params,
             wait,
+            from_savepoint,
+            allow_non_restored_state,
             coordinator,
         } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
@@ -771,6 +845,60 @@ fn main() {
                     &params,
                     wait,
                     &coordinator.url,
+                    StartFrom {
+                        savepoint: from_savepoint,
+                        allow_non_restored_state,
+                    },
+                ))
+            }),
+        Command::Savepoint {
+            job,
+            dir,
+            coordinator,
+        } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(savepoints::savepoint(
+                    &coordinator.url,
+                    &job,
+                    dir.as_deref(),
+                ))
+            }),
+        Command::Stop {
+            job,
+            dir,
+            drain,
+            coordinator,
+        } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(savepoints::stop(
+                    &coordinator.url,
+                    &job,
+                    dir.as_deref(),
+                    drain,
+                ))
+            }),
+        Command::Rescale {
+            job,
+            parallelism,
+            coordinator,
+        } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| rt.block_on(savepoints::rescale(&coordinator.url, &job, parallelism))),
+        Command::Upgrade {
+            job,
+            bundle,
+            allow_non_restored_state,
+            coordinator,
+        } => tokio::runtime::Runtime::new()
+            .context("cannot start the runtime")
+            .and_then(|rt| {
+                rt.block_on(savepoints::upgrade(
+                    &coordinator.url,
+                    &job,
+                    &bundle,
+                    allow_non_restored_state,
                 ))
             }),
         Command::List { coordinator } => tokio::runtime::Runtime::new()

@@ -44,6 +44,7 @@ pub mod job_state;
 pub mod jobs;
 pub mod metrics;
 pub mod rest;
+pub mod savepoint;
 pub mod scheduler;
 pub mod slot_manager;
 pub mod tls;

@@ -17,8 +17,9 @@ use axum::routing::post;
 
 use crate::bundles::{BundleInfo, BundleStore};
 use crate::error::{CoordinatorError, ErrorBody, ErrorKind};
-use crate::jobs::{JobInfo, JobRequest, Jobs};
+use crate::jobs::{JobInfo, JobRequest, Jobs, SavepointRequest};
 use crate::metrics::{JobMetrics, gauge, job_families, prometheus_text};
+use crate::savepoint::triggers::SavepointStatus;
 use crate::slot_manager::{ClusterInfo, SlotManager};
 
 /// The HTTP status of an error of `kind`: the one place the coordinator's
@@ -86,6 +87,15 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs", get(list_jobs).post(submit_job))
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/v1/jobs/{id}/stop", post(stop_job))
+        .route(
+            "/v1/jobs/{id}/savepoints",
+            get(list_savepoints).post(trigger_savepoint),
+        )
+        .route(
+            "/v1/jobs/{id}/savepoints/{trigger}",
+            get(savepoint_status).delete(delete_savepoint),
+        )
         .route("/v1/jobs/{id}/metrics", get(job_metrics))
         .route("/v1/jobs/{id}/checkpoints", get(job_checkpoints))
         .route("/v1/cluster", get(cluster))
@@ -355,6 +365,56 @@ async fn cancel_job(
     Ok(Json(state.jobs.cancel(&id).await?))
 }
 
+/// A savepoint request's body: empty, or JSON.
+fn savepoint_request(body: &[u8]) -> Result<SavepointRequest, CoordinatorError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(SavepointRequest::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| CoordinatorError::invalid("savepoint_request_invalid", e.to_string()))
+}
+
+async fn trigger_savepoint(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<SavepointStatus>), CoordinatorError> {
+    let request = savepoint_request(&body)?;
+    let status = state.jobs.trigger_savepoint(&id, request, false).await?;
+    Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+async fn stop_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<SavepointStatus>), CoordinatorError> {
+    let request = savepoint_request(&body)?;
+    let status = state.jobs.trigger_savepoint(&id, request, true).await?;
+    Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+async fn list_savepoints(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<SavepointStatus>>, CoordinatorError> {
+    Ok(Json(state.jobs.savepoints(&id).await?))
+}
+
+async fn savepoint_status(
+    State(state): State<AppState>,
+    Path((id, trigger)): Path<(String, String)>,
+) -> Result<Json<SavepointStatus>, CoordinatorError> {
+    Ok(Json(state.jobs.savepoint_status(&id, &trigger).await?))
+}
+
+async fn delete_savepoint(
+    State(state): State<AppState>,
+    Path((id, trigger)): Path<(String, String)>,
+) -> Result<Json<SavepointStatus>, CoordinatorError> {
+    Ok(Json(state.jobs.delete_savepoint(&id, &trigger).await?))
+}
+
 /// The OpenAPI 3.1 document of the API.
 pub fn openapi_document() -> serde_json::Value {
     let error = json!({"$ref": "#/components/schemas/Error"});
@@ -401,14 +461,16 @@ pub fn openapi_document() -> serde_json::Value {
                         "properties": {
                             "bundle": {"type": "string", "description": "A bundle id"},
                             "parallelism": {"type": "integer", "minimum": 1},
-                            "params": {"type": "object", "additionalProperties": {"type": "string"}}
+                            "params": {"type": "object", "additionalProperties": {"type": "string"}},
+                            "from_savepoint": {"type": "string", "description": "A savepoint's directory on the coordinator's machine: the job starts with its state (matched by vertex name), at any parallelism"},
+                            "allow_non_restored_state": {"type": "boolean", "description": "Drop the savepoint's state that no vertex of this job claims"}
                         }
                     }}}},
                     "responses": {
                         "201": {"description": "Started", "content": {"application/json": {"schema": job}}},
                         "400": err("Not a JSON job request"),
                         "404": err("No such bundle"),
-                        "409": err("A file sink's file is there already (sink_exists)"),
+                        "409": err("A file sink's file is there already (sink_exists), or the job whose savepoint it starts from has not stopped"),
                         "413": err("The request is larger than the limit"),
                         "422": err("The job cannot run: parallelism, a missing or unknown parameter, a path outside the granted directories, …")
                     }
@@ -471,8 +533,70 @@ pub fn openapi_document() -> serde_json::Value {
             }}
         }, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
     });
+    savepoint_paths(&mut document, &id_param, &err);
     with_auth_answers(&mut document, &err);
     document
+}
+
+/// The savepoint paths of the OpenAPI document.
+fn savepoint_paths(
+    document: &mut serde_json::Value,
+    id_param: &serde_json::Value,
+    err: &dyn Fn(&str) -> serde_json::Value,
+) {
+    let savepoint = json!({"type": "object", "required": ["trigger_id", "job", "status"], "properties": {
+        "trigger_id": {"type": "string"}, "job": {"type": "string"},
+        "status": {"type": "string", "enum": ["in_progress", "completed", "failed"]},
+        "stop": {"type": "boolean"},
+        "location": {"type": "string", "description": "Its directory, once written"},
+        "checkpoint": {"type": "integer"}, "size_bytes": {"type": "integer"},
+        "error": {"type": "string"},
+        "triggered_at_ms": {"type": "integer"}, "ended_at_ms": {"type": "integer"},
+        "deleted": {"type": "boolean"}
+    }});
+    let savepoint_request = json!({"type": "object", "additionalProperties": false, "properties": {
+        "directory": {"type": "string", "description": "An absolute directory on the coordinator's machine (default: under its data directory)"},
+        "trigger_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "The client's id for the trigger: a retry with it takes no second savepoint"},
+        "drain": {"type": "boolean", "description": "Stop only: the maximal watermark first (not supported yet)"}
+    }});
+    let paths = &mut document["paths"];
+    paths["/v1/jobs/{id}/savepoints"] = json!({
+        "parameters": id_param,
+        "get": {"summary": "The savepoints triggered of a job since the coordinator started, oldest first", "responses": {"200": {"description": "Their statuses", "content": {"application/json": {"schema": {"type": "array", "items": savepoint}}}}, "404": err("No such job")}},
+        "post": {
+            "summary": "Trigger a savepoint (asynchronous: its trigger id at once; poll its status)",
+            "requestBody": {"required": false, "content": {"application/json": {"schema": savepoint_request}}},
+            "responses": {
+                "202": {"description": "Triggered (or, for a trigger id given before, its status)", "content": {"application/json": {"schema": savepoint}}},
+                "400": err("Not a savepoint request, or a bad trigger id"),
+                "404": err("No such job"),
+                "409": err("The job is not running, takes no checkpoints, or the directory holds a savepoint"),
+                "422": err("The directory is not absolute, or outside the granted directories; drain is not supported")
+            }
+        }
+    });
+    paths["/v1/jobs/{id}/savepoints/{trigger}"] = json!({
+        "parameters": [
+            {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+            {"name": "trigger", "in": "path", "required": true, "schema": {"type": "string"}}
+        ],
+        "get": {"summary": "A savepoint's status and location", "responses": {"200": {"description": "Its status", "content": {"application/json": {"schema": savepoint}}}, "404": err("No such job or trigger")}},
+        "delete": {"summary": "Delete a written savepoint (its directory)", "responses": {"200": {"description": "Deleted", "content": {"application/json": {"schema": savepoint}}}, "404": err("No such job or trigger, or nothing written"), "409": err("It is being taken")}}
+    });
+    paths["/v1/jobs/{id}/stop"] = json!({
+        "parameters": id_param,
+        "post": {
+            "summary": "Stop a job with a savepoint: its last checkpoint, its sinks commit, then the job is canceled (asynchronous, as a savepoint)",
+            "requestBody": {"required": false, "content": {"application/json": {"schema": savepoint_request}}},
+            "responses": {
+                "202": {"description": "Triggered", "content": {"application/json": {"schema": savepoint}}},
+                "400": err("Not a savepoint request, or a bad trigger id"),
+                "404": err("No such job"),
+                "409": err("The job is not running, takes no checkpoints, or the directory holds a savepoint"),
+                "422": err("The directory is not absolute, or outside the granted directories; drain is not supported")
+            }
+        }
+    });
 }
 
 /// Every operation but the public ones may answer 401 and 403 (a

@@ -127,6 +127,11 @@ pub struct CheckpointMetadata {
     pub completed_at_ms: i64,
     /// Every subtask's state.
     pub subtasks: Vec<SubtaskState>,
+    /// Set when the checkpoint is a savepoint of another job, imported to
+    /// start this one (that job's id): its sinks' output passes to this
+    /// job, which goes on from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<String>,
 }
 
 impl CheckpointMetadata {

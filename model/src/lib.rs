@@ -56,6 +56,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod msgpack;
 pub mod record;
+pub mod savepoint;
 pub mod storage;
 pub mod tls;
 

@@ -17,10 +17,13 @@
 //! writes come a batch at a time ([`StateBackend::get_values`],
 //! [`StateBackend::apply_all`]), as the host receives them from a guest.
 //!
-//! [`snapshot`]: what a checkpoint keeps of a backend, and how it is read
-//! back (by key group, for rescaling). The blob store that checkpoints go
+//! [`snapshot`]: what a checkpoint keeps of a backend. [`canonical`]: the
+//! format every backend writes on a savepoint (and the memory backend on
+//! every checkpoint), read back by key group into either backend (rescaling,
+//! a change of backend). The blob store that checkpoints go
 //! to is `weir_model::storage` (the coordinator reads it too).
 
+pub mod canonical;
 pub mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
@@ -354,4 +357,12 @@ pub trait StateBackend: Send {
     /// The synchronous part of a snapshot: everything the backend holds,
     /// as files in the empty directory `dir` (see [`snapshot`]).
     fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<snapshot::LocalSnapshot>;
+    /// Write everything it holds to `path` as one canonical file
+    /// ([`canonical`]): its size.
+    fn export(&mut self, path: &std::path::Path) -> anyhow::Result<u64>;
+    /// A portable snapshot, for a savepoint: one canonical file in the
+    /// empty directory `dir`, whatever the backend.
+    fn savepoint(&mut self, dir: &std::path::Path) -> anyhow::Result<snapshot::LocalSnapshot> {
+        canonical::write_snapshot(self, dir)
+    }
 }

@@ -5,9 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use std::path::Path;
 
-use weir_model::keygroup::key_group;
-
-use crate::snapshot::{KeyGroups, LocalSnapshot, MAGIC, SnapshotFile, SnapshotFormat, codec};
+use crate::canonical::EntryRef;
+use crate::snapshot::{KeyGroups, LocalSnapshot};
 use crate::{StateBackend, StateKind, StateOp, StateSize, TimeDomain, Timer};
 
 type TimerEntry = (i64, Vec<u8>);
@@ -56,134 +55,17 @@ impl MemoryStateBackend {
         }
     }
 
-    /// A backend holding the key groups `key_groups` of the snapshot file
-    /// `file` (see [`crate::snapshot`]).
-    pub fn restore(file: &Path, key_groups: KeyGroups) -> anyhow::Result<Self> {
-        let bytes = std::fs::read(file)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
-        Self::decode(&bytes, key_groups).map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))
-    }
-
-    fn decode(bytes: &[u8], key_groups: KeyGroups) -> anyhow::Result<Self> {
-        let mut r = codec::Reader(bytes);
-        anyhow::ensure!(r.take(MAGIC.len())? == MAGIC, "not a Weir state file");
-        let mut b = Self::with_key_groups(r.u32()?);
-        for _ in 0..r.u32()? {
-            let name = String::from_utf8(r.bytes()?)?;
-            let kind = StateKind::from_byte(r.u8()?)?;
-            b.register(&name, kind).map_err(|e| anyhow::anyhow!(e))?;
-        }
-        for _ in 0..r.u64()? {
-            let group = r.u32()?;
-            let state = r.u32()? as usize;
-            let key = r.bytes()?;
-            let keep = key_groups.contains(&group);
-            anyhow::ensure!(state < b.names.len(), "an entry of an undeclared state");
-            match r.u8()? {
-                0 => {
-                    let v = r.bytes()?;
-                    if keep {
-                        b.values[state].insert(key, v);
-                    }
-                }
-                1 => {
-                    let n = r.u32()?;
-                    let mut list = Vec::new();
-                    for _ in 0..n {
-                        list.push(r.bytes()?);
-                    }
-                    if keep {
-                        b.lists[state].insert(key, list);
-                    }
-                }
-                2 => {
-                    let (mk, v) = (r.bytes()?, r.bytes()?);
-                    if keep {
-                        b.maps[state].entry(key).or_default().insert(mk, v);
-                    }
-                }
-                t => anyhow::bail!("unknown entry tag {t}"),
-            }
-        }
-        for _ in 0..r.u64()? {
-            let group = r.u32()?;
-            let domain = match r.u8()? {
-                0 => TimeDomain::EventTime,
-                1 => TimeDomain::ProcessingTime,
-                d => anyhow::bail!("unknown timer domain {d}"),
-            };
-            let time = r.i64()?;
-            let key = r.bytes()?;
-            if key_groups.contains(&group) {
-                b.timers(domain).insert((time, key));
-            }
-        }
-        anyhow::ensure!(r.is_empty(), "bytes after the end of the state file");
-        b.bytes = b.count_bytes();
+    /// A backend holding the key groups `key_groups` of the canonical
+    /// state files `files` (see [`crate::canonical`]), written for
+    /// `max_parallelism` key groups.
+    pub fn restore(
+        files: &[std::path::PathBuf],
+        max_parallelism: u32,
+        key_groups: KeyGroups,
+    ) -> anyhow::Result<Self> {
+        let mut b = Self::with_key_groups(max_parallelism);
+        crate::canonical::restore(&mut b, max_parallelism, files, &key_groups)?;
         Ok(b)
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        use codec::{bytes, u32};
-        let mut out = MAGIC.to_vec();
-        u32(&mut out, self.max_parallelism);
-        u32(&mut out, self.names.len() as u32);
-        for (name, kind) in &self.names {
-            bytes(&mut out, name.as_bytes());
-            out.push(kind.byte());
-        }
-        let group = |k: &[u8]| key_group(k, self.max_parallelism);
-        let mut entries = Vec::new();
-        let mut count = 0u64;
-        for (s, values) in self.values.iter().enumerate() {
-            for (k, v) in values {
-                u32(&mut entries, group(k));
-                u32(&mut entries, s as u32);
-                bytes(&mut entries, k);
-                entries.push(0);
-                bytes(&mut entries, v);
-                count += 1;
-            }
-        }
-        for (s, lists) in self.lists.iter().enumerate() {
-            for (k, l) in lists {
-                u32(&mut entries, group(k));
-                u32(&mut entries, s as u32);
-                bytes(&mut entries, k);
-                entries.push(1);
-                u32(&mut entries, l.len() as u32);
-                for v in l {
-                    bytes(&mut entries, v);
-                }
-                count += 1;
-            }
-        }
-        for (s, maps) in self.maps.iter().enumerate() {
-            for (k, m) in maps {
-                for (mk, v) in m {
-                    u32(&mut entries, group(k));
-                    u32(&mut entries, s as u32);
-                    bytes(&mut entries, k);
-                    entries.push(2);
-                    bytes(&mut entries, mk);
-                    bytes(&mut entries, v);
-                    count += 1;
-                }
-            }
-        }
-        out.extend_from_slice(&count.to_be_bytes());
-        out.extend_from_slice(&entries);
-        let timers = self.event_timers.len() + self.processing_timers.len();
-        out.extend_from_slice(&(timers as u64).to_be_bytes());
-        for (domain, set) in [(0u8, &self.event_timers), (1, &self.processing_timers)] {
-            for (time, key) in set {
-                u32(&mut out, group(key));
-                out.push(domain);
-                out.extend_from_slice(&time.to_be_bytes());
-                bytes(&mut out, key);
-            }
-        }
-        out
     }
 
     fn timers(&mut self, domain: TimeDomain) -> &mut BTreeSet<TimerEntry> {
@@ -194,6 +76,7 @@ impl MemoryStateBackend {
     }
 
     /// Bytes of keys and values, counted one by one.
+    #[cfg(test)]
     fn count_bytes(&self) -> u64 {
         let values = self.values.iter().flatten();
         let lists = self.lists.iter().flatten();
@@ -457,19 +340,37 @@ impl StateBackend for MemoryStateBackend {
     }
 
     fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {
-        let path = dir.join("state.bin");
-        let bytes = self.encode();
-        std::fs::write(&path, &bytes)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        Ok(LocalSnapshot {
-            format: SnapshotFormat::Full,
-            files: vec![SnapshotFile {
-                name: "state.bin".into(),
-                path,
-                size: bytes.len() as u64,
-                shared: false,
-            }],
-        })
+        crate::canonical::write_snapshot(self, dir)
+    }
+
+    fn export(&mut self, path: &Path) -> anyhow::Result<u64> {
+        let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names)?;
+        for (s, values) in self.values.iter().enumerate() {
+            for (k, v) in values {
+                w.entry(s as u32, k, EntryRef::Value(v))?;
+            }
+        }
+        for (s, lists) in self.lists.iter().enumerate() {
+            for (k, l) in lists {
+                w.entry(s as u32, k, EntryRef::List(l))?;
+            }
+        }
+        for (s, maps) in self.maps.iter().enumerate() {
+            for (k, m) in maps {
+                for (mk, v) in m {
+                    w.entry(s as u32, k, EntryRef::MapEntry(mk, v))?;
+                }
+            }
+        }
+        for (domain, set) in [
+            (TimeDomain::EventTime, &self.event_timers),
+            (TimeDomain::ProcessingTime, &self.processing_timers),
+        ] {
+            for (time, key) in set {
+                w.timer(domain, *time, key)?;
+            }
+        }
+        w.finish()
     }
 }
 

@@ -7,21 +7,10 @@
 //! task does not wait for: uploading the files. A [`LocalSnapshot`] is the
 //! result of the first, the input of the second.
 //!
-//! The memory backend's file (`state.bin`), every integer big-endian:
-//!
-//! ```text
-//! "WEIRSTATE1" · max parallelism (u32)
-//! states (u32) · { name (u32 length · UTF-8) · kind (u8: 0 value, 1 list, 2 map) }
-//! entries (u64) · { key group (u32) · state (u32) · key (u32 length · bytes) ·
-//!                   tag (u8: 0 value, 1 list, 2 map entry) · payload }
-//!     value: bytes (u32 length · bytes)
-//!     list:  count (u32) · { bytes (u32 length · bytes) }
-//!     map entry: map key (u32 length · bytes) · value (u32 length · bytes)
-//! timers (u64) · { key group (u32) · domain (u8) · time (i64) · key (u32 length · bytes) }
-//! ```
-//!
-//! Every entry carries its key group, so a restore can keep only the key
-//! groups its subtask owns (rescaling).
+//! The memory backend's file (`state.bin`) is in the canonical format
+//! ([`crate::canonical`]), which every savepoint uses too: every entry
+//! carries its key group, so a restore can keep only the key groups its
+//! subtask owns (rescaling).
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -30,7 +19,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SnapshotFormat {
-    /// The memory backend's one file, `state.bin`.
+    /// One canonical file, `state.bin` ([`crate::canonical`]): the memory
+    /// backend's snapshots and every savepoint.
     Full,
     /// A RocksDB checkpoint directory: its SST files (shared between
     /// incremental checkpoints) and its own metadata files.
@@ -62,12 +52,25 @@ pub struct LocalSnapshot {
     pub files: Vec<SnapshotFile>,
 }
 
+/// A snapshot of `backend` into the empty directory `dir`: its own kind,
+/// or, `portable` (a savepoint's), one canonical file.
+pub fn take<B: crate::StateBackend + ?Sized>(
+    backend: &mut B,
+    dir: &std::path::Path,
+    portable: bool,
+) -> anyhow::Result<LocalSnapshot> {
+    if portable {
+        backend.savepoint(dir)
+    } else {
+        backend.snapshot(dir)
+    }
+}
+
 /// The key groups a restored backend keeps.
 pub type KeyGroups = Range<u32>;
 
-pub(crate) const MAGIC: &[u8] = b"WEIRSTATE1";
-
-/// Encoding helpers for the memory backend's file.
+/// Encoding helpers for the files beside a RocksDB snapshot.
+#[cfg(feature = "rocksdb")]
 pub(crate) mod codec {
     pub fn u32(out: &mut Vec<u8>, n: u32) {
         out.extend_from_slice(&n.to_be_bytes());

@@ -522,7 +522,9 @@ fn memory() -> Subject {
         _dir: None,
         restore: |snap, _| {
             assert_eq!(snap.format, SnapshotFormat::Full);
-            Box::new(MemoryStateBackend::restore(&snap.files[0].path, 0..128).unwrap())
+            Box::new(
+                MemoryStateBackend::restore(&[snap.files[0].path.clone()], 128, 0..128).unwrap(),
+            )
         },
     }
 }
@@ -570,7 +572,87 @@ suite!(
     a_snapshot_holds_everything_and_reads_back,
     many_values_read_back_their_newest_versions,
     timers_registered_across_snapshots_fire_once,
+    a_savepoint_restores_into_either_backend_at_any_parallelism,
 );
+
+/// A savepoint of either backend is one canonical file that restores into
+/// either backend, split by key groups over any number of subtasks: every
+/// entry and timer in exactly one of them.
+fn a_savepoint_restores_into_either_backend_at_any_parallelism(mut s: Subject) {
+    let b = &mut s.backend;
+    let v = b.register("v", StateKind::Value).unwrap();
+    let l = b.register("l", StateKind::List).unwrap();
+    let m = b.register("m", StateKind::Map).unwrap();
+    for i in 0..500 {
+        let k = format!("k{i}");
+        b.apply_all(
+            vec![
+                put(v, &k, &i.to_string()),
+                StateOp::AppendList {
+                    target: key(l, &k),
+                    values: bytes(&["a", &k]),
+                },
+                StateOp::PutEntry {
+                    target: key(m, &k),
+                    map_key: b"x".to_vec(),
+                    value: k.as_bytes().to_vec(),
+                },
+                StateOp::PutEntry {
+                    target: key(m, &k),
+                    map_key: b"y".to_vec(),
+                    value: b"2".to_vec(),
+                },
+            ],
+            vec![TimerOp::Register(timer(&k, i, TimeDomain::EventTime))],
+        )
+        .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let snap = b.savepoint(dir.path()).unwrap();
+    assert_eq!(snap.format, SnapshotFormat::Full);
+    assert!(weir_state::canonical::is_state_file(&snap.files[0].path));
+    let files = vec![snap.files[0].path.clone()];
+    let rocks = tempfile::tempdir().unwrap();
+    for parallelism in [1u32, 2, 3] {
+        let mut parts: Vec<Box<dyn StateBackend>> = Vec::new();
+        for i in 0..parallelism {
+            let groups = weir_model::keygroup::key_groups_of(i, 128, parallelism);
+            // Memory and RocksDB in turn.
+            let mut into: Box<dyn StateBackend> = if i % 2 == 0 {
+                Box::new(MemoryStateBackend::with_key_groups(128))
+            } else {
+                let db = rocks.path().join(format!("{parallelism}-{i}"));
+                Box::new(RocksDbStateBackend::open(&db, 128).unwrap())
+            };
+            weir_state::canonical::restore(&mut *into, 128, &files, &groups).unwrap();
+            parts.push(into);
+        }
+        let mut timers = 0;
+        for p in &mut parts {
+            // Ids come from the file: the names match, whatever order.
+            assert_eq!(p.register("m", StateKind::Map).unwrap(), m);
+            timers += p
+                .take_due_timers(TimeDomain::EventTime, i64::MAX, 10_000)
+                .unwrap()
+                .len();
+        }
+        assert_eq!(timers, 500);
+        for i in 0..500 {
+            let k = format!("k{i}");
+            let owner = weir_model::keygroup::subtask_for_key(k.as_bytes(), 128, parallelism);
+            for (j, p) in parts.iter().enumerate() {
+                let value = p.get_value(v, k.as_bytes()).unwrap();
+                if j as u32 == owner {
+                    assert_eq!(value, Some(i.to_string().into_bytes()));
+                    assert_eq!(p.get_list(l, k.as_bytes()).unwrap(), bytes(&["a", &k]));
+                    assert_eq!(p.get_entries(m, k.as_bytes()).unwrap().len(), 2);
+                } else {
+                    assert_eq!(value, None, "{k} in subtask {j} of {parallelism}");
+                }
+            }
+        }
+    }
+}
 
 /// A restore keeps only the key groups it is given (rescaling).
 #[test]
@@ -585,8 +667,8 @@ fn a_memory_restore_keeps_its_key_groups() {
     let dir = tempfile::tempdir().unwrap();
     let snap = b.snapshot(dir.path()).unwrap();
     let (mut low, mut high) = (
-        MemoryStateBackend::restore(&snap.files[0].path, 0..8).unwrap(),
-        MemoryStateBackend::restore(&snap.files[0].path, 8..16).unwrap(),
+        MemoryStateBackend::restore(&[snap.files[0].path.clone()], 16, 0..8).unwrap(),
+        MemoryStateBackend::restore(&[snap.files[0].path.clone()], 16, 8..16).unwrap(),
     );
     for i in 0..100 {
         let k = format!("k{i}");
@@ -613,7 +695,12 @@ fn a_memory_restore_keeps_its_key_groups() {
     assert_eq!(timers, 100);
     // Garbage is an error, not a panic.
     std::fs::write(dir.path().join("bad"), b"WEIRSTATE1\0\0").unwrap();
-    assert!(MemoryStateBackend::restore(&dir.path().join("bad"), 0..16).is_err());
+    assert!(MemoryStateBackend::restore(&[dir.path().join("bad")], 16, 0..16).is_err());
+    // A file of another max parallelism is refused, naming both.
+    let e = MemoryStateBackend::restore(&[snap.files[0].path.clone()], 32, 0..32)
+        .err()
+        .unwrap();
+    assert!(format!("{e:#}").contains("max parallelism of 16"), "{e:#}");
 }
 
 /// What RocksDB keeps survives closing and opening its directory again

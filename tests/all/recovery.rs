@@ -163,6 +163,7 @@ async fn restored_counts_go_on_from_the_checkpoint(backend: StateBackendKind) {
         triggered_at_ms: barrier.timestamp_ms,
         completed_at_ms: weir_host::now_ms(),
         subtasks,
+        predecessor: None,
     };
 
     // Attempt 1, from checkpoint 1.

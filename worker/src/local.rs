@@ -259,34 +259,37 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     let codec = codecs.output(v.id, None);
                     let size = graph.file_sizes.get(&v.id).copied();
                     let opened = (|| {
-                        let mut source = crate::connectors::open_source(
-                            config,
-                            crate::connectors::SourceContext {
-                                subtask: s,
-                                parallelism: v.parallelism,
-                                codec,
-                                size,
-                                ty: v.output_type.as_ref(),
-                                errors: v.errors,
-                            },
-                        )
-                        .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?;
-                        if let Some(r) = &job.restore {
-                            let positions = r.positions(t.id, s, v.id);
-                            if r.finished(t.id, s) {
+                        let cx = crate::connectors::SourceContext {
+                            subtask: s,
+                            parallelism: v.parallelism,
+                            codec,
+                            size,
+                            ty: v.output_type.as_ref(),
+                            errors: v.errors,
+                        };
+                        let source = match &job.restore {
+                            None => crate::connectors::open_source(config, cx)
+                                .map_err(|e| anyhow::anyhow!("source `{}`: {e:#}", v.name))?,
+                            Some(r) if r.finished(t.id, s) => {
                                 // It had read all its input: it reads nothing
                                 // more, and keeps its final positions.
-                                source = Box::new(crate::connectors::Finished::at(positions));
-                            } else {
-                                source.restore(&positions).map_err(|e| {
-                                    anyhow::anyhow!(
-                                        "source `{}`: restoring checkpoint {}: {e:#}",
-                                        v.name,
-                                        r.checkpoint.id
-                                    )
-                                })?;
+                                Box::new(crate::connectors::Finished::at(
+                                    r.positions(t.id, s, v.id),
+                                ))
                             }
-                        }
+                            Some(r) => crate::connectors::open_restored(
+                                config,
+                                cx,
+                                &r.positions(t.id, s, v.id),
+                            )
+                            .map_err(|e| {
+                                anyhow::anyhow!(
+                                    "source `{}`: restoring checkpoint {}: {e:#}",
+                                    v.name,
+                                    r.checkpoint.id
+                                )
+                            })?,
+                        };
                         Ok::<_, anyhow::Error>(source)
                     })();
                     // Subtasks already started stop with the job.
@@ -364,13 +367,13 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                 NodeOp::Operator(factory.create(&graph, vertex, s)?)
                             }
                             VertexKind::Sink(config) => {
-                                if let Some(r) = &restore
-                                    && let Some(h) = r.sink_handle(task_id, s, v)
-                                {
-                                    pending_commits
-                                        .entry(r.checkpoint.id)
-                                        .or_insert_with(Vec::new)
-                                        .push((nodes.len(), h));
+                                if let Some(r) = &restore {
+                                    for h in r.sink_handles(task_id, s, v) {
+                                        pending_commits
+                                            .entry(r.checkpoint.id)
+                                            .or_insert_with(Vec::new)
+                                            .push((nodes.len(), h));
+                                    }
                                 }
                                 match sink {
                                     Some(shared) => NodeOp::Sink(shared.subtask()),
@@ -382,6 +385,9 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                                                 subtask: s,
                                                 attempt,
                                                 restored: restore.as_ref().map(|r| r.checkpoint.id),
+                                                predecessor: restore
+                                                    .as_ref()
+                                                    .and_then(|r| r.predecessor()),
                                                 format: input.clone(),
                                             },
                                         )

@@ -70,10 +70,15 @@ pub trait StreamOperator: Send {
     }
 
     /// The synchronous part of a snapshot of its keyed state, as files in
-    /// the empty directory `dir`; `None` for an operator without keyed
-    /// state.
-    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
-        let _ = dir;
+    /// the empty directory `dir` — `portable` (a savepoint's): in the
+    /// canonical format, whatever the backend; `None` for an operator
+    /// without keyed state.
+    fn snapshot(
+        &mut self,
+        dir: &std::path::Path,
+        portable: bool,
+    ) -> anyhow::Result<Option<LocalSnapshot>> {
+        let _ = (dir, portable);
         Ok(None)
     }
 }
@@ -138,11 +143,15 @@ impl StreamOperator for WasmOperator {
         self.0.metrics()
     }
 
-    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
+    fn snapshot(
+        &mut self,
+        dir: &std::path::Path,
+        portable: bool,
+    ) -> anyhow::Result<Option<LocalSnapshot>> {
         if !self.1 {
             return Ok(None);
         }
-        self.0.backend_mut().snapshot(dir).map(Some)
+        weir_state::snapshot::take(self.0.backend_mut(), dir, portable).map(Some)
     }
 }
 

@@ -69,35 +69,54 @@ impl StateSetup {
         subtask: u32,
         parallelism: u32,
     ) -> anyhow::Result<Box<dyn StateBackend>> {
-        let restored = self
-            .restore
-            .as_ref()
-            .and_then(|r| r.operator(vertex, subtask).map(|(f, d)| (r, f, d)));
+        let restored = match &self.restore {
+            Some(r) => r.operator(vertex, subtask),
+            None => Vec::new(),
+        };
+        let id = self.restore.as_ref().map_or(0, |r| r.checkpoint.id);
         let groups = key_groups_of(subtask, self.max_parallelism, parallelism);
-        Ok(match (self.backend, restored) {
-            (StateBackendKind::Memory, None) => {
+        // Canonical files (a savepoint's, the memory backend's) restore
+        // into either backend, by key group.
+        let canonical: Option<Vec<PathBuf>> = restored
+            .iter()
+            .map(|(f, d)| (*f == "full").then(|| d.join(weir_state::canonical::FILE)))
+            .collect();
+        Ok(match (self.backend, &restored[..], canonical) {
+            (StateBackendKind::Memory, [], _) => {
                 Box::new(MemoryStateBackend::with_key_groups(self.max_parallelism))
             }
-            (StateBackendKind::Memory, Some((_, "full", dir))) => {
-                Box::new(MemoryStateBackend::restore(&dir.join("state.bin"), groups)?)
-            }
-            (StateBackendKind::RocksDb, restored) => {
+            (StateBackendKind::Memory, _, Some(files)) => Box::new(MemoryStateBackend::restore(
+                &files,
+                self.max_parallelism,
+                groups,
+            )?),
+            (StateBackendKind::Memory, _, None) => anyhow::bail!(
+                "checkpoint {id} holds this operator's state in RocksDB's own format; the job now keeps it in memory (a savepoint's state restores into either backend)"
+            ),
+            (StateBackendKind::RocksDb, restored, canonical) => {
                 let n = self.instances.fetch_add(1, Ordering::Relaxed);
                 let dir = self.dir.join(format!("{vertex}-{subtask}-{n}"));
-                match restored {
-                    None => {}
-                    Some((_, "rocksdb", from)) => link_files(from, &dir)?,
-                    Some((r, format, _)) => anyhow::bail!(
-                        "checkpoint {} holds this operator's state in the {format} format; the job now keeps it in rocksdb",
-                        r.checkpoint.id
+                match (restored, canonical) {
+                    ([], _) => open_rocksdb(&dir, self.max_parallelism)?,
+                    ([("rocksdb", from)], _) => {
+                        link_files(from, &dir)?;
+                        open_rocksdb(&dir, self.max_parallelism)?
+                    }
+                    (_, Some(files)) => {
+                        let mut b = open_rocksdb(&dir, self.max_parallelism)?;
+                        weir_state::canonical::restore(
+                            &mut *b,
+                            self.max_parallelism,
+                            &files,
+                            &groups,
+                        )?;
+                        b
+                    }
+                    _ => anyhow::bail!(
+                        "checkpoint {id} holds this operator's state in several RocksDB databases, which a restore does not merge (a savepoint's state restores at any parallelism)"
                     ),
                 }
-                open_rocksdb(&dir, self.max_parallelism)?
             }
-            (StateBackendKind::Memory, Some((r, format, _))) => anyhow::bail!(
-                "checkpoint {} holds this operator's state in the {format} format; the job now keeps it in memory",
-                r.checkpoint.id
-            ),
         })
     }
 

@@ -692,6 +692,9 @@ impl Subtask {
                 _ => None,
             };
         let mut commits = Vec::new();
+        // A savepoint's state is portable: canonical files, whatever the
+        // backend.
+        let portable = barrier.kind == weir_model::CheckpointKind::Savepoint;
         for (i, node) in self.nodes.iter_mut().enumerate() {
             match &mut node.op {
                 NodeOp::Sink(sink) => {
@@ -710,7 +713,7 @@ impl Subtask {
                     if let Some(dir) = &dir {
                         let into = dir.join(node.vertex.to_string());
                         std::fs::create_dir_all(&into)?;
-                        if let Some(local) = op.snapshot(&into).map_err(|e| {
+                        if let Some(local) = op.snapshot(&into, portable).map_err(|e| {
                             anyhow::anyhow!(
                                 "operator `{}` ({}): snapshot of checkpoint {}: {e:#}",
                                 node.name,

@@ -67,7 +67,13 @@ struct Inner {
     /// change, so later checkpoints do not wait for them (they may have
     /// ended) and hold this handle for them.
     finished: BTreeMap<(usize, u32), TaskStateHandle>,
+    /// Who waits for each savepoint in flight, and whether it stops the
+    /// job.
+    savepoints: BTreeMap<u64, (SavepointWaiter, bool)>,
 }
+
+/// Told how a savepoint ended: its metadata, or why it failed.
+pub type SavepointWaiter = tokio::sync::oneshot::Sender<Result<CheckpointMetadata, String>>;
 
 /// What a finished subtask's handle holds in the checkpoints after its
 /// end: its sources' final positions and its sinks' final pre-commits.
@@ -91,6 +97,10 @@ pub struct CheckpointCoordinator {
     pub stats: Arc<std::sync::Mutex<CheckpointStats>>,
     stop: Notify,
     stopped: std::sync::atomic::AtomicBool,
+    /// A savepoint that stops the job is in flight: no checkpoint is
+    /// triggered after it (its sinks would commit output that the job
+    /// started from the savepoint writes again).
+    halted: std::sync::atomic::AtomicBool,
 }
 
 fn now_ms() -> i64 {
@@ -142,6 +152,7 @@ impl CheckpointCoordinator {
                 registry,
                 last_completed: None,
                 finished,
+                savepoints: BTreeMap::new(),
             }),
             config,
             topology,
@@ -150,6 +161,7 @@ impl CheckpointCoordinator {
             stats,
             stop: Notify::new(),
             stopped: Default::default(),
+            halted: Default::default(),
         });
         let looping = me.clone();
         tokio::spawn(async move { looping.run().await });
@@ -196,7 +208,7 @@ impl CheckpointCoordinator {
                 return;
             }
             self.abort_expired().await;
-            if Instant::now() < next {
+            if Instant::now() < next || self.halted.load(std::sync::atomic::Ordering::Relaxed) {
                 continue;
             }
             let ready = {
@@ -263,6 +275,35 @@ impl CheckpointCoordinator {
     /// reaches every source subtask that runs, finished ones included (a
     /// finished subtask ends once a checkpoint after its end completes).
     pub async fn trigger(&self) -> Option<u64> {
+        self.trigger_kind(CheckpointKind::Checkpoint, None).await
+    }
+
+    /// Trigger a savepoint now (whatever the interval and the checkpoints
+    /// in flight): `waiter` is told its metadata once it completes, or why
+    /// it failed. A savepoint taken to `stop` the job is the job's last
+    /// checkpoint: it completes as any checkpoint does (its sinks commit)
+    /// and no checkpoint is triggered after it, unless it fails. Any other
+    /// savepoint changes nothing of the job's checkpoints: it does not
+    /// subsume them, nor is it restored after a failure, and its sinks'
+    /// pre-commits are committed with the next checkpoint.
+    pub async fn trigger_savepoint(&self, stop: bool, waiter: SavepointWaiter) {
+        if self.is_stopped() {
+            let _ = waiter.send(Err("the job's attempt is ending".into()));
+            return;
+        }
+        if stop {
+            self.halted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.trigger_kind(CheckpointKind::Savepoint, Some((waiter, stop)))
+            .await;
+    }
+
+    async fn trigger_kind(
+        &self,
+        kind: CheckpointKind,
+        waiter: Option<(SavepointWaiter, bool)>,
+    ) -> Option<u64> {
         let barrier = {
             let mut inner = self.inner.lock().await;
             let id = inner.next_id;
@@ -270,9 +311,12 @@ impl CheckpointCoordinator {
             let barrier = Barrier {
                 id,
                 timestamp_ms: now_ms(),
-                kind: CheckpointKind::Checkpoint,
+                kind,
                 mode: self.config.mode,
             };
+            if let Some(w) = waiter {
+                inner.savepoints.insert(id, w);
+            }
             let mut pending = PendingCheckpoint::new(
                 barrier,
                 self.topology
@@ -445,7 +489,19 @@ impl CheckpointCoordinator {
                     state: state.clone(),
                 })
                 .collect(),
+            predecessor: None,
         };
+        let waiter = inner.savepoints.remove(&id);
+        if let Some((waiter, false)) = waiter {
+            // An intermediate savepoint: nothing of the job's checkpoints
+            // changes; its files stay until the savepoint is written out.
+            drop(inner);
+            self.record_completed(&pending);
+            tracing::info!(job = %self.topology.job, checkpoint = id, "savepoint completed");
+            let _ = waiter.send(Ok(metadata));
+            return;
+        }
+        let stop_waiter = waiter.map(|(w, _)| w);
         // Written beside its place and then renamed into it: a write that
         // fails half-way (a store that is not atomic) never leaves a torn
         // `_metadata`, which a restarted coordinator would take for a
@@ -471,7 +527,13 @@ impl CheckpointCoordinator {
             unused.push(writing);
             drop(inner);
             self.delete(unused).await;
-            self.failed(&pending, format!("writing its metadata: {e:#}"));
+            let why = format!("writing its metadata: {e:#}");
+            self.failed(&pending, why.clone());
+            if let Some(w) = stop_waiter {
+                self.halted
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                let _ = w.send(Err(why));
+            }
             return;
         }
         inner.registry.register(&metadata);
@@ -489,7 +551,7 @@ impl CheckpointCoordinator {
             }
             inner.finished.insert(key, state);
         }
-        let subsumed = inner.completed.add(metadata);
+        let subsumed = inner.completed.add(metadata.clone());
         let mut unused = Vec::new();
         for old in &subsumed {
             unused.extend(old.files().filter(|f| !f.shared).map(|f| f.path.clone()));
@@ -497,27 +559,38 @@ impl CheckpointCoordinator {
             unused.push(CheckpointMetadata::path(&old.job, old.id));
         }
         inner.last_completed = Some(Instant::now());
-        // Completing a checkpoint subsumes the older ones still pending.
-        let older: Vec<u64> = inner.pending.range(..id).map(|(k, _)| *k).collect();
+        // Completing a checkpoint subsumes the older ones still pending
+        // (savepoints are waited for: someone asked for each).
+        let older: Vec<u64> = inner
+            .pending
+            .range(..id)
+            .filter(|(_, p)| p.barrier.kind != CheckpointKind::Savepoint)
+            .map(|(k, _)| *k)
+            .collect();
         drop(inner);
-        {
-            let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-            stats.counts.in_progress = stats.counts.in_progress.saturating_sub(1);
-            stats.counts.completed += 1;
-            stats.record(self.summary(
-                &pending.barrier,
-                Some(&pending),
-                CheckpointStatus::Completed,
-                None,
-            ));
-        }
+        self.record_completed(&pending);
         tracing::info!(job = %self.topology.job, checkpoint = id, "checkpoint completed");
         self.gateway.notify_complete(id).await;
+        if let Some(w) = stop_waiter {
+            let _ = w.send(Ok(metadata));
+        }
         for old in older {
             self.abort(old, &format!("subsumed by checkpoint {id}"))
                 .await;
         }
         self.delete(unused).await;
+    }
+
+    fn record_completed(&self, pending: &PendingCheckpoint) {
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.counts.in_progress = stats.counts.in_progress.saturating_sub(1);
+        stats.counts.completed += 1;
+        stats.record(self.summary(
+            &pending.barrier,
+            Some(pending),
+            CheckpointStatus::Completed,
+            None,
+        ));
     }
 
     /// A subtask could not take its part of checkpoint `id`.
@@ -535,7 +608,16 @@ impl CheckpointCoordinator {
             .values()
             .flat_map(|s| Self::unshared(&inner.registry, s))
             .collect();
+        let waiter = inner.savepoints.remove(&id);
         drop(inner);
+        if let Some((w, stop)) = waiter {
+            if stop {
+                // The job goes on taking checkpoints.
+                self.halted
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            let _ = w.send(Err(why.to_owned()));
+        }
         tracing::warn!(job = %self.topology.job, checkpoint = id, "checkpoint aborted: {why}");
         self.failed(&pending, why.to_owned());
         self.delete(unused).await;

@@ -28,6 +28,7 @@ mod gateway;
 mod reports;
 mod restart;
 mod runner;
+mod savepoints;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -44,7 +45,7 @@ use weir_model::proto::{JobComponent, SubtaskMetrics};
 
 use gateway::{cancel_now, cancel_on};
 pub use reports::ReportsService;
-pub use runner::{Done, Events, Execution, ExecutionEvent, JobRunner, Resume};
+pub use runner::{Done, Events, Execution, ExecutionEvent, JobRunner, Resume, SavepointStart};
 
 use crate::checkpoint::completed::{StoredCheckpoints, read_back};
 use crate::checkpoint::{CheckpointCoordinator, CheckpointStats};
@@ -262,27 +263,42 @@ impl JobRunner for Arc<JobMasters> {
         done: Done,
         events: Events,
     ) -> Result<Execution, CoordinatorError> {
-        let (master, running) = self
-            .prepare(id, graph, components, done, events, 0, 1, false)
-            .await?;
-        // Deployed in a task of its own: a submission whose client goes
-        // away does not leave a deployment half-done.
-        let me = self.clone();
-        let job = id.to_owned();
-        let deployed = tokio::spawn(async move {
-            let deployed = me.deploy(&job, 0, None, Vec::new(), false).await;
-            if deployed.is_err() {
-                // Nothing half-started: the job was never accepted.
-                me.forget(&job);
-                master.lock().await.done.take();
-            }
-            deployed
-        })
+        self.start_at(id, graph, components, done, events, None, 1)
+            .await
+    }
+
+    async fn start_from(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        components: Vec<JobComponent>,
+        done: Done,
+        events: Events,
+        from: SavepointStart,
+    ) -> Result<Execution, CoordinatorError> {
+        let plan =
+            crate::savepoint::plan_restore(&from.metadata, &graph, id, from.allow_non_restored)?;
+        self.import_savepoint(&graph, &from.dir, &plan).await?;
+        let first = self.first_id_after(&from.metadata).await;
+        self.start_at(
+            id,
+            graph,
+            components,
+            done,
+            events,
+            Some(plan.checkpoint),
+            first,
+        )
         .await
-        .map_err(|e| CoordinatorError::internal(format!("deploying: {e}")))?;
-        deployed?;
-        self.watch_cancel(id, running.cancel.clone());
-        Ok(running)
+    }
+
+    async fn savepoint(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+        stop: bool,
+    ) -> Result<weir_model::savepoint::SavepointMetadata, CoordinatorError> {
+        JobMasters::savepoint(self, id, dir, stop).await
     }
 
     async fn resume(
@@ -351,6 +367,53 @@ impl JobRunner for Arc<JobMasters> {
 }
 
 impl JobMasters {
+    /// Start job `id`: its first attempt, from `restore` if given (a
+    /// savepoint made its first checkpoint), its checkpoint ids from
+    /// `first_checkpoint_id`.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_at(
+        self: &Arc<Self>,
+        id: &str,
+        graph: JobGraph,
+        components: Vec<JobComponent>,
+        done: Done,
+        events: Events,
+        restore: Option<CheckpointMetadata>,
+        first_checkpoint_id: u64,
+    ) -> Result<Execution, CoordinatorError> {
+        let (master, running) = self
+            .prepare(
+                id,
+                graph,
+                components,
+                done,
+                events,
+                0,
+                first_checkpoint_id,
+                false,
+            )
+            .await?;
+        // Deployed in a task of its own: a submission whose client goes
+        // away does not leave a deployment half-done.
+        let me = self.clone();
+        let job = id.to_owned();
+        let deployed = tokio::spawn(async move {
+            let retained: Vec<CheckpointMetadata> = restore.iter().cloned().collect();
+            let deployed = me.deploy(&job, 0, restore, retained, false).await;
+            if deployed.is_err() {
+                // Nothing half-started: the job was never accepted.
+                me.forget(&job);
+                master.lock().await.done.take();
+            }
+            deployed
+        })
+        .await
+        .map_err(|e| CoordinatorError::internal(format!("deploying: {e}")))?;
+        deployed?;
+        self.watch_cancel(id, running.cancel.clone());
+        Ok(running)
+    }
+
     /// Make job `id`'s master before its first deployment (a fast worker
     /// may report at once): what every attempt deploys, its counters and
     /// subtasks, at `attempt` (the restarts so far); its checkpoint ids

@@ -71,6 +71,18 @@ pub struct Resume {
     pub attempt: u32,
 }
 
+/// A savepoint a job starts from.
+#[derive(Debug, Clone)]
+pub struct SavepointStart {
+    /// Its directory.
+    pub dir: std::path::PathBuf,
+    /// Its metadata, read from there.
+    pub metadata: weir_model::savepoint::SavepointMetadata,
+    /// Whether state of the savepoint that no vertex of the job claims may
+    /// be dropped.
+    pub allow_non_restored: bool,
+}
+
 /// Runs jobs. It reports the end of a job through `done`.
 #[tonic::async_trait]
 pub trait JobRunner: Send + Sync {
@@ -85,6 +97,40 @@ pub trait JobRunner: Send + Sync {
         done: Done,
         events: Events,
     ) -> Result<Execution, CoordinatorError>;
+
+    /// Start job `id` as [`JobRunner::start`] does, from the savepoint
+    /// `from`.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_from(
+        &self,
+        id: &str,
+        graph: JobGraph,
+        components: Vec<JobComponent>,
+        done: Done,
+        events: Events,
+        from: SavepointStart,
+    ) -> Result<Execution, CoordinatorError> {
+        let _ = (id, graph, components, done, events, from);
+        Err(CoordinatorError::unprocessable(
+            "cannot_restore",
+            "this runner cannot start a job from a savepoint",
+        ))
+    }
+
+    /// Take a savepoint of running job `id` into `dir` (and, with `stop`,
+    /// stop the job after it): its metadata, once written.
+    async fn savepoint(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+        stop: bool,
+    ) -> Result<weir_model::savepoint::SavepointMetadata, CoordinatorError> {
+        let _ = (id, dir, stop);
+        Err(CoordinatorError::unprocessable(
+            "no_checkpoints",
+            "this runner takes no savepoints",
+        ))
+    }
 
     /// Resume job `id`, which ran when the coordinator stopped, as
     /// `resume` says; as [`JobRunner::start`] otherwise, except that the

@@ -50,6 +50,9 @@ pub(crate) struct Owners<'a> {
     pub(crate) job: &'a str,
     /// Every job the coordinator knows, with whether it has ended.
     pub(crate) known: &'a std::collections::BTreeMap<String, bool>,
+    /// The job whose savepoint the job starts from: its sinks' output
+    /// passes to the job once it has ended (the job goes on writing it).
+    pub(crate) predecessor: Option<&'a str>,
 }
 
 /// The claim file of a sink's `target`: `.owner` in a directory of part
@@ -72,8 +75,9 @@ fn claim_path(target: &Path, directory: bool) -> PathBuf {
 enum Claimed {
     /// Made now.
     Made(PathBuf),
-    /// Handed over from an ended job (its id).
-    HandedOver(PathBuf, String),
+    /// Handed over from an ended job (its id), whose output this job goes
+    /// on from (its savepoint's) or not.
+    HandedOver(PathBuf, String, bool),
 }
 
 /// Claim `target` for `owners.job`: create its claim file exclusively, or,
@@ -112,13 +116,19 @@ fn claim(
     let shown = target.display();
     let ended = owners.known.get(&owner).copied();
     let removed = !directory && !target.exists() && ended != Some(false);
+    let inherited = owners.predecessor == Some(owner.as_str());
     match ended {
-        Some(true) if overwrite || removed => {}
+        Some(true) if overwrite || removed || inherited => {}
         None if removed => {}
         Some(true) => {
             return Err(conflict(format!(
                 "{what}: {shown} belongs to job {owner}, which has ended: remove it (and its claim {}), give another path, or write `mode = \"overwrite\"` on the sink",
                 path.display()
+            )));
+        }
+        Some(false) if inherited => {
+            return Err(conflict(format!(
+                "{what}: {shown} belongs to job {owner}, whose savepoint this job starts from, and which has not ended: stop it first (`weir stop`), so that one job writes there"
             )));
         }
         Some(false) => {
@@ -153,7 +163,7 @@ fn claim(
             )));
         }
         std::fs::write(&path, owners.job).map_err(|e| io_error(&path, e))?;
-        Ok(Claimed::HandedOver(path.clone(), owner.clone()))
+        Ok(Claimed::HandedOver(path.clone(), owner.clone(), inherited))
     })();
     let _ = std::fs::remove_file(&handover);
     result
@@ -235,9 +245,20 @@ pub(crate) fn prepare_sinks(
                 target.parent().unwrap_or(Path::new("/")).to_owned()
             };
             std::fs::create_dir_all(&home).map_err(|e| io_error(&home, e))?;
-            match claim(&what, &target, directory, *overwrite, owners)? {
-                Claimed::Made(c) => made.made.push(c),
-                Claimed::HandedOver(c, owner) => made.handed_over.push((c, owner)),
+            let inherited = match claim(&what, &target, directory, *overwrite, owners)? {
+                Claimed::Made(c) => {
+                    made.made.push(c);
+                    false
+                }
+                Claimed::HandedOver(c, owner, inherited) => {
+                    made.handed_over.push((c, owner));
+                    inherited
+                }
+            };
+            if inherited {
+                // The savepoint's job wrote its output there: this job
+                // goes on from it, and its committed parts stay.
+                continue;
             }
             if directory {
                 prepare_parts(&what, &target, *overwrite, how)?;

@@ -35,13 +35,17 @@ use crate::{Submission, plan};
 pub struct Jobs {
     store: JobStore,
     bundles: Arc<BundleStore>,
-    runner: Box<dyn JobRunner>,
+    pub(super) runner: Box<dyn JobRunner>,
     /// The directories jobs' connectors may reach.
-    allowed: AllowedDirs,
+    pub(super) allowed: AllowedDirs,
     entries: RwLock<BTreeMap<String, Lifecycle>>,
     next: AtomicU64,
     /// Every job's metrics and their history.
     pub metrics: crate::metrics::Metrics,
+    /// The savepoints the API triggered.
+    pub(super) triggers: crate::savepoint::triggers::Triggers,
+    /// Where savepoints go when their trigger names no directory.
+    pub(super) savepoints_dir: std::path::PathBuf,
 }
 
 fn unknown(id: &str) -> CoordinatorError {
@@ -103,6 +107,8 @@ impl Jobs {
             entries: RwLock::new(entries),
             next: AtomicU64::new(0),
             metrics: Default::default(),
+            triggers: Default::default(),
+            savepoints_dir: data_dir.join("savepoints"),
         });
         // A sample of every running job's metrics a second, for rates and
         // the dashboard's charts; it stops with the last reference.
@@ -124,7 +130,7 @@ impl Jobs {
         self.store.persist(info).await
     }
 
-    fn new_id(&self) -> String {
+    pub(super) fn new_id(&self) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let seed = format!("{}-{}-{n}", weir_model::now_ms(), std::process::id());
         crate::blob::sha256_hex(seed.as_bytes())[..16].to_owned()
@@ -166,6 +172,10 @@ impl Jobs {
         request: JobRequest,
     ) -> Result<JobInfo, CoordinatorError> {
         let (graph, components) = self.plan(&request).await?;
+        let from = match &request.from_savepoint {
+            Some(path) => Some(self.savepoint_to_start(path, request.allow_non_restored_state)?),
+            None => None,
+        };
         let id = self.new_id();
         // The jobs that may own a sink's output, and whether each ended.
         let known: BTreeMap<String, bool> = self
@@ -178,6 +188,7 @@ impl Jobs {
         let owners = super::access::Owners {
             job: &id,
             known: &known,
+            predecessor: from.as_ref().map(|f| f.metadata.job.as_str()),
         };
         let made = super::access::prepare_sinks(&self.allowed, &graph, &owners)?;
         let info = JobInfo {
@@ -217,10 +228,18 @@ impl Jobs {
         );
 
         let (started, done, events) = self.follow(&id);
-        let execution = self
-            .runner
-            .start(&id, graph, components, done, events)
-            .await;
+        let execution = match from {
+            None => {
+                self.runner
+                    .start(&id, graph, components, done, events)
+                    .await
+            }
+            Some(from) => {
+                self.runner
+                    .start_from(&id, graph, components, done, events, from)
+                    .await
+            }
+        };
 
         let mut entries = self.entries.write().await;
         let Some(Lifecycle::Created(job)) = entries.remove(&id) else {
@@ -325,6 +344,10 @@ impl Jobs {
                 bundle: info.bundle.clone(),
                 parallelism: info.parallelism,
                 params: info.params.clone(),
+                // Its checkpoints (the savepoint's among them, if it
+                // started from one) are in the checkpoint storage.
+                from_savepoint: None,
+                allow_non_restored_state: false,
             })
             .await;
         let stopped = format!("the coordinator stopped while attempt {} ran", info.attempt);

@@ -5,6 +5,8 @@
 //!   of [`crate::job_state`].
 //! - [`view`]: what the REST API shows of a job ([`JobInfo`]) and takes for
 //!   one ([`JobRequest`]).
+//! - `savepoints`: savepoints triggered over the API, stopped jobs, and
+//!   the savepoint a submission starts from.
 //! - `access`: the files a job's connectors may reach, checked at submit,
 //!   and its sinks' files, made for it.
 //! - [`store`]: the job records under the data directory, so a restarted
@@ -13,6 +15,7 @@
 
 mod access;
 pub mod dispatcher;
+mod savepoints;
 pub mod store;
 pub mod view;
 

@@ -302,6 +302,35 @@ pub struct JobRequest {
     /// Job parameters.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// A savepoint's directory (on the coordinator's machine) to start
+    /// from: the job goes on with its state, at the parallelism and with
+    /// the code of this submission.
+    #[serde(default)]
+    pub from_savepoint: Option<String>,
+    /// Drop the savepoint's state that no vertex of this job claims (else
+    /// such a submission is refused).
+    #[serde(default)]
+    pub allow_non_restored_state: bool,
+}
+
+/// A savepoint's trigger (`POST /v1/jobs/{id}/savepoints`, and
+/// `POST /v1/jobs/{id}/stop`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavepointRequest {
+    /// The directory to write it into (on the coordinator's machine; it
+    /// must not hold a savepoint already); default: a new one under the
+    /// coordinator's data directory.
+    #[serde(default)]
+    pub directory: Option<String>,
+    /// The trigger's id, chosen by the client: triggering again with the
+    /// same id takes no second savepoint (a retry). Default: a new one.
+    #[serde(default)]
+    pub trigger_id: Option<String>,
+    /// (Stop only) send the maximal watermark first, so that every window
+    /// fires; not supported yet: refused.
+    #[serde(default)]
+    pub drain: bool,
 }
 
 /// A parallelism written as any whole JSON number.

@@ -698,6 +698,41 @@ impl StateBackend for RocksDbStateBackend {
         })
     }
 
+    fn export(&mut self, path: &Path) -> anyhow::Result<u64> {
+        // Everything in the database first (the cache's values, the
+        // buffered timers), then one pass over each family, in key order.
+        self.drain()?;
+        let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names)?;
+        let corrupt = || anyhow::anyhow!("a corrupt state key in {}", self.path.display());
+        for item in self.db().iterator_cf(self.cf(STATE), IteratorMode::Start) {
+            let (k, v) = item?;
+            if k.len() < 12 {
+                return Err(corrupt());
+            }
+            let state = u32::from_be_bytes(k[4..8].try_into().expect("4 bytes"));
+            let len = u32::from_be_bytes(k[8..12].try_into().expect("4 bytes")) as usize;
+            let key = k.get(12..12 + len).ok_or_else(corrupt)?;
+            let entry = match self.kind(state)? {
+                StateKind::Value => crate::canonical::EntryRef::Value(&v),
+                StateKind::List => crate::canonical::EntryRef::EncodedList(&v),
+                StateKind::Map => crate::canonical::EntryRef::MapEntry(&k[12 + len..], &v),
+            };
+            w.entry(state, key, entry)?;
+        }
+        for item in self.db().iterator_cf(self.cf(TIMERS), IteratorMode::Start) {
+            let (k, _) = item?;
+            if k.len() < 13 {
+                return Err(corrupt());
+            }
+            let domain = match k[4] {
+                0 => TimeDomain::EventTime,
+                _ => TimeDomain::ProcessingTime,
+            };
+            w.timer(domain, time_of(&k[5..13]), &k[13..])?;
+        }
+        w.finish()
+    }
+
     fn size(&self) -> StateSize {
         // RocksDB's estimates (from its files' properties and memtables, not
         // a walk of the data) plus the cache's new values.

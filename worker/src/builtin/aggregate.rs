@@ -451,8 +451,9 @@ impl StreamOperator for RunningAggregate {
     fn snapshot(
         &mut self,
         dir: &std::path::Path,
+        portable: bool,
     ) -> anyhow::Result<Option<weir_state::snapshot::LocalSnapshot>> {
-        self.backend.snapshot(dir).map(Some)
+        weir_state::snapshot::take(&mut *self.backend, dir, portable).map(Some)
     }
 }
 

@@ -20,9 +20,11 @@ use weir_model::checkpoint::{CheckpointMetadata, OperatorStateHandle, SplitPosit
 pub struct Restore {
     /// The checkpoint.
     pub checkpoint: CheckpointMetadata,
-    /// Per (vertex, subtask) with keyed state here: its format and the
-    /// directory its files were downloaded to.
-    operators: HashMap<(usize, u32), (String, PathBuf)>,
+    /// Per (vertex, subtask) with keyed state here: the format and the
+    /// directory of each of its handles' files (several when the subtask's
+    /// key groups come from several subtasks of a savepoint taken at
+    /// another parallelism).
+    operators: HashMap<(usize, u32), Vec<(String, PathBuf)>>,
 }
 
 impl Restore {
@@ -40,8 +42,8 @@ impl Restore {
             .iter()
             .filter(|s| here(s.task, s.subtask))
         {
-            for o in &s.state.operators {
-                let into = dir.join(format!("{}-{}", o.vertex, s.subtask));
+            for (i, o) in s.state.operators.iter().enumerate() {
+                let into = dir.join(format!("{}-{}-{i}", o.vertex, s.subtask));
                 tokio::fs::create_dir_all(&into).await?;
                 for f in &o.files {
                     let bytes = store
@@ -75,7 +77,10 @@ impl Restore {
                     }
                     tokio::fs::write(into.join(&f.name), &bytes).await?;
                 }
-                operators.insert((o.vertex, s.subtask), (o.format.clone(), into));
+                operators
+                    .entry((o.vertex, s.subtask))
+                    .or_insert_with(Vec::new)
+                    .push((o.format.clone(), into));
             }
         }
         Ok(Restore {
@@ -107,23 +112,34 @@ impl Restore {
     }
 
     /// What sink vertex `vertex` of subtask `subtask` of task `task`
-    /// pre-committed.
-    pub fn sink_handle(&self, task: usize, subtask: u32, vertex: usize) -> Option<Vec<u8>> {
+    /// pre-committed: one handle, or, restoring a savepoint taken at
+    /// another parallelism, those of the savepoint's subtasks given to it.
+    pub fn sink_handles(&self, task: usize, subtask: u32, vertex: usize) -> Vec<Vec<u8>> {
         self.checkpoint
             .subtasks
             .iter()
             .filter(|s| s.task == task && s.subtask == subtask)
             .flat_map(|s| s.state.sinks.iter())
-            .find(|(v, _)| *v == vertex)
+            .filter(|(v, _)| *v == vertex)
             .map(|(_, h)| h.clone())
+            .collect()
     }
 
-    /// The state of keyed operator `vertex`'s subtask `subtask`: its format
-    /// and its downloaded files' directory.
-    pub fn operator(&self, vertex: usize, subtask: u32) -> Option<(&str, &Path)> {
+    /// The state of keyed operator `vertex`'s subtask `subtask`: the format
+    /// and the downloaded files' directory of each of its handles (none
+    /// when it had no state).
+    pub fn operator(&self, vertex: usize, subtask: u32) -> Vec<(&str, &Path)> {
         self.operators
             .get(&(vertex, subtask))
-            .map(|(f, d)| (f.as_str(), d.as_path()))
+            .map(|hs| hs.iter().map(|(f, d)| (f.as_str(), d.as_path())).collect())
+            .unwrap_or_default()
+    }
+
+    /// The job whose savepoint this restore starts a new job from, when it
+    /// is not this job's own checkpoint: its sinks' output passes to this
+    /// job.
+    pub fn predecessor(&self) -> Option<&str> {
+        self.checkpoint.predecessor.as_deref()
     }
 
     /// The handles of every operator instance in the checkpoint (to seed

@@ -630,8 +630,19 @@ impl Source for KafkaReader {
     /// end it had, when bounded); one the checkpoint does not know came
     /// after it, and is read from its first message.
     fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
+        // Only its own partitions' positions: a restore at another
+        // parallelism hands every subtask all of them, and a position kept
+        // for a partition another subtask reads would go stale.
+        let (subtask, parallelism) = (self.subtask, self.parallelism);
+        let mine = |split: &str| {
+            split
+                .rsplit_once('/')
+                .and_then(|(topic, p)| Some((topic, p.parse::<i32>().ok()?)))
+                .is_none_or(|(topic, p)| owner(topic, p, parallelism) == subtask)
+        };
         self.pending = positions
             .iter()
+            .filter(|p| mine(&p.split))
             .map(|p| (p.split.clone(), p.clone()))
             .collect();
         let keys: Vec<(String, i32)> = self.partitions.keys().cloned().collect();

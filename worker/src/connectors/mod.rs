@@ -216,6 +216,123 @@ pub fn open_source(
     })
 }
 
+/// Open a source's subtask as `cx` says, resuming from `positions` (every
+/// position its vertex had in the checkpoint restored). A file's or a
+/// generator's splits are units of their own, `split j of n`: when the
+/// checkpoint was taken at another parallelism (a savepoint restored with a
+/// new one), the subtask reads the old splits `j` with `j % parallelism ==
+/// subtask`, each from its position. Kafka's subtasks pick their
+/// partitions' positions themselves.
+pub fn open_restored(
+    config: &SourceConfig,
+    cx: SourceContext<'_>,
+    positions: &[SplitPosition],
+) -> anyhow::Result<Box<dyn Source>> {
+    let splits: Option<Vec<(u32, u32)>> = positions
+        .iter()
+        .map(|p| split_of(config, &p.split))
+        .collect();
+    let rescaled = match &splits {
+        Some(s) => !s.is_empty() && s.iter().any(|&(_, n)| n != cx.parallelism.max(1)),
+        None => false,
+    };
+    if !rescaled {
+        let mut source = open_source(config, cx)?;
+        source.restore(positions)?;
+        return Ok(source);
+    }
+    let mut mine: Vec<(u32, u32)> = splits
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&(j, _)| j % cx.parallelism.max(1) == cx.subtask)
+        .collect();
+    mine.sort_unstable();
+    mine.dedup();
+    let mut parts = Vec::new();
+    for (j, n) in mine {
+        let mut part = open_source(
+            config,
+            SourceContext {
+                subtask: j,
+                parallelism: n,
+                ..cx
+            },
+        )?;
+        part.restore(positions)?;
+        parts.push(part);
+    }
+    Ok(Box::new(Splits {
+        parts,
+        ended: Vec::new(),
+        next: 0,
+    }))
+}
+
+/// The split a position names, as `(j, n)`, for connectors whose splits
+/// are numbered (files: `split j of n`; the generator: `j mod n`).
+fn split_of(config: &SourceConfig, split: &str) -> Option<(u32, u32)> {
+    let (j, n) = match config {
+        SourceConfig::TextFile(_) | SourceConfig::JsonLinesFile(_) => {
+            split.strip_prefix("split ")?.split_once(" of ")?
+        }
+        SourceConfig::Generator(_) => split.split_once(" mod ")?,
+        _ => return None,
+    };
+    let (j, n) = (j.parse().ok()?, n.parse().ok()?);
+    (j < n).then_some((j, n))
+}
+
+/// The old splits a subtask reads after a restore at another parallelism,
+/// a batch from each in turn.
+struct Splits {
+    parts: Vec<Box<dyn Source>>,
+    /// Splits read to their end.
+    ended: Vec<Box<dyn Source>>,
+    next: usize,
+}
+
+impl Source for Splits {
+    fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        while !self.parts.is_empty() {
+            let i = self.next % self.parts.len();
+            match self.parts[i].next_batch(max)? {
+                Some(batch) => {
+                    self.next = i + 1;
+                    return Ok(Some(batch));
+                }
+                None => {
+                    // Its positions stay in the snapshots: keep it, ended.
+                    let ended = self.parts.remove(i);
+                    self.ended.push(ended);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn snapshot(&self) -> Vec<SplitPosition> {
+        self.parts
+            .iter()
+            .chain(&self.ended)
+            .flat_map(|p| p.snapshot())
+            .collect()
+    }
+
+    fn restore(&mut self, positions: &[SplitPosition]) -> anyhow::Result<()> {
+        for p in &mut self.parts {
+            p.restore(positions)?;
+        }
+        Ok(())
+    }
+
+    fn take_rejected(&mut self) -> Vec<Undecodable> {
+        self.parts
+            .iter_mut()
+            .flat_map(|p| p.take_rejected())
+            .collect()
+    }
+}
+
 /// A sink subtask.
 ///
 /// With checkpoints, a sink takes part in a two-phase commit (Flink's
@@ -293,6 +410,9 @@ pub struct SinkContext<'a> {
     pub attempt: u32,
     /// The checkpoint the attempt starts from, if any.
     pub restored: Option<u64>,
+    /// The job whose savepoint the job started from, when its checkpoint
+    /// is that savepoint: its output passes to this job.
+    pub predecessor: Option<&'a str>,
     /// How its input's records are encoded.
     pub format: Format,
 }
@@ -337,6 +457,7 @@ pub fn open_subtask_sink(config: &SinkConfig, cx: SinkContext) -> anyhow::Result
                 cx.subtask,
                 cx.attempt,
                 cx.restored,
+                cx.predecessor,
             )?
             .with_format(cx.format),
         )),

@@ -51,6 +51,36 @@ pub struct PartFileSink {
     lines: Vec<u8>,
 }
 
+/// What a subtask pre-committed: its parts not committed yet, as
+/// (checkpoint, attempt), and the subtask that wrote them.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Handle {
+    /// The directory the parts are in (`None` in handles of earlier
+    /// versions: the sink's own).
+    #[serde(default)]
+    dir: Option<PathBuf>,
+    /// `None` in handles of earlier versions (a bare list of parts): the
+    /// subtask that restores it.
+    #[serde(default)]
+    subtask: Option<u32>,
+    parts: Vec<(u64, u32)>,
+}
+
+impl Handle {
+    fn parse(bytes: &[u8]) -> anyhow::Result<Handle> {
+        let bad = |e: serde_json::Error| anyhow::anyhow!("a part file sink's commit handle: {e}");
+        if bytes.first() == Some(&b'[') {
+            let parts = serde_json::from_slice(bytes).map_err(bad)?;
+            return Ok(Handle {
+                dir: None,
+                subtask: None,
+                parts,
+            });
+        }
+        serde_json::from_slice(bytes).map_err(bad)
+    }
+}
+
 fn name_of(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -60,13 +90,16 @@ fn name_of(path: &Path) -> String {
 impl PartFileSink {
     /// The sink of `subtask` in `dir` for attempt `attempt` of job `job`,
     /// which starts from checkpoint `restored` (`None`: from the
-    /// beginning). Fails if a newer attempt of the job writes there.
+    /// beginning), of its own or of the savepoint of job `predecessor`
+    /// (whose committed output stays: this job goes on from it). Fails if a
+    /// newer attempt of the job writes there.
     pub fn open(
         dir: &Path,
         job: &str,
         subtask: u32,
         attempt: u32,
         restored: Option<u64>,
+        predecessor: Option<&str>,
     ) -> anyhow::Result<PartFileSink> {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
@@ -83,13 +116,16 @@ impl PartFileSink {
             format: Default::default(),
             lines: Vec::new(),
         };
-        sink.fenced(true, |taken_over| {
-            if taken_over {
+        sink.fenced(true, |before| {
+            if before == sink.job || Some(before) == predecessor {
+                // This job, or the one it goes on from: what is committed
+                // stays, what was left uncommitted after the checkpoint
+                // goes.
+                sink.remove_stale(after)
+            } else {
                 // Another job wrote here before: its parts of this subtask
                 // make way for this job's.
                 sink.remove_subtask_files()
-            } else {
-                sink.remove_stale(after)
             }
         })?;
         Ok(sink)
@@ -103,12 +139,12 @@ impl PartFileSink {
 
     /// Run `f` holding the directory's fence, if this attempt is still the
     /// newest of its job to write here; with `take`, record it as the
-    /// newest (a new job takes the directory over). `f` is told whether
-    /// another job (or none) held the directory before.
+    /// newest (a new job takes the directory over). `f` is told which job
+    /// held the directory before (empty: none).
     fn fenced<T>(
         &self,
         take: bool,
-        f: impl FnOnce(bool) -> anyhow::Result<T>,
+        f: impl FnOnce(&str) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let path = self.dir.join(".fence");
         let mut file = OpenOptions::new()
@@ -148,7 +184,7 @@ impl PartFileSink {
             file.sync_all()?;
             self.sync_dir()?;
         }
-        f(!mine)
+        f(job)
     }
 
     /// Sync the directory: the names made or renamed in it are on disk.
@@ -202,18 +238,16 @@ impl PartFileSink {
         Ok(())
     }
 
-    /// Where attempt `attempt` keeps its part of `checkpoint` until the
-    /// commit (an older attempt still running cannot write over it).
-    fn pending(&self, checkpoint: u64, attempt: u32) -> PathBuf {
-        self.dir.join(format!(
-            ".part-{}-{checkpoint}-a{attempt}.pending",
-            self.subtask
-        ))
+    /// Where attempt `attempt` of subtask `subtask` keeps its part of
+    /// `checkpoint` until the commit (an older attempt still running cannot
+    /// write over it).
+    fn pending(&self, subtask: u32, checkpoint: u64, attempt: u32) -> PathBuf {
+        self.dir
+            .join(format!(".part-{subtask}-{checkpoint}-a{attempt}.pending"))
     }
 
-    fn visible(&self, checkpoint: u64) -> PathBuf {
-        self.dir
-            .join(format!("part-{}-{checkpoint}.jsonl", self.subtask))
+    fn visible(&self, subtask: u32, checkpoint: u64) -> PathBuf {
+        self.dir.join(format!("part-{subtask}-{checkpoint}.jsonl"))
     }
 
     /// Close the in-progress file as the pending part of `checkpoint`;
@@ -227,14 +261,19 @@ impl PartFileSink {
             .into_inner()
             .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
         file.sync_all()?;
-        std::fs::rename(&path, self.pending(checkpoint, self.attempt))?;
+        std::fs::rename(&path, self.pending(self.subtask, checkpoint, self.attempt))?;
         // Durable before the pre-commit is acknowledged.
         self.sync_dir()?;
         Ok(true)
     }
 
-    fn commit_part(&self, checkpoint: u64, attempt: u32) -> anyhow::Result<()> {
-        let (pending, visible) = (self.pending(checkpoint, attempt), self.visible(checkpoint));
+    /// Commit subtask `subtask`'s part of `checkpoint` (a restore from a
+    /// savepoint taken at another parallelism commits other subtasks').
+    fn commit_part(&self, subtask: u32, checkpoint: u64, attempt: u32) -> anyhow::Result<()> {
+        let (pending, visible) = (
+            self.pending(subtask, checkpoint, attempt),
+            self.visible(subtask, checkpoint),
+        );
         self.fenced(false, |_| {
             if visible.exists() {
                 // Committed already (a commit after a restore): a part in
@@ -299,19 +338,37 @@ impl Sink for PartFileSink {
         self.last = self.last.max(checkpoint);
         // The handle: every part not committed yet (checkpoint, attempt),
         // so that a restore commits the ones whose commit a failure cut
-        // short too.
-        let parts: Vec<(u64, u32)> = self.uncommitted.iter().map(|(&c, &a)| (c, a)).collect();
-        Ok(serde_json::to_vec(&parts)?)
+        // short too; and whose they are (a restore at another parallelism
+        // gives it to another subtask).
+        let handle = Handle {
+            dir: Some(self.dir.clone()),
+            subtask: Some(self.subtask),
+            parts: self.uncommitted.iter().map(|(&c, &a)| (c, a)).collect(),
+        };
+        Ok(serde_json::to_vec(&handle)?)
     }
 
     fn commit(&mut self, _checkpoint: u64, handle: &[u8]) -> anyhow::Result<()> {
         // Fault injection (tests only): a commit that comes late.
         weir_model::faults::hold("commit");
-        let parts: Vec<(u64, u32)> = serde_json::from_slice(handle)
-            .map_err(|e| anyhow::anyhow!("a part file sink's commit handle: {e}"))?;
-        for (id, attempt) in parts {
-            self.commit_part(id, attempt)?;
-            self.uncommitted.remove(&id);
+        let handle = Handle::parse(handle)?;
+        if let Some(dir) = handle.dir.as_ref().filter(|d| **d != self.dir) {
+            // A savepoint's sink that wrote elsewhere (the new job's sink
+            // of that name has another path): its parts stay where they
+            // are; the job that wrote them committed them when it stopped.
+            tracing::warn!(
+                "part file sink in {}: the savepoint's parts of this sink are in {}, which this job does not write; they are not committed here",
+                self.dir.display(),
+                dir.display()
+            );
+            return Ok(());
+        }
+        let subtask = handle.subtask.unwrap_or(self.subtask);
+        for (id, attempt) in handle.parts {
+            self.commit_part(subtask, id, attempt)?;
+            if subtask == self.subtask {
+                self.uncommitted.remove(&id);
+            }
         }
         Ok(())
     }
@@ -361,7 +418,7 @@ mod tests {
     #[test]
     fn parts_become_visible_when_their_checkpoint_completes_and_commits_repeat_safely() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = PartFileSink::open(dir.path(), "j", 0, 0, None).unwrap();
+        let mut s = PartFileSink::open(dir.path(), "j", 0, 0, None, None).unwrap();
         s.write(&batch(&["1", "2"])).unwrap();
         let h1 = s.pre_commit(1).unwrap();
         s.write(&batch(&["3"])).unwrap();
@@ -398,7 +455,7 @@ mod tests {
     #[test]
     fn a_restore_commits_the_checkpoints_parts_and_drops_what_came_after() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = PartFileSink::open(dir.path(), "j", 3, 0, None).unwrap();
+        let mut s = PartFileSink::open(dir.path(), "j", 3, 0, None, None).unwrap();
         s.write(&batch(&["a"])).unwrap();
         let h1 = s.pre_commit(1).unwrap();
         // Checkpoint 1 completes, but the failure comes before the commit.
@@ -407,7 +464,7 @@ mod tests {
         s.write(&batch(&["c"])).unwrap();
         drop(s);
         // Attempt 1 from checkpoint 1: its part is committed, the rest goes.
-        let mut r = PartFileSink::open(dir.path(), "j", 3, 1, Some(1)).unwrap();
+        let mut r = PartFileSink::open(dir.path(), "j", 3, 1, Some(1), None).unwrap();
         r.commit(1, &h1).unwrap();
         assert_eq!(lines(dir.path()), ["a"]);
         let hidden: Vec<String> = std::fs::read_dir(dir.path())
@@ -422,26 +479,69 @@ mod tests {
         assert_eq!(lines(dir.path()), ["a", "b"]);
         // Committed output is never retracted, not even by a restore from
         // an earlier checkpoint.
-        let again = PartFileSink::open(dir.path(), "j", 3, 2, Some(1)).unwrap();
+        let again = PartFileSink::open(dir.path(), "j", 3, 2, Some(1), None).unwrap();
         drop(again);
         assert_eq!(lines(dir.path()), ["a", "b"]);
         // Other subtasks' files are not touched.
         std::fs::write(dir.path().join("part-4-9.jsonl"), "x\n").unwrap();
-        PartFileSink::open(dir.path(), "j", 3, 3, Some(0)).unwrap();
+        PartFileSink::open(dir.path(), "j", 3, 3, Some(0), None).unwrap();
         assert_eq!(lines(dir.path()), ["a", "b", "x"]);
+    }
+
+    #[test]
+    fn a_job_from_a_savepoint_keeps_its_predecessors_output_and_commits_its_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        // Job `old`, two subtasks: checkpoint 4 (its stop's savepoint)
+        // pre-committed, subtask 1's commit cut short by the stop.
+        let mut a = PartFileSink::open(dir.path(), "old", 0, 0, None, None).unwrap();
+        let mut b = PartFileSink::open(dir.path(), "old", 1, 0, None, None).unwrap();
+        a.write(&batch(&["a1"])).unwrap();
+        b.write(&batch(&["b1"])).unwrap();
+        let (ha, hb) = (a.pre_commit(3).unwrap(), b.pre_commit(3).unwrap());
+        a.commit(3, &ha).unwrap();
+        b.commit(3, &hb).unwrap();
+        a.write(&batch(&["a2"])).unwrap();
+        b.write(&batch(&["b2"])).unwrap();
+        let (ha, hb) = (a.pre_commit(4).unwrap(), b.pre_commit(4).unwrap());
+        a.commit(4, &ha).unwrap();
+        b.write(&batch(&["after the savepoint"])).unwrap();
+        drop(a);
+        // Job `new`, one subtask, from the savepoint: the old job's parts
+        // stay, and it commits both subtasks' pre-commits (idempotently).
+        let mut n = PartFileSink::open(dir.path(), "new", 0, 0, Some(4), Some("old")).unwrap();
+        // (Lines in the parts' name order: subtask, then checkpoint.)
+        assert_eq!(lines(dir.path()), ["a1", "a2", "b1"]);
+        n.commit(4, &ha).unwrap();
+        n.commit(4, &hb).unwrap();
+        assert_eq!(lines(dir.path()), ["a1", "a2", "b1", "b2"]);
+        n.write(&batch(&["n"])).unwrap();
+        let h = n.pre_commit(5).unwrap();
+        n.commit(5, &h).unwrap();
+        assert_eq!(lines(dir.path()), ["a1", "a2", "n", "b1", "b2"]);
+        // The old job (a zombie still running) is fenced off now.
+        let late = b.pre_commit(6).unwrap();
+        let e = b.commit(6, &late).unwrap_err();
+        assert!(e.to_string().contains("job new"), "{e}");
+        assert_eq!(lines(dir.path()), ["a1", "a2", "n", "b1", "b2"]);
+        // A handle of parts in another directory commits nothing here.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut o =
+            PartFileSink::open(elsewhere.path(), "new", 0, 0, Some(4), Some("old")).unwrap();
+        o.commit(4, &hb).unwrap();
+        assert!(visible(elsewhere.path()).is_empty());
     }
 
     #[test]
     fn an_attempt_replaced_by_a_newer_one_commits_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut old = PartFileSink::open(dir.path(), "j", 0, 0, None).unwrap();
+        let mut old = PartFileSink::open(dir.path(), "j", 0, 0, None, None).unwrap();
         old.write(&batch(&["a"])).unwrap();
         let h1 = old.pre_commit(1).unwrap();
         old.commit(1, &h1).unwrap();
         // Attempt 1 takes over from checkpoint 1 while attempt 0 (cut off)
         // goes on: its pre-commit of checkpoint 2 does not touch attempt
         // 1's, and neither its commits nor its final part become visible.
-        let mut new = PartFileSink::open(dir.path(), "j", 0, 1, Some(1)).unwrap();
+        let mut new = PartFileSink::open(dir.path(), "j", 0, 1, Some(1), None).unwrap();
         new.write(&batch(&["b"])).unwrap();
         let h2 = new.pre_commit(2).unwrap();
         old.write(&batch(&["zombie"])).unwrap_or_default();
@@ -453,13 +553,13 @@ mod tests {
         new.commit(2, &h2).unwrap();
         assert_eq!(lines(dir.path()), ["a", "b"]);
         // An old attempt cannot start again either.
-        let e = PartFileSink::open(dir.path(), "j", 0, 0, Some(1))
+        let e = PartFileSink::open(dir.path(), "j", 0, 0, Some(1), None)
             .err()
             .unwrap();
         assert!(e.to_string().contains("attempt 1 writes to"), "{e}");
         // Another job takes the directory over (starting afresh, its
         // subtask's parts replace those there).
-        let mut other = PartFileSink::open(dir.path(), "k", 0, 0, None).unwrap();
+        let mut other = PartFileSink::open(dir.path(), "k", 0, 0, None, None).unwrap();
         other.write(&batch(&["c"])).unwrap();
         let hc = other.pre_commit(1).unwrap();
         other.commit(1, &hc).unwrap();

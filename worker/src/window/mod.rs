@@ -366,9 +366,13 @@ impl StreamOperator for WindowOperator {
         }
     }
 
-    fn snapshot(&mut self, dir: &std::path::Path) -> anyhow::Result<Option<LocalSnapshot>> {
+    fn snapshot(
+        &mut self,
+        dir: &std::path::Path,
+        portable: bool,
+    ) -> anyhow::Result<Option<LocalSnapshot>> {
         self.cache.write_out(&mut *self.backend, self.state)?;
-        self.backend.snapshot(dir).map(Some)
+        weir_state::snapshot::take(&mut *self.backend, dir, portable).map(Some)
     }
 }
 

@@ -1,0 +1,444 @@
+//! Savepoints on a real `weir local`: a keyed count over a JSON-lines
+//! file that keeps growing, written exactly once to a part-file directory,
+//! stopped with a savepoint mid-input and started again from it at
+//! another parallelism and on another state backend, twice (2 → 3 → 1,
+//! RocksDB → memory → RocksDB); the committed output of the three jobs
+//! together holds every key's counts 1..n exactly once. And the requests
+//! a savepoint refuses, each a 4xx naming what is wrong.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weir_coordinator::jobs::{JobInfo, JobState};
+
+/// How long every wait may take.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The input's keys.
+const KEYS: u64 = 30;
+
+/// Lines `{"k": "k<n>", "i": <line>}` appended to a file while the test
+/// runs (20 every 20 ms), and how many per key.
+struct Input {
+    counts: Arc<Mutex<BTreeMap<String, u64>>>,
+    writing: Arc<AtomicBool>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Input {
+    fn start(path: &Path) -> Input {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        let counts = Arc::new(Mutex::new(BTreeMap::new()));
+        let writing = Arc::new(AtomicBool::new(true));
+        let (c, w) = (counts.clone(), writing.clone());
+        let writer = std::thread::spawn(move || {
+            let mut line = 0u64;
+            while w.load(Ordering::Relaxed) {
+                let mut text = String::new();
+                let mut counts = c.lock().unwrap();
+                for _ in 0..20 {
+                    // A spread of keys that is not round-robin.
+                    let key = format!("k{}", (line * 7919 + line / 3) % KEYS);
+                    text.push_str(&format!("{{\"k\":\"{key}\",\"i\":{line}}}\n"));
+                    *counts.entry(key).or_default() += 1;
+                    line += 1;
+                }
+                drop(counts);
+                file.write_all(text.as_bytes()).unwrap();
+                file.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Input {
+            counts,
+            writing,
+            writer: Some(writer),
+        }
+    }
+
+    /// Stop appending: the lines per key.
+    fn stop(&mut self) -> BTreeMap<String, u64> {
+        self.writing.store(false, Ordering::Relaxed);
+        if let Some(w) = self.writer.take() {
+            w.join().unwrap();
+        }
+        self.counts.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Input {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The job's bundle: the file followed, a count per key on `backend`, the
+/// exactly-once part-file sink into `output`, checkpoints every 200 ms.
+fn bundle(dir: &Path, name: &str, input: &Path, output: &Path, backend: &str) -> PathBuf {
+    common::bundle(
+        dir,
+        name,
+        "wordcount",
+        &format!(
+            "[job]\nname = 'counts'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'events'\ntype = 'json-lines-file'\npath = '{}'\nfollow = true\n\
+             [[operator]]\nname = 'count'\nbuiltin = 'count'\nkey-by = '/k'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [state]\nbackend = '{backend}'\n\
+             [checkpoint]\ninterval-ms = 200\n",
+            input.display(),
+            output.display()
+        ),
+    )
+}
+
+async fn job(rest: &str, id: &str) -> JobInfo {
+    common::job_info(rest, id).await
+}
+
+/// Wait until job `id` runs, has read `past` lines at least, and has
+/// completed a checkpoint.
+async fn running(rest: &str, id: &str, past: u64) {
+    let started = Instant::now();
+    loop {
+        let j = job(rest, id).await;
+        assert!(!j.state.is_terminal(), "job {id} ended: {j:#?}");
+        let read: u64 = j
+            .graph
+            .vertices
+            .iter()
+            .zip(&j.vertices)
+            .filter(|(g, _)| g.kind == "source")
+            .map(|(_, v)| v.records_out)
+            .sum();
+        let c: weir_coordinator::checkpoint::CheckpointStats =
+            reqwest::get(format!("{rest}/v1/jobs/{id}/checkpoints"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+        if j.state == JobState::Running && read >= past && c.counts.completed > 0 {
+            return;
+        }
+        assert!(started.elapsed() < PATIENCE, "job {id} runs: {j:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `weir stop JOB`: the savepoint's location (printed last); the job ends.
+fn stop(rest: &str, id: &str) -> String {
+    let o = common::weir(&["stop", id, "--coordinator", rest]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let location = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(
+        Path::new(&location).join("_metadata").is_file(),
+        "{location}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    location
+}
+
+/// Start `bundle` at `parallelism` from the savepoint at `savepoint`.
+fn resume(rest: &str, bundle: &Path, parallelism: u32, savepoint: &str) -> String {
+    common::submitted(&common::weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "-p",
+        &parallelism.to_string(),
+        "--from-savepoint",
+        savepoint,
+        "--coordinator",
+        rest,
+    ]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input_path = dir.join("input.jsonl");
+    let output = dir.join("out");
+    let mut input = Input::start(&input_path);
+    let written = |input: &Input| input.counts.lock().unwrap().values().sum::<u64>();
+
+    // Parallelism 2 on RocksDB.
+    let rocks = bundle(&dir, "rocks", &input_path, &output, "rocksdb");
+    let first = common::submit(&rest, &rocks);
+    running(&rest, &first, 200).await;
+    let sp1 = stop(&rest, &first);
+    let stopped = job(&rest, &first).await;
+    assert_eq!(stopped.state, JobState::Canceled, "{stopped:#?}");
+    let read_by_first = written(&input);
+
+    // Parallelism 3 in memory, from it (the input grew meanwhile).
+    let memory = bundle(&dir, "memory", &input_path, &output, "memory");
+    let second = resume(&rest, &memory, 3, &sp1);
+    running(&rest, &second, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sp2 = stop(&rest, &second);
+    assert_ne!(sp1, sp2);
+
+    // Parallelism 1 on RocksDB, to the end.
+    let third = resume(&rest, &rocks, 1, &sp2);
+    running(&rest, &third, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let want = input.stop();
+    let total: u64 = want.values().sum();
+    assert!(total > read_by_first, "the input grew between the jobs");
+    let started = Instant::now();
+    loop {
+        let got = common::committed_counts(&output);
+        for (k, c) in &got {
+            let mut seen = c.clone();
+            seen.dedup();
+            assert_eq!(seen.len(), c.len(), "`{k}`: a count committed twice: {c:?}");
+            assert!(
+                c.len() as u64 <= want[k],
+                "`{k}`: more counts than lines: {c:?}"
+            );
+        }
+        if got.len() == want.len()
+            && got
+                .iter()
+                .all(|(k, c)| *c == (1..=want[k]).collect::<Vec<_>>())
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the three jobs' committed output catches up with the input ({total} lines): {:?}",
+            got.iter()
+                .map(|(k, c)| (k, c.len(), want.get(k)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "{total} lines counted exactly once by three jobs: parallelism 2 (RocksDB) → 3 (memory) → 1 (RocksDB)"
+    );
+    let o = common::weir(&["cancel", &third, "--coordinator", &rest]);
+    assert!(o.status.success());
+}
+
+/// POST `body` to `url`: the status and the JSON answer.
+async fn post(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input_path = dir.join("input.jsonl");
+    std::fs::write(&input_path, "{\"k\":\"a\",\"i\":0}\n").unwrap();
+    let output = dir.join("out");
+
+    // Unknown jobs and triggers.
+    let (s, e) = post(
+        &format!("{rest}/v1/jobs/nope/savepoints"),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!((s, e["code"].as_str()), (404, Some("job_not_found")), "{e}");
+
+    let rocks = bundle(&dir, "rocks", &input_path, &output, "rocksdb");
+    let id = common::submit(&rest, &rocks);
+    running(&rest, &id, 1).await;
+    let jobs = format!("{rest}/v1/jobs/{id}");
+    let r = reqwest::get(format!("{jobs}/savepoints/nope"))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    // A relative directory, a bad trigger id, drain.
+    let (s, e) = post(
+        &format!("{jobs}/savepoints"),
+        serde_json::json!({"directory": "relative/dir"}),
+    )
+    .await;
+    assert_eq!(s, 422, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("absolute"), "{e}");
+    let (s, e) = post(
+        &format!("{jobs}/savepoints"),
+        serde_json::json!({"trigger_id": "no spaces"}),
+    )
+    .await;
+    assert_eq!(s, 400, "{e}");
+    let (s, e) = post(&format!("{jobs}/stop"), serde_json::json!({"drain": true})).await;
+    assert_eq!(s, 422, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("drain"), "{e}");
+
+    // A savepoint with a trigger id of the client's: a retry answers the
+    // same trigger.
+    let into = dir.join("sp");
+    let body = serde_json::json!({"trigger_id": "mine-1", "directory": into});
+    let (s, first) = post(&format!("{jobs}/savepoints"), body.clone()).await;
+    assert_eq!(s, 202, "{first}");
+    let (s, again) = post(&format!("{jobs}/savepoints"), body).await;
+    assert_eq!(s, 202, "{again}");
+    assert_eq!(again["trigger_id"], "mine-1");
+    assert_eq!(again["triggered_at_ms"], first["triggered_at_ms"]);
+    let started = Instant::now();
+    let done = loop {
+        let s: serde_json::Value = reqwest::get(format!("{jobs}/savepoints/mine-1"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if s["status"] != "in_progress" {
+            break s;
+        }
+        assert!(started.elapsed() < PATIENCE, "{s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["location"], into.display().to_string());
+    assert!(into.join("_metadata").is_file());
+    // Its directory holds a savepoint now: another one there is refused.
+    let (s, e) = post(
+        &format!("{jobs}/savepoints"),
+        serde_json::json!({"directory": into}),
+    )
+    .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (409, Some("savepoint_exists")),
+        "{e}"
+    );
+
+    // Starting from it: a path that is no savepoint, a renamed operator
+    // (its state unclaimed), a parallelism above the max.
+    let not = common::weir(&[
+        "submit",
+        rocks.to_str().unwrap(),
+        "--from-savepoint",
+        dir.join("input.jsonl").to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(!not.status.success());
+    let err = String::from_utf8_lossy(&not.stderr);
+    assert!(err.contains("is not a savepoint"), "{err}");
+    let renamed = common::bundle(
+        &dir,
+        "renamed",
+        "wordcount",
+        &std::fs::read_to_string(rocks.join("weir.toml"))
+            .unwrap()
+            .replace("name = 'count'", "name = 'tally'")
+            .replace(
+                &output.display().to_string(),
+                &dir.join("out2").display().to_string(),
+            ),
+    );
+    let o = common::weir(&[
+        "submit",
+        renamed.to_str().unwrap(),
+        "--from-savepoint",
+        into.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`count` (operator)") && err.contains("--allow-non-restored-state"),
+        "{err}"
+    );
+    let o = common::weir(&[
+        "submit",
+        rocks.to_str().unwrap(),
+        "-p",
+        "1000",
+        "--from-savepoint",
+        into.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("max"), "{err}");
+    // The job still owns its output: a job from its savepoint must wait
+    // for it to stop.
+    let o = common::weir(&[
+        "submit",
+        rocks.to_str().unwrap(),
+        "--from-savepoint",
+        into.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("stop it first"), "{err}");
+    // Allowed to drop the renamed operator's state, it starts.
+    let o = common::weir(&[
+        "submit",
+        renamed.to_str().unwrap(),
+        "--from-savepoint",
+        into.to_str().unwrap(),
+        "--allow-non-restored-state",
+        "--coordinator",
+        &rest,
+    ]);
+    let renamed_id = common::submitted(&o);
+
+    // Deleting the savepoint removes its directory.
+    let r = reqwest::Client::new()
+        .delete(format!("{jobs}/savepoints/mine-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(!into.exists());
+
+    // A job that has ended takes no savepoint.
+    for j in [&id, &renamed_id] {
+        let o = common::weir(&["cancel", j, "--coordinator", &rest]);
+        assert!(o.status.success());
+    }
+    let started = Instant::now();
+    while !job(&rest, &id).await.state.is_terminal() {
+        assert!(started.elapsed() < PATIENCE);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (s, e) = post(&format!("{jobs}/savepoints"), serde_json::json!({})).await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (409, Some("job_not_running")),
+        "{e}"
+    );
+    let o = common::weir(&["savepoint", &id, "--coordinator", &rest]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not running")
+            || String::from_utf8_lossy(&o.stderr).contains("canceled"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -1,0 +1,221 @@
+//! The dispatcher's savepoints: triggered over the API (asynchronous: a
+//! trigger id at once, its status on request), stopped jobs, deleted
+//! savepoints, and the savepoint a submission starts from.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use weir_model::access::Use;
+
+use super::SavepointRequest;
+use super::dispatcher::Jobs;
+use crate::error::CoordinatorError;
+use crate::job_master::SavepointStart;
+use crate::job_state::JobState;
+use crate::savepoint::triggers::{SavepointStatus, TriggerState};
+
+fn unprocessable(code: &'static str, message: String) -> CoordinatorError {
+    CoordinatorError::unprocessable(code, message)
+}
+
+fn conflict(code: &'static str, message: String) -> CoordinatorError {
+    CoordinatorError::new(crate::error::ErrorKind::Conflict, code, message)
+}
+
+impl Jobs {
+    /// A directory named in a request, as the granted directories allow
+    /// it for `what`: absolute, inside one of them when the cluster grants
+    /// any.
+    fn savepoint_path(
+        &self,
+        what: &str,
+        path: &str,
+        use_: Use,
+    ) -> Result<PathBuf, CoordinatorError> {
+        if !Path::new(path).is_absolute() {
+            return Err(unprocessable(
+                "savepoint_path_invalid",
+                format!("{what} {path:?}: give an absolute path on the coordinator's machine"),
+            ));
+        }
+        if self.allowed.roots().is_none() {
+            return Ok(PathBuf::from(path));
+        }
+        self.allowed
+            .check(what, path, use_)
+            .map_err(|e| unprocessable("path_not_allowed", e.to_string()))
+    }
+
+    /// The savepoint a submission starts from, read and checked.
+    pub(super) fn savepoint_to_start(
+        &self,
+        path: &str,
+        allow_non_restored: bool,
+    ) -> Result<SavepointStart, CoordinatorError> {
+        // (A directory: checked as a sink's directory is.)
+        let dir = self.savepoint_path("the savepoint", path, Use::Write)?;
+        let metadata = crate::savepoint::read(&dir)?;
+        Ok(SavepointStart {
+            dir,
+            metadata,
+            allow_non_restored,
+        })
+    }
+
+    /// Trigger a savepoint of running job `id` (and, with `stop`, stop the
+    /// job after it): its status at once; it is taken in the background.
+    pub async fn trigger_savepoint(
+        self: &Arc<Self>,
+        id: &str,
+        request: SavepointRequest,
+        stop: bool,
+    ) -> Result<SavepointStatus, CoordinatorError> {
+        if request.drain {
+            return Err(unprocessable(
+                "drain_unsupported",
+                "`drain` (the maximal watermark before a stop) is not supported yet: stop without it, and windows not fired stay in the savepoint".into(),
+            ));
+        }
+        if let Some(t) = &request.trigger_id
+            && (t.is_empty()
+                || t.len() > 64
+                || !t
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return Err(CoordinatorError::invalid(
+                "trigger_id_invalid",
+                format!("trigger id {t:?}: 1 to 64 letters, digits, `-` or `_`"),
+            ));
+        }
+        let state = self.get(id).await?.state;
+        if let Some(t) = &request.trigger_id
+            && let Some(existing) = self.triggers.get(id, t)
+        {
+            // A retry: the first trigger's status.
+            return Ok(existing);
+        }
+        if state != JobState::Running {
+            return Err(conflict(
+                "job_not_running",
+                format!(
+                    "job `{id}` is {}: a savepoint is taken of a running job",
+                    crate::jobs::state_name(state)
+                ),
+            ));
+        }
+        let trigger = request.trigger_id.clone().unwrap_or_else(|| self.new_id());
+        let dir = match &request.directory {
+            Some(d) => self.savepoint_path("the savepoint's directory", d, Use::Write)?,
+            None => self
+                .savepoints_dir
+                .join(format!("savepoint-{}-{trigger}", &id[..id.len().min(8)])),
+        };
+        if dir.join(weir_model::savepoint::METADATA).exists() {
+            return Err(conflict(
+                "savepoint_exists",
+                format!(
+                    "{} holds a savepoint already: give another directory",
+                    dir.display()
+                ),
+            ));
+        }
+        let (status, new) = self.triggers.begin(id, &trigger, stop);
+        if !new {
+            return Ok(status);
+        }
+        let (me, job) = (self.clone(), id.to_owned());
+        tokio::spawn(async move {
+            let mut taken = me.runner.savepoint(&job, &dir, stop).await;
+            if stop && taken.is_ok() {
+                // Its sinks committed what it holds: the job ends here, and
+                // a job started from the savepoint goes on.
+                if let Err(e) = me.cancel(&job).await {
+                    taken = Err(e);
+                }
+            }
+            me.triggers.update(&job, &trigger, |s| {
+                s.ended_at_ms = Some(weir_model::now_ms());
+                match taken {
+                    Ok(m) => {
+                        s.status = TriggerState::Completed;
+                        s.location = Some(dir.display().to_string());
+                        s.checkpoint = Some(m.checkpoint);
+                        s.size_bytes = Some(m.state_bytes());
+                    }
+                    Err(e) => {
+                        s.status = TriggerState::Failed;
+                        s.error = Some(e.to_string());
+                    }
+                }
+            });
+        });
+        Ok(status)
+    }
+
+    /// Trigger `trigger` of job `id`.
+    pub async fn savepoint_status(
+        &self,
+        id: &str,
+        trigger: &str,
+    ) -> Result<SavepointStatus, CoordinatorError> {
+        self.get(id).await?;
+        self.triggers.get(id, trigger).ok_or_else(|| {
+            CoordinatorError::not_found(
+                "savepoint_not_found",
+                format!("job `{id}` has no savepoint trigger `{trigger}`"),
+            )
+        })
+    }
+
+    /// Every savepoint triggered of job `id`, oldest first.
+    pub async fn savepoints(&self, id: &str) -> Result<Vec<SavepointStatus>, CoordinatorError> {
+        self.get(id).await?;
+        Ok(self.triggers.of(id))
+    }
+
+    /// Delete the savepoint of trigger `trigger` of job `id`: its
+    /// directory.
+    pub async fn delete_savepoint(
+        &self,
+        id: &str,
+        trigger: &str,
+    ) -> Result<SavepointStatus, CoordinatorError> {
+        let status = self.savepoint_status(id, trigger).await?;
+        match (&status.status, &status.location) {
+            (TriggerState::InProgress, _) => {
+                return Err(conflict(
+                    "savepoint_in_progress",
+                    format!(
+                        "savepoint `{trigger}` of job `{id}` is being taken: delete it once it completed"
+                    ),
+                ));
+            }
+            (TriggerState::Completed, Some(location)) if !status.deleted => {
+                let dir = PathBuf::from(location);
+                // Only what a savepoint is made of (its directory might
+                // have been given by the user: nothing else of it goes).
+                if let Ok(m) = crate::savepoint::read(&dir) {
+                    for f in m.files() {
+                        let _ = std::fs::remove_file(dir.join(&f.file));
+                    }
+                }
+                let _ = std::fs::remove_dir(dir.join("state"));
+                std::fs::remove_file(dir.join(weir_model::savepoint::METADATA)).map_err(|e| {
+                    CoordinatorError::internal(format!("cannot delete {location}: {e}"))
+                })?;
+                let _ = std::fs::remove_dir(&dir);
+            }
+            _ => {
+                return Err(CoordinatorError::not_found(
+                    "savepoint_not_found",
+                    format!(
+                        "savepoint `{trigger}` of job `{id}` was not written, or is deleted already"
+                    ),
+                ));
+            }
+        }
+        self.triggers.update(id, trigger, |s| s.deleted = true);
+        Ok(self.triggers.get(id, trigger).unwrap_or(status))
+    }
+}

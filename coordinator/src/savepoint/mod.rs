@@ -1,0 +1,351 @@
+//! Savepoints, the coordinator's half: a completed savepoint written out
+//! as a self-contained directory ([`write`]), and a savepoint taken back
+//! in to start a job ([`plan_restore`], [`import`]) — with the same or
+//! another parallelism, backend or bundle.
+//!
+//! A savepoint is taken as a checkpoint whose barrier says `savepoint`:
+//! every operator snapshots its keyed state in the canonical format, so
+//! the files the workers upload are already portable; [`write`] copies them
+//! out of the checkpoint storage into the savepoint's directory, with a
+//! `_metadata` that names every vertex ([`weir_model::savepoint`]).
+//!
+//! Starting a job from one, the savepoint's files are copied into the new
+//! job's checkpoint storage (the job then owns them, as any checkpoint of
+//! its own, and the savepoint stays the user's) and the savepoint becomes
+//! the new job's first checkpoint, shaped for the new job's graph: each
+//! subtask of a keyed operator gets the files of the savepoint's subtasks
+//! whose key groups overlap its own (it keeps only its groups), each source
+//! subtask every split's position (its connector picks its splits), and
+//! each sink subtask the pre-commits of the savepoint's subtasks `j` with
+//! `j % parallelism == subtask`.
+
+pub mod triggers;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use sha2::Digest;
+use weir_model::JobGraph;
+use weir_model::checkpoint::{
+    CheckpointMetadata, OperatorStateHandle, StateFile, SubtaskState, TaskStateHandle,
+};
+use weir_model::graph::VertexKind;
+use weir_model::keygroup::key_groups_of;
+use weir_model::savepoint::{
+    FORMAT, METADATA, SavepointMetadata, SavepointVertex, SinkPreCommit, StateFileRef, VERSION,
+    state_file_name,
+};
+use weir_model::{CheckpointKind, CheckpointMode};
+
+use crate::error::CoordinatorError;
+
+fn role(kind: &VertexKind) -> &'static str {
+    match kind {
+        VertexKind::Source(_) => "source",
+        VertexKind::Sink(_) => "sink",
+        _ => "operator",
+    }
+}
+
+/// Write the completed savepoint `checkpoint` of `graph`, whose files are
+/// in `storage`, into the directory `dir` (made if needed; `_metadata`
+/// last, so a directory without it is no savepoint): its metadata.
+pub async fn write(
+    storage: &dyn ObjectStore,
+    checkpoint: &CheckpointMetadata,
+    graph: &JobGraph,
+    dir: &Path,
+    stopped: bool,
+) -> anyhow::Result<SavepointMetadata> {
+    let target = weir_model::storage::open(&weir_model::storage::file_url(dir)?)?;
+    let mut vertices = Vec::new();
+    for v in &graph.vertices {
+        let mut out = SavepointVertex {
+            name: v.name.clone(),
+            role: role(&v.kind).into(),
+            parallelism: v.parallelism,
+            positions: Vec::new(),
+            sinks: Vec::new(),
+            state: Vec::new(),
+        };
+        let mut splits = std::collections::BTreeSet::new();
+        for s in &checkpoint.subtasks {
+            for (_, positions) in s.state.sources.iter().filter(|(id, _)| *id == v.id) {
+                for p in positions {
+                    if splits.insert(p.split.clone()) {
+                        out.positions.push(p.clone());
+                    }
+                }
+            }
+            for (_, handle) in s.state.sinks.iter().filter(|(id, _)| *id == v.id) {
+                out.sinks.push(SinkPreCommit {
+                    subtask: s.subtask,
+                    handle: handle.clone(),
+                });
+            }
+            for o in s.state.operators.iter().filter(|o| o.vertex == v.id) {
+                let [f] = &o.files[..] else {
+                    anyhow::bail!(
+                        "operator `{}` [{}]: its state is not in one canonical file ({} files, format {})",
+                        v.name,
+                        s.subtask,
+                        o.files.len(),
+                        o.format
+                    );
+                };
+                anyhow::ensure!(
+                    o.format == "full",
+                    "operator `{}` [{}]: its state is in the {} format, not the canonical one",
+                    v.name,
+                    s.subtask,
+                    o.format
+                );
+                let bytes = storage
+                    .get(&ObjectPath::from(f.path.as_str()))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", f.path))?
+                    .bytes()
+                    .await?;
+                let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+                anyhow::ensure!(
+                    f.sha256.is_empty() || f.sha256 == sha256,
+                    "{} changed since it was uploaded",
+                    f.path
+                );
+                let file = state_file_name(&v.name, s.subtask);
+                let size = bytes.len() as u64;
+                target
+                    .put(&ObjectPath::from(file.as_str()), PutPayload::from(bytes))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("writing {file} in {}: {e}", dir.display()))?;
+                out.state.push(StateFileRef {
+                    subtask: s.subtask,
+                    file,
+                    size,
+                    sha256,
+                });
+            }
+        }
+        out.sinks.sort_by_key(|s| s.subtask);
+        out.state.sort_by_key(|s| s.subtask);
+        vertices.push(out);
+    }
+    let metadata = SavepointMetadata {
+        format: FORMAT.into(),
+        version: VERSION,
+        job: checkpoint.job.clone(),
+        job_name: graph.name.clone(),
+        checkpoint: checkpoint.id,
+        taken_at_ms: checkpoint.triggered_at_ms,
+        max_parallelism: graph.max_parallelism,
+        stopped,
+        vertices,
+    };
+    target
+        .put(
+            &ObjectPath::from(METADATA),
+            PutPayload::from(serde_json::to_vec_pretty(&metadata)?),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("writing {METADATA} in {}: {e}", dir.display()))?;
+    Ok(metadata)
+}
+
+/// Read the savepoint in `dir`: a 4xx naming the path when it is none.
+pub fn read(dir: &Path) -> Result<SavepointMetadata, CoordinatorError> {
+    let not = |why: String| {
+        CoordinatorError::unprocessable(
+            "savepoint_invalid",
+            format!("{} is not a savepoint: {why}", dir.display()),
+        )
+    };
+    if !dir.is_dir() {
+        return Err(not("no such directory".into()));
+    }
+    let bytes = std::fs::read(dir.join(METADATA))
+        .map_err(|e| not(format!("cannot read its {METADATA}: {e}")))?;
+    let metadata = SavepointMetadata::parse(&bytes).map_err(not)?;
+    for f in metadata.files() {
+        let size = std::fs::metadata(dir.join(&f.file)).map(|m| m.len());
+        if size.as_ref().ok() != Some(&f.size) {
+            return Err(not(format!(
+                "its state file {} is missing or has another size than its {METADATA} says",
+                f.file
+            )));
+        }
+    }
+    Ok(metadata)
+}
+
+/// How a job starts from a savepoint: the savepoint shaped as its first
+/// checkpoint, and the files to copy (savepoint-relative, storage path).
+#[derive(Debug)]
+pub struct RestorePlan {
+    /// The checkpoint the job starts from.
+    pub checkpoint: CheckpointMetadata,
+    /// Each state file: where it is in the savepoint, where it goes in the
+    /// checkpoint storage, and its sha256.
+    pub copies: Vec<(String, String, String)>,
+}
+
+fn incompatible(message: String) -> CoordinatorError {
+    CoordinatorError::unprocessable("savepoint_incompatible", message)
+}
+
+/// Shape `savepoint` as the first checkpoint of job `job` (`graph`): see
+/// the module's documentation. A 4xx names what does not fit: another max
+/// parallelism, state no vertex claims (unless `allow_non_restored`), a
+/// vertex whose role changed.
+pub fn plan_restore(
+    savepoint: &SavepointMetadata,
+    graph: &JobGraph,
+    job: &str,
+    allow_non_restored: bool,
+) -> Result<RestorePlan, CoordinatorError> {
+    if savepoint.max_parallelism != graph.max_parallelism {
+        return Err(incompatible(format!(
+            "the savepoint was taken with a max parallelism of {}; this job's is {}. A job's max parallelism stays the same for its whole life (its keys' groups depend on it): set `max-parallelism = {}` in the manifest",
+            savepoint.max_parallelism, graph.max_parallelism, savepoint.max_parallelism
+        )));
+    }
+    let by_name: BTreeMap<&str, &SavepointVertex> = savepoint
+        .vertices
+        .iter()
+        .map(|v| (v.name.as_str(), v))
+        .collect();
+    let mut unclaimed = Vec::new();
+    for v in savepoint.vertices.iter().filter(|v| v.holds_state()) {
+        match graph.vertices.iter().find(|g| g.name == v.name) {
+            None => unclaimed.push(format!("`{}` ({})", v.name, v.role)),
+            Some(g) if role(&g.kind) != v.role => {
+                return Err(incompatible(format!(
+                    "`{}` was a {} in the savepoint and is a {} in this job: its state cannot be restored into it (give one of them another name)",
+                    v.name,
+                    v.role,
+                    role(&g.kind)
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    if !unclaimed.is_empty() && !allow_non_restored {
+        return Err(incompatible(format!(
+            "the savepoint holds state of {} that no vertex of this job claims (state is matched by name): rename the vertex back, or allow non-restored state (`--allow-non-restored-state`) to drop it",
+            unclaimed.join(", ")
+        )));
+    }
+    let base = format!("{job}/chk-{}/savepoint", savepoint.checkpoint);
+    let mut copies = Vec::new();
+    let mut subtasks = Vec::new();
+    for t in &graph.tasks() {
+        for s in 0..t.parallelism {
+            let mut state = TaskStateHandle::default();
+            for &vid in &t.vertices {
+                let v = &graph.vertices[vid];
+                let Some(old) = by_name.get(v.name.as_str()) else {
+                    continue;
+                };
+                if !old.positions.is_empty() {
+                    state.sources.push((vid, old.positions.clone()));
+                }
+                for pc in old
+                    .sinks
+                    .iter()
+                    .filter(|pc| pc.subtask % v.parallelism.max(1) == s)
+                {
+                    state.sinks.push((vid, pc.handle.clone()));
+                }
+                let mine = key_groups_of(s, graph.max_parallelism, v.parallelism);
+                for f in &old.state {
+                    let theirs = key_groups_of(f.subtask, graph.max_parallelism, old.parallelism);
+                    if theirs.start >= mine.end || mine.start >= theirs.end {
+                        continue;
+                    }
+                    let path = format!("{base}/{}", f.file);
+                    if !copies.iter().any(|(_, p, _)| p == &path) {
+                        copies.push((f.file.clone(), path.clone(), f.sha256.clone()));
+                    }
+                    state.operators.push(OperatorStateHandle {
+                        vertex: vid,
+                        format: "full".into(),
+                        files: vec![StateFile {
+                            name: weir_model::savepoint::STATE_FILE.into(),
+                            path,
+                            size: f.size,
+                            shared: false,
+                            sha256: f.sha256.clone(),
+                        }],
+                    });
+                    state.state_bytes += f.size;
+                }
+            }
+            subtasks.push(SubtaskState {
+                task: t.id,
+                subtask: s,
+                state,
+            });
+        }
+    }
+    let now = weir_model::now_ms();
+    Ok(RestorePlan {
+        checkpoint: CheckpointMetadata {
+            job: job.to_owned(),
+            id: savepoint.checkpoint,
+            kind: CheckpointKind::Savepoint,
+            mode: CheckpointMode::ExactlyOnce,
+            attempt: 0,
+            triggered_at_ms: savepoint.taken_at_ms,
+            completed_at_ms: now,
+            subtasks,
+            predecessor: Some(savepoint.job.clone()),
+        },
+        copies,
+    })
+}
+
+/// Copy the savepoint's files (in `dir`) that `plan` names into
+/// `storage`, checking each against its sha256, then write the plan's
+/// checkpoint's metadata where the job's checkpoints are (a restarted
+/// coordinator finds it as the job's first checkpoint).
+pub async fn import(
+    storage: Arc<dyn ObjectStore>,
+    dir: &Path,
+    plan: &RestorePlan,
+) -> Result<(), CoordinatorError> {
+    let unreadable = |why: String| {
+        CoordinatorError::unprocessable(
+            "savepoint_invalid",
+            format!("savepoint {}: {why}", dir.display()),
+        )
+    };
+    for (file, path, sha256) in &plan.copies {
+        let bytes = tokio::fs::read(dir.join(file))
+            .await
+            .map_err(|e| unreadable(format!("cannot read {file}: {e}")))?;
+        if !sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != *sha256 {
+            return Err(unreadable(format!(
+                "{file} is corrupt (its sha256 is not the one its _metadata recorded)"
+            )));
+        }
+        storage
+            .put(&ObjectPath::from(path.as_str()), PutPayload::from(bytes))
+            .await
+            .map_err(|e| CoordinatorError::internal(format!("copying {file}: {e}")))?;
+    }
+    let c = &plan.checkpoint;
+    let bytes =
+        serde_json::to_vec_pretty(c).map_err(|e| CoordinatorError::internal(e.to_string()))?;
+    storage
+        .put(
+            &ObjectPath::from(CheckpointMetadata::path(&c.job, c.id).as_str()),
+            PutPayload::from(bytes),
+        )
+        .await
+        .map_err(|e| {
+            CoordinatorError::internal(format!("writing the checkpoint's metadata: {e}"))
+        })?;
+    Ok(())
+}

@@ -1,0 +1,403 @@
+//! The canonical format of keyed state: one file per operator instance,
+//! the same whatever backend wrote it or reads it. The memory backend's
+//! snapshots are in it, and so is every savepoint (a RocksDB backend writes
+//! it on a savepoint's barrier), so that a savepoint restores into either
+//! backend and at any parallelism: every entry and timer carries its key
+//! group, and a restore keeps those of the groups its subtask owns.
+//!
+//! The file (`state.bin`), every integer big-endian:
+//!
+//! ```text
+//! "WEIRSTATE1" · max parallelism (u32)
+//! states (u32) · { name (u32 length · UTF-8) · kind (u8: 0 value, 1 list, 2 map) }
+//! entries (u64) · { key group (u32) · state (u32) · key (u32 length · bytes) ·
+//!                   tag (u8: 0 value, 1 list, 2 map entry) · payload }
+//!     value: bytes (u32 length · bytes)
+//!     list:  count (u32) · { bytes (u32 length · bytes) }
+//!     map entry: map key (u32 length · bytes) · value (u32 length · bytes)
+//! timers (u64) · { key group (u32) · domain (u8: 0 event, 1 processing) · time (i64) ·
+//!                  key (u32 length · bytes) }
+//! ```
+//!
+//! A state is known by its name in the file (ids are the file's own): a
+//! restore matches names, so a backend that declared its states in another
+//! order, or that merges the files of several instances, reads them alike.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use weir_model::keygroup::key_group;
+
+use crate::snapshot::{KeyGroups, LocalSnapshot, SnapshotFile, SnapshotFormat};
+use crate::{StateBackend, StateKey, StateKind, StateOp, TimeDomain, Timer, TimerOp};
+
+/// The file's first bytes.
+pub const MAGIC: &[u8] = b"WEIRSTATE1";
+
+/// The file's name in a snapshot directory.
+pub const FILE: &str = weir_model::savepoint::STATE_FILE;
+
+/// One keyed entry, as a backend hands it to a [`Writer`].
+#[derive(Debug, Clone, Copy)]
+pub enum EntryRef<'a> {
+    /// A value state's value.
+    Value(&'a [u8]),
+    /// A list state's values, each (u32 length · bytes) as RocksDB keeps
+    /// them.
+    EncodedList(&'a [u8]),
+    /// A list state's values.
+    List(&'a [Vec<u8>]),
+    /// One entry of a map state.
+    MapEntry(&'a [u8], &'a [u8]),
+}
+
+/// Writes a canonical file, one entry at a time (no need to hold the
+/// state in memory): the entries, then the timers.
+pub struct Writer {
+    out: BufWriter<File>,
+    path: std::path::PathBuf,
+    max_parallelism: u32,
+    states: u32,
+    /// Where the entries' count goes, and how many were written.
+    entries_at: u64,
+    entries: u64,
+    /// Where the timers' count goes (once they begin), and how many.
+    timers_at: Option<u64>,
+    timers: u64,
+    written: u64,
+}
+
+impl Writer {
+    /// A new file at `path`, for `max_parallelism` key groups, declaring
+    /// `names` (a state's id is its index).
+    pub fn create(
+        path: &Path,
+        max_parallelism: u32,
+        names: &[(String, StateKind)],
+    ) -> anyhow::Result<Writer> {
+        let file = File::create(path)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        let mut w = Writer {
+            out: BufWriter::with_capacity(1 << 20, file),
+            path: path.to_owned(),
+            max_parallelism: max_parallelism.max(1),
+            states: names.len() as u32,
+            entries_at: 0,
+            entries: 0,
+            timers_at: None,
+            timers: 0,
+            written: 0,
+        };
+        w.put(MAGIC)?;
+        w.u32(w.max_parallelism)?;
+        w.u32(w.states)?;
+        for (name, kind) in names {
+            w.bytes(name.as_bytes())?;
+            w.put(&[kind.byte()])?;
+        }
+        w.entries_at = w.written;
+        w.put(&0u64.to_be_bytes())?;
+        Ok(w)
+    }
+
+    fn put(&mut self, b: &[u8]) -> anyhow::Result<()> {
+        self.out
+            .write_all(b)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.path.display()))?;
+        self.written += b.len() as u64;
+        Ok(())
+    }
+
+    fn u32(&mut self, n: u32) -> anyhow::Result<()> {
+        self.put(&n.to_be_bytes())
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> anyhow::Result<()> {
+        self.u32(b.len() as u32)?;
+        self.put(b)
+    }
+
+    /// Entry `entry` of state `state` (an id among the declared names) for
+    /// `key`. Every entry comes before the first timer.
+    pub fn entry(&mut self, state: u32, key: &[u8], entry: EntryRef<'_>) -> anyhow::Result<()> {
+        anyhow::ensure!(self.timers_at.is_none(), "an entry after the timers");
+        anyhow::ensure!(state < self.states, "an entry of undeclared state {state}");
+        self.u32(key_group(key, self.max_parallelism))?;
+        self.u32(state)?;
+        self.bytes(key)?;
+        match entry {
+            EntryRef::Value(v) => {
+                self.put(&[0])?;
+                self.bytes(v)?;
+            }
+            EntryRef::List(values) => {
+                self.put(&[1])?;
+                self.u32(values.len() as u32)?;
+                for v in values {
+                    self.bytes(v)?;
+                }
+            }
+            EntryRef::EncodedList(encoded) => {
+                self.put(&[1])?;
+                let n = list_len(encoded)?;
+                self.u32(n)?;
+                self.put(encoded)?;
+            }
+            EntryRef::MapEntry(k, v) => {
+                self.put(&[2])?;
+                self.bytes(k)?;
+                self.bytes(v)?;
+            }
+        }
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// A timer.
+    pub fn timer(&mut self, domain: TimeDomain, time: i64, key: &[u8]) -> anyhow::Result<()> {
+        if self.timers_at.is_none() {
+            self.timers_at = Some(self.written);
+            self.put(&0u64.to_be_bytes())?;
+        }
+        self.u32(key_group(key, self.max_parallelism))?;
+        self.put(&[match domain {
+            TimeDomain::EventTime => 0,
+            TimeDomain::ProcessingTime => 1,
+        }])?;
+        self.put(&time.to_be_bytes())?;
+        self.bytes(key)?;
+        self.timers += 1;
+        Ok(())
+    }
+
+    /// Write the counts, sync the file: its size.
+    pub fn finish(mut self) -> anyhow::Result<u64> {
+        if self.timers_at.is_none() {
+            self.timers_at = Some(self.written);
+            self.put(&0u64.to_be_bytes())?;
+        }
+        let path = self.path.clone();
+        let fail = |e: std::io::Error| anyhow::anyhow!("writing {}: {e}", path.display());
+        self.out.flush().map_err(fail)?;
+        let file = self.out.get_mut();
+        for (at, n) in [
+            (self.entries_at, self.entries),
+            (self.timers_at.expect("set above"), self.timers),
+        ] {
+            file.seek(SeekFrom::Start(at)).map_err(fail)?;
+            file.write_all(&n.to_be_bytes()).map_err(fail)?;
+        }
+        file.sync_all().map_err(fail)?;
+        Ok(self.written)
+    }
+}
+
+/// How many values a list encoded as (u32 length · bytes)* holds.
+fn list_len(mut encoded: &[u8]) -> anyhow::Result<u32> {
+    let mut n = 0;
+    while !encoded.is_empty() {
+        anyhow::ensure!(encoded.len() >= 4, "a stored list is truncated");
+        let len = u32::from_be_bytes(encoded[..4].try_into().expect("4")) as usize;
+        anyhow::ensure!(encoded.len() >= 4 + len, "a stored list is truncated");
+        encoded = &encoded[4 + len..];
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Write `backend`'s whole state into `dir` as one canonical file.
+pub fn write_snapshot<B: StateBackend + ?Sized>(
+    backend: &mut B,
+    dir: &Path,
+) -> anyhow::Result<LocalSnapshot> {
+    let path = dir.join(FILE);
+    let size = backend.export(&path)?;
+    Ok(LocalSnapshot {
+        format: SnapshotFormat::Full,
+        files: vec![SnapshotFile {
+            name: FILE.into(),
+            path,
+            size,
+            shared: false,
+        }],
+    })
+}
+
+/// A reader that fails on truncated input instead of panicking.
+struct Reader<R: Read> {
+    inner: R,
+    path: std::path::PathBuf,
+}
+
+impl<R: Read> Reader<R> {
+    fn take(&mut self, buf: &mut [u8]) -> anyhow::Result<()> {
+        self.inner.read_exact(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                anyhow::anyhow!("{} is truncated", self.path.display())
+            } else {
+                anyhow::anyhow!("reading {}: {e}", self.path.display())
+            }
+        })
+    }
+
+    fn u8(&mut self) -> anyhow::Result<u8> {
+        let mut b = [0; 1];
+        self.take(&mut b)?;
+        Ok(b[0])
+    }
+
+    fn u32(&mut self) -> anyhow::Result<u32> {
+        let mut b = [0; 4];
+        self.take(&mut b)?;
+        Ok(u32::from_be_bytes(b))
+    }
+
+    fn u64(&mut self) -> anyhow::Result<u64> {
+        let mut b = [0; 8];
+        self.take(&mut b)?;
+        Ok(u64::from_be_bytes(b))
+    }
+
+    fn bytes(&mut self) -> anyhow::Result<Vec<u8>> {
+        let n = self.u32()? as usize;
+        // A corrupt length must not allocate gigabytes up front.
+        let mut out = Vec::with_capacity(n.min(1 << 20));
+        (&mut self.inner)
+            .take(n as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", self.path.display()))?;
+        anyhow::ensure!(out.len() == n, "{} is truncated", self.path.display());
+        Ok(out)
+    }
+}
+
+/// How many changes a restore applies at once.
+const RESTORE_BATCH: usize = 4096;
+
+/// Load the entries and timers of the key groups `groups` from the
+/// canonical files `files` into `backend` (empty, or holding other key
+/// groups): states are matched by name, and declared in it if new. A file
+/// written for another number of key groups is refused: its groups are
+/// not this backend's.
+pub fn restore(
+    backend: &mut dyn StateBackend,
+    max_parallelism: u32,
+    files: &[std::path::PathBuf],
+    groups: &KeyGroups,
+) -> anyhow::Result<()> {
+    for path in files {
+        restore_file(backend, max_parallelism, path, groups)
+            .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn restore_file(
+    backend: &mut dyn StateBackend,
+    max_parallelism: u32,
+    path: &Path,
+    groups: &KeyGroups,
+) -> anyhow::Result<()> {
+    let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open it: {e}"))?;
+    let mut r = Reader {
+        inner: BufReader::with_capacity(1 << 20, file),
+        path: path.to_owned(),
+    };
+    let mut magic = [0; MAGIC.len()];
+    r.take(&mut magic)?;
+    anyhow::ensure!(magic == MAGIC, "not a Weir state file");
+    let written_for = r.u32()?;
+    anyhow::ensure!(
+        written_for == max_parallelism,
+        "it holds state for a max parallelism of {written_for}; the job's is {max_parallelism} (a job's max parallelism stays the same for its whole life: its keys' groups depend on it)"
+    );
+    // The file's state ids, as the backend knows them.
+    let mut ids = Vec::new();
+    for _ in 0..r.u32()? {
+        let name = String::from_utf8(r.bytes()?)
+            .map_err(|_| anyhow::anyhow!("a state name is not UTF-8"))?;
+        let kind = StateKind::from_byte(r.u8()?)?;
+        ids.push(
+            backend
+                .register(&name, kind)
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+    }
+    let mut ops = Vec::new();
+    for _ in 0..r.u64()? {
+        let group = r.u32()?;
+        let state = r.u32()? as usize;
+        let key = r.bytes()?;
+        anyhow::ensure!(state < ids.len(), "an entry of an undeclared state");
+        let keep = groups.contains(&group);
+        let target = StateKey {
+            state: ids[state],
+            key,
+        };
+        let op = match r.u8()? {
+            0 => StateOp::PutValue {
+                target,
+                value: r.bytes()?,
+            },
+            1 => {
+                let n = r.u32()?;
+                let mut values = Vec::with_capacity((n as usize).min(1 << 16));
+                for _ in 0..n {
+                    values.push(r.bytes()?);
+                }
+                StateOp::ReplaceList { target, values }
+            }
+            2 => StateOp::PutEntry {
+                target,
+                map_key: r.bytes()?,
+                value: r.bytes()?,
+            },
+            t => anyhow::bail!("unknown entry tag {t}"),
+        };
+        if keep {
+            ops.push(op);
+            if ops.len() >= RESTORE_BATCH {
+                backend.apply_all(std::mem::take(&mut ops), Vec::new())?;
+            }
+        }
+    }
+    backend.apply_all(std::mem::take(&mut ops), Vec::new())?;
+    let mut timers = Vec::new();
+    for _ in 0..r.u64()? {
+        let group = r.u32()?;
+        let domain = match r.u8()? {
+            0 => TimeDomain::EventTime,
+            1 => TimeDomain::ProcessingTime,
+            d => anyhow::bail!("unknown timer domain {d}"),
+        };
+        let mut t = [0; 8];
+        r.take(&mut t)?;
+        let key = r.bytes()?;
+        if groups.contains(&group) {
+            timers.push(TimerOp::Register(Timer {
+                key,
+                time: i64::from_be_bytes(t),
+                domain,
+            }));
+            if timers.len() >= RESTORE_BATCH {
+                backend.apply_all(Vec::new(), std::mem::take(&mut timers))?;
+            }
+        }
+    }
+    backend.apply_all(Vec::new(), timers)?;
+    let mut rest = [0; 1];
+    anyhow::ensure!(
+        r.inner.read(&mut rest)? == 0,
+        "bytes after the end of the state file"
+    );
+    Ok(())
+}
+
+/// Whether the file at `path` starts as a canonical state file does.
+pub fn is_state_file(path: &Path) -> bool {
+    let mut magic = [0; MAGIC.len()];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == MAGIC)
+}
