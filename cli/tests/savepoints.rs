@@ -382,9 +382,10 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("max"), "{err}");
-    // The job still owns its output: a job from its savepoint must wait
-    // for it to stop.
+    assert!(err.contains("max-parallelism (128)"), "{err}");
+    // The job still owns its output, and the savepoint did not stop it (it
+    // may commit output after it): a job from it may not take the output
+    // over.
     let o = common::weir(&[
         "submit",
         rocks.to_str().unwrap(),
@@ -395,7 +396,7 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("stop it first"), "{err}");
+    assert!(err.contains("did not stop the job"), "{err}");
     // Allowed to drop the renamed operator's state, it starts.
     let o = common::weir(&[
         "submit",
@@ -441,4 +442,275 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Lines of words (JSON strings) appended to a file while the test runs;
+/// how often each word came.
+struct Words {
+    counts: Arc<Mutex<BTreeMap<String, u64>>>,
+    writing: Arc<AtomicBool>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+const VOCABULARY: [&str; 6] = ["ka", "lomi", "renshav", "tu", "pa", "dinel"];
+
+impl Words {
+    fn start(path: &Path) -> Words {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        let counts = Arc::new(Mutex::new(BTreeMap::new()));
+        let writing = Arc::new(AtomicBool::new(true));
+        let (c, w) = (counts.clone(), writing.clone());
+        let writer = std::thread::spawn(move || {
+            let mut n = 0usize;
+            while w.load(Ordering::Relaxed) {
+                let mut text = String::new();
+                let mut counts = c.lock().unwrap();
+                for _ in 0..10 {
+                    let words: Vec<&str> = (0..3)
+                        .map(|i| VOCABULARY[(n * 7 + i * 5 + n / 4) % VOCABULARY.len()])
+                        .collect();
+                    for w in &words {
+                        *counts.entry((*w).to_owned()).or_default() += 1;
+                    }
+                    text.push_str(&format!("\"{}\"\n", words.join(" ")));
+                    n += 1;
+                }
+                drop(counts);
+                file.write_all(text.as_bytes()).unwrap();
+                file.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Words {
+            counts,
+            writing,
+            writer: Some(writer),
+        }
+    }
+
+    fn stop(&mut self) -> BTreeMap<String, u64> {
+        self.writing.store(false, Ordering::Relaxed);
+        if let Some(w) = self.writer.take() {
+            w.join().unwrap();
+        }
+        self.counts.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Wait until the committed output in `output` holds every word's counts
+/// `1..n` exactly once (`want`: n per word), never a count twice
+/// meanwhile; its lines.
+async fn exact_word_counts(output: &Path, want: &BTreeMap<String, u64>) -> Vec<serde_json::Value> {
+    let started = Instant::now();
+    loop {
+        let (lines, _) = if output.exists() {
+            common::committed(output)
+        } else {
+            (Vec::new(), 0)
+        };
+        let mut counts = BTreeMap::<String, Vec<u64>>::new();
+        for l in &lines {
+            let w = l["word"].as_str().unwrap().to_owned();
+            counts
+                .entry(w)
+                .or_default()
+                .push(l["count"].as_u64().unwrap());
+        }
+        for (w, c) in counts.iter_mut() {
+            c.sort_unstable();
+            let mut d = c.clone();
+            d.dedup();
+            assert_eq!(d.len(), c.len(), "`{w}`: a count committed twice: {c:?}");
+        }
+        if counts.len() == want.len()
+            && counts
+                .iter()
+                .all(|(w, c)| *c == (1..=want[w]).collect::<Vec<_>>())
+        {
+            return lines;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the committed output catches up: {:?} of {want:?}",
+            counts.iter().map(|(w, c)| (w, c.len())).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A word count whose counting operator is `function` of the test guests.
+fn tally_bundle(dir: &Path, name: &str, function: &str, input: &Path, output: &Path) -> PathBuf {
+    common::bundle(
+        dir,
+        name,
+        "test-guests",
+        &format!(
+            "[job]\nname = 'tally'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'lines'\ntype = 'json-lines-file'\npath = '{}'\nfollow = true\n\
+             [[operator]]\nname = 'split'\nfunction = 'words'\n\
+             [[operator]]\nname = 'tally'\nfunction = '{function}'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 200\n",
+            input.display(),
+            output.display()
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_operator_goes_on_with_every_words_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input = dir.join("lines.jsonl");
+    let output = dir.join("out");
+    let mut words = Words::start(&input);
+    let v1 = tally_bundle(&dir, "v1", "tally-v1", &input, &output);
+    let v2 = tally_bundle(&dir, "v2", "tally-v2", &input, &output);
+    let first = common::submit(&rest, &v1);
+    running(&rest, &first, 50).await;
+
+    // v1 → savepoint → v2, in one command.
+    let o = common::weir(&[
+        "upgrade",
+        &first,
+        v2.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("no job processed for"), "{stderr}");
+    let second = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_ne!(second, first);
+    assert_eq!(job(&rest, &first).await.state, JobState::Canceled);
+    running(&rest, &second, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let want = words.stop();
+
+    // Every word's counts 1..n exactly once across both versions; v2's
+    // records go on from v1's count, and count letters from the upgrade on.
+    let lines = exact_word_counts(&output, &want).await;
+    let mut last_v1 = BTreeMap::<String, u64>::new();
+    let mut v2 = Vec::new();
+    for l in &lines {
+        let (w, c) = (
+            l["word"].as_str().unwrap().to_owned(),
+            l["count"].as_u64().unwrap(),
+        );
+        match l.get("letters") {
+            None => {
+                let m = last_v1.entry(w).or_default();
+                *m = (*m).max(c);
+            }
+            Some(letters) => v2.push((w, c, letters.as_u64().unwrap())),
+        }
+    }
+    assert!(
+        !v2.is_empty() && !last_v1.is_empty(),
+        "both versions counted"
+    );
+    for (w, c, letters) in v2 {
+        let before = last_v1.get(&w).copied().unwrap_or(0);
+        assert_eq!(
+            letters,
+            (c - before) * w.len() as u64,
+            "`{w}` at {c}: v2 read v1's tally (count {before}) and added its field"
+        );
+    }
+    let o = common::weir(&["cancel", &second, "--coordinator", &rest]);
+    assert!(o.status.success());
+}
+
+/// The word count's job over `input` into `output`, its component at
+/// `component` (the Rust and the Python word count have the same vertices
+/// and keep the same state).
+fn word_count_bundle(
+    dir: &Path,
+    name: &str,
+    component: &Path,
+    input: &Path,
+    output: &Path,
+) -> PathBuf {
+    let bundle = dir.join(name);
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        format!(
+            "[job]\nname = 'wordcount'\nparallelism = 2\n[component]\npath = '{}'\n\
+             [[source]]\nname = 'lines'\ntype = 'json-lines-file'\npath = '{}'\nfollow = true\n\
+             [[operator]]\nname = 'split'\nfunction = 'split-words'\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = 'value'\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 200\n",
+            component.display(),
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    bundle
+}
+
+/// The Rust word count stopped with a savepoint and the Python one
+/// started from it: the Python operator reads the Rust one's state (every
+/// word's count goes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_replaced_by_one_in_another_language_keeps_its_keys_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    // The Python word count, built from a copy of its project (other tests
+    // build the example in place).
+    let project = dir.join("python-wordcount");
+    std::fs::create_dir_all(&project).unwrap();
+    for f in ["weir.toml", "pyproject.toml", "wordcount.py"] {
+        std::fs::copy(
+            common::root().join("examples/python-wordcount").join(f),
+            project.join(f),
+        )
+        .unwrap();
+    }
+    let o = common::weir(&["build", project.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let python = project.join(".weir/component.wasm");
+    assert!(python.is_file());
+    let rust = dir.join("rust.wasm");
+    std::fs::copy(weir_tests::guest("wordcount"), &rust).unwrap();
+
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input = dir.join("lines.jsonl");
+    let output = dir.join("out");
+    let mut words = Words::start(&input);
+    let in_rust = word_count_bundle(&dir, "in-rust", &rust, &input, &output);
+    let in_python = word_count_bundle(&dir, "in-python", &python, &input, &output);
+    let first = common::submit(&rest, &in_rust);
+    running(&rest, &first, 50).await;
+    let savepoint = stop(&rest, &first);
+    let second = resume(&rest, &in_python, 1, &savepoint);
+    running(&rest, &second, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let want = words.stop();
+    let lines = exact_word_counts(&output, &want).await;
+    assert!(
+        lines.len() as u64 > want.len() as u64,
+        "{} lines",
+        lines.len()
+    );
+    let o = common::weir(&["cancel", &second, "--coordinator", &rest]);
+    assert!(o.status.success());
 }

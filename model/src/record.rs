@@ -161,6 +161,20 @@ pub enum CheckpointKind {
     Checkpoint,
     /// A user-triggered savepoint, owned by the user.
     Savepoint,
+    /// A savepoint that stops the job (`weir stop`): the job's last
+    /// checkpoint. Sources read nothing after it (unless a later barrier
+    /// comes: then it failed, and the job goes on).
+    StopSavepoint,
+}
+
+impl CheckpointKind {
+    /// Whether it is a savepoint (its state is portable).
+    pub fn is_savepoint(self) -> bool {
+        matches!(
+            self,
+            CheckpointKind::Savepoint | CheckpointKind::StopSavepoint
+        )
+    }
 }
 
 /// How a task with several inputs treats barriers.

@@ -59,6 +59,10 @@ pub struct SavepointMetadata {
     /// Taken to stop the job (its sinks committed what it holds).
     #[serde(default)]
     pub stopped: bool,
+    /// The codec its operators' state values are in (`msgpack`, `json`):
+    /// a job restored from it must keep state in the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_codec: Option<crate::codec::Codec>,
     /// What each vertex of the job held, by name.
     pub vertices: Vec<SavepointVertex>,
 }
@@ -81,6 +85,11 @@ pub struct SavepointVertex {
     /// An operator's keyed state, per subtask that had some.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state: Vec<StateFileRef>,
+    /// A sink's connector and the files it writes (`json-lines-file`
+    /// and its path): a sink of the new job takes the pre-commits only
+    /// when it writes the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink_target: Option<String>,
 }
 
 impl SavepointVertex {
@@ -130,7 +139,49 @@ impl SavepointMetadata {
                 m.version
             ));
         }
-        Ok(m)
+        m.check().map(|()| m)
+    }
+
+    /// What every reader relies on: parallelisms within the max
+    /// parallelism, subtasks within their parallelism, state files named
+    /// as a savepoint names them (inside its directory) with their sha256.
+    fn check(&self) -> Result<(), String> {
+        let max = self.max_parallelism;
+        if max == 0 || max > crate::keygroup::MAX_MAX_PARALLELISM {
+            return Err(format!("its {METADATA} gives a max parallelism of {max}"));
+        }
+        for v in &self.vertices {
+            let bad = |why: String| Err(format!("its {METADATA}: vertex `{}`: {why}", v.name));
+            if v.parallelism == 0 || v.parallelism > max {
+                return bad(format!("a parallelism of {}", v.parallelism));
+            }
+            for f in &v.state {
+                if f.subtask >= v.parallelism {
+                    return bad(format!(
+                        "state of subtask {} of {}",
+                        f.subtask, v.parallelism
+                    ));
+                }
+                let safe = f.file.strip_prefix("state/").is_some_and(|rest| {
+                    rest.ends_with(".bin")
+                        && !rest.is_empty()
+                        && rest
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                        && !rest.contains("..")
+                });
+                if !safe {
+                    return bad(format!("a state file named {:?}", f.file));
+                }
+                if f.sha256.len() != 64 {
+                    return bad(format!("no sha256 for {}", f.file));
+                }
+            }
+            if v.sinks.iter().any(|s| s.subtask >= v.parallelism) {
+                return bad("a sink pre-commit of a subtask beyond its parallelism".into());
+            }
+        }
+        Ok(())
     }
 
     /// Every state file it holds, relative to its directory.
@@ -145,7 +196,8 @@ impl SavepointMetadata {
 }
 
 /// The file name of subtask `subtask` of operator `name` in a savepoint:
-/// the name with anything but letters, digits, `-` and `_` replaced.
+/// the name with anything but letters, digits, `-` and `_` replaced, and
+/// a hash of the name (two names that read alike keep files of their own).
 pub fn state_file_name(name: &str, subtask: u32) -> String {
     let safe: String = name
         .chars()
@@ -157,7 +209,8 @@ pub fn state_file_name(name: &str, subtask: u32) -> String {
             }
         })
         .collect();
-    format!("state/{safe}-{subtask}.bin")
+    let hash = xxhash_rust::xxh3::xxh3_64(name.as_bytes()) as u32;
+    format!("state/{safe}-{hash:08x}-{subtask}.bin")
 }
 
 #[cfg(test)]
@@ -175,6 +228,7 @@ mod tests {
             taken_at_ms: 1,
             max_parallelism: 128,
             stopped: true,
+            state_codec: None,
             vertices: vec![SavepointVertex {
                 name: "count".into(),
                 role: "operator".into(),
@@ -185,8 +239,9 @@ mod tests {
                     subtask: 1,
                     file: state_file_name("count", 1),
                     size: 3,
-                    sha256: String::new(),
+                    sha256: "0".repeat(64),
                 }],
+                sink_target: None,
             }],
         };
         let bytes = serde_json::to_vec(&m).unwrap();
@@ -203,6 +258,18 @@ mod tests {
                 .unwrap_err()
                 .contains("version 9")
         );
-        assert_eq!(state_file_name("a b/c", 0), "state/a_b_c-0.bin");
+        assert!(state_file_name("a b/c", 0).starts_with("state/a_b_c-"));
+        assert_ne!(state_file_name("a.b", 0), state_file_name("a_b", 0));
+        // What the files are called, and where the subtasks are, is checked.
+        let mut bad = m.clone();
+        bad.vertices[0].state[0].file = "../../etc/passwd".into();
+        let e = SavepointMetadata::parse(&serde_json::to_vec(&bad).unwrap()).unwrap_err();
+        assert!(e.contains("state file named"), "{e}");
+        let mut bad = m.clone();
+        bad.vertices[0].parallelism = 0;
+        assert!(SavepointMetadata::parse(&serde_json::to_vec(&bad).unwrap()).is_err());
+        let mut bad = m.clone();
+        bad.vertices[0].state[0].subtask = 2;
+        assert!(SavepointMetadata::parse(&serde_json::to_vec(&bad).unwrap()).is_err());
     }
 }

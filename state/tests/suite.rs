@@ -603,7 +603,10 @@ fn a_savepoint_restores_into_either_backend_at_any_parallelism(mut s: Subject) {
                     value: b"2".to_vec(),
                 },
             ],
-            vec![TimerOp::Register(timer(&k, i, TimeDomain::EventTime))],
+            vec![
+                TimerOp::Register(timer(&k, i, TimeDomain::EventTime)),
+                TimerOp::Register(timer(&k, 5000 + i, TimeDomain::ProcessingTime)),
+            ],
         )
         .unwrap();
     }
@@ -611,6 +614,21 @@ fn a_savepoint_restores_into_either_backend_at_any_parallelism(mut s: Subject) {
     let snap = b.savepoint(dir.path()).unwrap();
     assert_eq!(snap.format, SnapshotFormat::Full);
     assert!(weir_state::canonical::is_state_file(&snap.files[0].path));
+    // Two subtasks' files (taken at parallelism 2) merge into one.
+    let halves: Vec<std::path::PathBuf> = (0..2u32)
+        .map(|i| {
+            let groups = weir_model::keygroup::key_groups_of(i, 128, 2);
+            let mut half = MemoryStateBackend::with_key_groups(128);
+            weir_state::canonical::restore(&mut half, 128, &[snap.files[0].path.clone()], &groups)
+                .unwrap();
+            let d = dir.path().join(format!("half-{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            half.savepoint(&d).unwrap().files[0].path.clone()
+        })
+        .collect();
+    let mut merged = MemoryStateBackend::with_key_groups(128);
+    weir_state::canonical::restore(&mut merged, 128, &halves, &(0..128)).unwrap();
+    assert_eq!(merged.len(), 1500, "500 keys' value, list and map, merged");
     let files = vec![snap.files[0].path.clone()];
     let rocks = tempfile::tempdir().unwrap();
     for parallelism in [1u32, 2, 3] {
@@ -628,15 +646,27 @@ fn a_savepoint_restores_into_either_backend_at_any_parallelism(mut s: Subject) {
             parts.push(into);
         }
         let mut timers = 0;
-        for p in &mut parts {
+        for (j, p) in parts.iter_mut().enumerate() {
             // Ids come from the file: the names match, whatever order.
             assert_eq!(p.register("m", StateKind::Map).unwrap(), m);
-            timers += p
-                .take_due_timers(TimeDomain::EventTime, i64::MAX, 10_000)
-                .unwrap()
-                .len();
+            for domain in [TimeDomain::EventTime, TimeDomain::ProcessingTime] {
+                for t in p.take_due_timers(domain, i64::MAX, 10_000).unwrap() {
+                    // Each timer with its key's state, at its time.
+                    let k = String::from_utf8(t.key.clone()).unwrap();
+                    let i: i64 = k[1..].parse().unwrap();
+                    let owner = weir_model::keygroup::subtask_for_key(&t.key, 128, parallelism);
+                    assert_eq!(owner, j as u32, "{k}'s timer in subtask {j}");
+                    let at = if domain == TimeDomain::EventTime {
+                        i
+                    } else {
+                        5000 + i
+                    };
+                    assert_eq!(t.time, at);
+                    timers += 1;
+                }
+            }
         }
-        assert_eq!(timers, 500);
+        assert_eq!(timers, 1000);
         for i in 0..500 {
             let k = format!("k{i}");
             let owner = weir_model::keygroup::subtask_for_key(k.as_bytes(), 128, parallelism);

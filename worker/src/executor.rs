@@ -484,6 +484,7 @@ impl TaskExecutor for ExecutorService {
             timestamp_ms: r.timestamp_ms,
             kind: match r.kind.as_str() {
                 "savepoint" => CheckpointKind::Savepoint,
+                "stop-savepoint" => CheckpointKind::StopSavepoint,
                 _ => CheckpointKind::Checkpoint,
             },
             mode: match r.mode.as_str() {

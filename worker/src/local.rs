@@ -280,7 +280,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             Some(r) => crate::connectors::open_restored(
                                 config,
                                 cx,
-                                &r.positions(t.id, s, v.id),
+                                &r.vertex_positions(v.id),
                             )
                             .map_err(|e| {
                                 anyhow::anyhow!(

@@ -357,6 +357,10 @@ impl Subtask {
         source: &mut dyn Source,
         watermark: &mut Option<i64>,
     ) -> anyhow::Result<()> {
+        // A savepoint that stops the job passed: nothing more is read or
+        // fired here (the job ends once it completes; a later barrier
+        // means it failed, and reading goes on).
+        let mut stopping = false;
         loop {
             if self.cancel.load(Ordering::Relaxed) {
                 return Err(Canceled.into());
@@ -370,6 +374,15 @@ impl Subtask {
                 self.keep_positions(barrier.id, &positions);
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
+                stopping = barrier.kind == weir_model::CheckpointKind::StopSavepoint;
+            }
+            if stopping {
+                if let Some(done) = self.commit_completed()? {
+                    self.source_completed(source, done);
+                }
+                self.publish(*watermark, false);
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
             }
             let asked = Instant::now();
             let batch = source.next_batch(self.batch_size).map_err(|e| {
@@ -694,7 +707,7 @@ impl Subtask {
         let mut commits = Vec::new();
         // A savepoint's state is portable: canonical files, whatever the
         // backend.
-        let portable = barrier.kind == weir_model::CheckpointKind::Savepoint;
+        let portable = barrier.kind.is_savepoint();
         for (i, node) in self.nodes.iter_mut().enumerate() {
             match &mut node.op {
                 NodeOp::Sink(sink) => {

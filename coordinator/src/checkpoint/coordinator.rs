@@ -70,6 +70,10 @@ struct Inner {
     /// Who waits for each savepoint in flight, and whether it stops the
     /// job.
     savepoints: BTreeMap<u64, (SavepointWaiter, bool)>,
+    /// The savepoint that stops the job, once triggered (until it fails):
+    /// nothing is triggered after it — a checkpoint's sinks would commit
+    /// output that the job started from the savepoint writes again.
+    stop_at: Option<u64>,
 }
 
 /// Told how a savepoint ended: its metadata, or why it failed.
@@ -97,10 +101,6 @@ pub struct CheckpointCoordinator {
     pub stats: Arc<std::sync::Mutex<CheckpointStats>>,
     stop: Notify,
     stopped: std::sync::atomic::AtomicBool,
-    /// A savepoint that stops the job is in flight: no checkpoint is
-    /// triggered after it (its sinks would commit output that the job
-    /// started from the savepoint writes again).
-    halted: std::sync::atomic::AtomicBool,
 }
 
 fn now_ms() -> i64 {
@@ -153,6 +153,7 @@ impl CheckpointCoordinator {
                 last_completed: None,
                 finished,
                 savepoints: BTreeMap::new(),
+                stop_at: None,
             }),
             config,
             topology,
@@ -161,7 +162,6 @@ impl CheckpointCoordinator {
             stats,
             stop: Notify::new(),
             stopped: Default::default(),
-            halted: Default::default(),
         });
         let looping = me.clone();
         tokio::spawn(async move { looping.run().await });
@@ -208,7 +208,7 @@ impl CheckpointCoordinator {
                 return;
             }
             self.abort_expired().await;
-            if Instant::now() < next || self.halted.load(std::sync::atomic::Ordering::Relaxed) {
+            if Instant::now() < next {
                 continue;
             }
             let ready = {
@@ -216,7 +216,9 @@ impl CheckpointCoordinator {
                 let paused = inner
                     .last_completed
                     .is_some_and(|t| t.elapsed() < Duration::from_millis(self.config.min_pause_ms));
-                inner.pending.len() < self.config.max_concurrent as usize && !paused
+                inner.pending.len() < self.config.max_concurrent as usize
+                    && !paused
+                    && inner.stop_at.is_none()
             };
             if ready {
                 self.trigger().await;
@@ -291,12 +293,12 @@ impl CheckpointCoordinator {
             let _ = waiter.send(Err("the job's attempt is ending".into()));
             return;
         }
-        if stop {
-            self.halted
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.trigger_kind(CheckpointKind::Savepoint, Some((waiter, stop)))
-            .await;
+        let kind = if stop {
+            CheckpointKind::StopSavepoint
+        } else {
+            CheckpointKind::Savepoint
+        };
+        self.trigger_kind(kind, Some((waiter, stop))).await;
     }
 
     async fn trigger_kind(
@@ -306,8 +308,20 @@ impl CheckpointCoordinator {
     ) -> Option<u64> {
         let barrier = {
             let mut inner = self.inner.lock().await;
+            if let Some(stop) = inner.stop_at {
+                // The job is being stopped: nothing after its savepoint.
+                if let Some((w, _)) = waiter {
+                    let _ = w.send(Err(format!(
+                        "the job is being stopped with savepoint {stop}"
+                    )));
+                }
+                return None;
+            }
             let id = inner.next_id;
             inner.next_id += 1;
+            if matches!(waiter, Some((_, true))) {
+                inner.stop_at = Some(id);
+            }
             let barrier = Barrier {
                 id,
                 timestamp_ms: now_ms(),
@@ -530,8 +544,8 @@ impl CheckpointCoordinator {
             let why = format!("writing its metadata: {e:#}");
             self.failed(&pending, why.clone());
             if let Some(w) = stop_waiter {
-                self.halted
-                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                // The job goes on taking checkpoints.
+                self.resume_after(id).await;
                 let _ = w.send(Err(why));
             }
             return;
@@ -564,7 +578,7 @@ impl CheckpointCoordinator {
         let older: Vec<u64> = inner
             .pending
             .range(..id)
-            .filter(|(_, p)| p.barrier.kind != CheckpointKind::Savepoint)
+            .filter(|(_, p)| !p.barrier.kind.is_savepoint())
             .map(|(k, _)| *k)
             .collect();
         drop(inner);
@@ -579,6 +593,14 @@ impl CheckpointCoordinator {
                 .await;
         }
         self.delete(unused).await;
+    }
+
+    /// The stop savepoint `id` failed: checkpoints go on.
+    async fn resume_after(&self, id: u64) {
+        let mut inner = self.inner.lock().await;
+        if inner.stop_at == Some(id) {
+            inner.stop_at = None;
+        }
     }
 
     fn record_completed(&self, pending: &PendingCheckpoint) {
@@ -613,8 +635,7 @@ impl CheckpointCoordinator {
         if let Some((w, stop)) = waiter {
             if stop {
                 // The job goes on taking checkpoints.
-                self.halted
-                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                self.resume_after(id).await;
             }
             let _ = w.send(Err(why.to_owned()));
         }

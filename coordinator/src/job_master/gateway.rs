@@ -33,6 +33,7 @@ impl CheckpointGateway for WorkerGateway {
                 kind: match barrier.kind {
                     CheckpointKind::Checkpoint => "checkpoint".into(),
                     CheckpointKind::Savepoint => "savepoint".into(),
+                    CheckpointKind::StopSavepoint => "stop-savepoint".into(),
                 },
                 mode: match barrier.mode {
                     CheckpointMode::ExactlyOnce => "exactly-once".into(),

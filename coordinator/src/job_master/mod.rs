@@ -276,10 +276,18 @@ impl JobRunner for Arc<JobMasters> {
         events: Events,
         from: SavepointStart,
     ) -> Result<Execution, CoordinatorError> {
-        let plan =
-            crate::savepoint::plan_restore(&from.metadata, &graph, id, from.allow_non_restored)?;
+        // The savepoint becomes the job's checkpoint `first - 1`: its own
+        // checkpoints (and a sink's parts, named by them) come after every
+        // id the savepoint's job used.
+        let first = self.first_id_after(&from.metadata).await?;
+        let plan = crate::savepoint::plan_restore(
+            &from.metadata,
+            &graph,
+            id,
+            first - 1,
+            from.allow_non_restored,
+        )?;
         self.import_savepoint(&graph, &from.dir, &plan).await?;
-        let first = self.first_id_after(&from.metadata).await;
         self.start_at(
             id,
             graph,

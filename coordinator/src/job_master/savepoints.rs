@@ -19,9 +19,8 @@ fn conflict(code: &'static str, message: String) -> CoordinatorError {
 
 impl JobMasters {
     /// Take a savepoint of job `id` into the directory `dir`; with `stop`,
-    /// the job's last checkpoint (none is triggered after it: the caller
-    /// cancels the job once it returns). Waits until it is written (or
-    /// failed).
+    /// the job's last checkpoint (none is triggered after it), after which
+    /// the job is canceled. Waits until it is written (or failed).
     pub async fn savepoint(
         self: &Arc<Self>,
         id: &str,
@@ -73,6 +72,14 @@ impl JobMasters {
                 ));
             }
         };
+        if stop {
+            // Its sinks committed what it holds, and nothing runs after
+            // it: the job ends now — before the savepoint is written out,
+            // so that no restart (a failure meanwhile) takes it on from
+            // there. (The savepoint's files stay in the checkpoint storage.)
+            let m = master.lock().await;
+            m.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let url = plan.storage.as_deref().expect("checked above");
         let store = weir_model::storage::open(url)
             .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
@@ -90,8 +97,6 @@ impl JobMasters {
                 dir.display()
             ))
         })?;
-        // With `stop`, the caller cancels the job now (no checkpoint is
-        // triggered after its savepoint meanwhile).
         Ok(metadata)
     }
 
@@ -99,16 +104,25 @@ impl JobMasters {
     /// after the savepoint's and after every id its job took (a sink names
     /// its committed parts by checkpoint: the new job's never meet the old
     /// job's).
-    pub(super) async fn first_id_after(&self, savepoint: &SavepointMetadata) -> u64 {
+    pub(super) async fn first_id_after(
+        &self,
+        savepoint: &SavepointMetadata,
+    ) -> Result<u64, CoordinatorError> {
         let mut first = savepoint.checkpoint + 1;
-        if let Some(url) = &self.checkpoint_storage
-            && let Ok(store) = weir_model::storage::open(url)
-            && let Ok(stored) =
-                crate::checkpoint::completed::read_back(store.as_ref(), &savepoint.job, 1).await
-        {
+        if let Some(url) = &self.checkpoint_storage {
+            let unreadable = |e: anyhow::Error| {
+                CoordinatorError::internal(format!(
+                    "reading the checkpoints of job `{}` (whose savepoint this is): {e:#}",
+                    savepoint.job
+                ))
+            };
+            let store = weir_model::storage::open(url).map_err(unreadable)?;
+            let stored = crate::checkpoint::completed::read_back(store.as_ref(), &savepoint.job, 1)
+                .await
+                .map_err(unreadable)?;
             first = first.max(stored.highest_id + 1);
         }
-        first
+        Ok(first)
     }
 
     /// Copy the savepoint in `dir` into the checkpoint storage as job

@@ -50,9 +50,11 @@ pub(crate) struct Owners<'a> {
     pub(crate) job: &'a str,
     /// Every job the coordinator knows, with whether it has ended.
     pub(crate) known: &'a std::collections::BTreeMap<String, bool>,
-    /// The job whose savepoint the job starts from: its sinks' output
-    /// passes to the job once it has ended (the job goes on writing it).
-    pub(crate) predecessor: Option<&'a str>,
+    /// The job whose savepoint the job starts from, and whether the
+    /// savepoint stopped it: its sinks' output passes to the job once it
+    /// has ended (the job goes on writing it), when it was stopped by that
+    /// savepoint (else it may have committed output after it).
+    pub(crate) predecessor: Option<(&'a str, bool)>,
 }
 
 /// The claim file of a sink's `target`: `.owner` in a directory of part
@@ -116,7 +118,12 @@ fn claim(
     let shown = target.display();
     let ended = owners.known.get(&owner).copied();
     let removed = !directory && !target.exists() && ended != Some(false);
-    let inherited = owners.predecessor == Some(owner.as_str());
+    let inherited = owners.predecessor == Some((owner.as_str(), true));
+    if owners.predecessor == Some((owner.as_str(), false)) && !overwrite {
+        return Err(conflict(format!(
+            "{what}: {shown} belongs to job {owner}, whose savepoint this job starts from; that savepoint did not stop the job, which may have committed output after it: give another path (or stop job {owner} with a savepoint, `weir stop`, and start from that one)"
+        )));
+    }
     match ended {
         Some(true) if overwrite || removed || inherited => {}
         None if removed => {}

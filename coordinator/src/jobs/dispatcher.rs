@@ -188,7 +188,9 @@ impl Jobs {
         let owners = super::access::Owners {
             job: &id,
             known: &known,
-            predecessor: from.as_ref().map(|f| f.metadata.job.as_str()),
+            predecessor: from
+                .as_ref()
+                .map(|f| (f.metadata.job.as_str(), f.metadata.stopped)),
         };
         let made = super::access::prepare_sinks(&self.allowed, &graph, &owners)?;
         let info = JobInfo {
@@ -504,6 +506,13 @@ impl Jobs {
             (Lifecycle::Running(mut job), Ok(())) => {
                 settle(&mut job.info, &job.state.execution, TaskState::Finished);
                 Lifecycle::Finished(job.to(Finished))
+            }
+            (Lifecycle::Running(mut job), Err(_))
+                if job.state.execution.cancel.load(Ordering::Relaxed) =>
+            {
+                // Its runner canceled it (a stop with a savepoint).
+                settle(&mut job.info, &job.state.execution, TaskState::Canceled);
+                Lifecycle::Canceled(job.to(Canceled))
             }
             (Lifecycle::Running(mut job), Err(e)) => {
                 settle(&mut job.info, &job.state.execution, TaskState::Failed);

@@ -22,6 +22,23 @@ fn conflict(code: &'static str, message: String) -> CoordinatorError {
     CoordinatorError::new(crate::error::ErrorKind::Conflict, code, message)
 }
 
+/// Whether the savepoint's directory `dir` can be made and written.
+fn writable(dir: &Path) -> Result<(), CoordinatorError> {
+    let probe = dir.join(".weir-probe");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            unprocessable(
+                "savepoint_path_invalid",
+                format!(
+                    "cannot write the savepoint's directory {}: {e}",
+                    dir.display()
+                ),
+            )
+        })
+}
+
 impl Jobs {
     /// A directory named in a request, as the granted directories allow
     /// it for `what`: absolute, inside one of them when the cluster grants
@@ -95,6 +112,14 @@ impl Jobs {
             // A retry: the first trigger's status.
             return Ok(existing);
         }
+        if state == JobState::Running && self.checkpoints(id).await?.config.is_none() {
+            return Err(conflict(
+                "no_checkpoints",
+                format!(
+                    "job `{id}` takes no checkpoints: a savepoint is a checkpoint, and needs `[checkpoint]` in the job's manifest"
+                ),
+            ));
+        }
         if state != JobState::Running {
             return Err(conflict(
                 "job_not_running",
@@ -111,28 +136,28 @@ impl Jobs {
                 .savepoints_dir
                 .join(format!("savepoint-{}-{trigger}", &id[..id.len().min(8)])),
         };
-        if dir.join(weir_model::savepoint::METADATA).exists() {
+        if dir.join(weir_model::savepoint::METADATA).exists() || self.triggers.writing(&dir) {
             return Err(conflict(
                 "savepoint_exists",
                 format!(
-                    "{} holds a savepoint already: give another directory",
+                    "{} holds a savepoint already (or one is being written there): give another directory",
                     dir.display()
                 ),
             ));
         }
-        let (status, new) = self.triggers.begin(id, &trigger, stop);
+        // The directory must take files before the job is stopped for it.
+        writable(&dir)?;
+        let (status, new) = self.triggers.begin(id, &trigger, stop, &dir);
         if !new {
             return Ok(status);
         }
         let (me, job) = (self.clone(), id.to_owned());
         tokio::spawn(async move {
-            let mut taken = me.runner.savepoint(&job, &dir, stop).await;
+            let taken = me.runner.savepoint(&job, &dir, stop).await;
             if stop && taken.is_ok() {
-                // Its sinks committed what it holds: the job ends here, and
-                // a job started from the savepoint goes on.
-                if let Err(e) = me.cancel(&job).await {
-                    taken = Err(e);
-                }
+                // The runner ended the job after its savepoint; the job is
+                // canceled (unless it has ended already: a bounded input).
+                let _ = me.cancel(&job).await;
             }
             me.triggers.update(&job, &trigger, |s| {
                 s.ended_at_ms = Some(weir_model::now_ms());

@@ -42,6 +42,19 @@ use weir_model::{CheckpointKind, CheckpointMode};
 
 use crate::error::CoordinatorError;
 
+/// What a sink writes to: its connector, and its files.
+fn sink_target(kind: &VertexKind) -> Option<String> {
+    let VertexKind::Sink(config) = kind else {
+        return None;
+    };
+    let c = config.connector();
+    Some(
+        format!("{} {}", c.type_name(), c.files().join(" "))
+            .trim()
+            .to_owned(),
+    )
+}
+
 fn role(kind: &VertexKind) -> &'static str {
     match kind {
         VertexKind::Source(_) => "source",
@@ -70,6 +83,7 @@ pub async fn write(
             positions: Vec::new(),
             sinks: Vec::new(),
             state: Vec::new(),
+            sink_target: sink_target(&v.kind),
         };
         let mut splits = std::collections::BTreeSet::new();
         for s in &checkpoint.subtasks {
@@ -142,6 +156,7 @@ pub async fn write(
         taken_at_ms: checkpoint.triggered_at_ms,
         max_parallelism: graph.max_parallelism,
         stopped,
+        state_codec: Some(graph.codec),
         vertices,
     };
     target
@@ -195,14 +210,15 @@ fn incompatible(message: String) -> CoordinatorError {
     CoordinatorError::unprocessable("savepoint_incompatible", message)
 }
 
-/// Shape `savepoint` as the first checkpoint of job `job` (`graph`): see
-/// the module's documentation. A 4xx names what does not fit: another max
-/// parallelism, state no vertex claims (unless `allow_non_restored`), a
-/// vertex whose role changed.
+/// Shape `savepoint` as checkpoint `id` of job `job` (`graph`), its first:
+/// see the module's documentation. A 4xx names what does not fit: another
+/// max parallelism or state codec, state no vertex claims (unless
+/// `allow_non_restored`: then it is dropped), a vertex whose role changed.
 pub fn plan_restore(
     savepoint: &SavepointMetadata,
     graph: &JobGraph,
     job: &str,
+    id: u64,
     allow_non_restored: bool,
 ) -> Result<RestorePlan, CoordinatorError> {
     if savepoint.max_parallelism != graph.max_parallelism {
@@ -211,15 +227,42 @@ pub fn plan_restore(
             savepoint.max_parallelism, graph.max_parallelism, savepoint.max_parallelism
         )));
     }
-    let by_name: BTreeMap<&str, &SavepointVertex> = savepoint
+    if let Some(codec) = savepoint.state_codec
+        && codec != graph.codec
+        && savepoint.files().next().is_some()
+    {
+        return Err(incompatible(format!(
+            "the savepoint's state values are in {codec:?}; this job keeps state in {:?} (`[job] codec`): keep the savepoint's codec",
+            graph.codec
+        )));
+    }
+    let mut by_name: BTreeMap<&str, SavepointVertex> = savepoint
         .vertices
         .iter()
-        .map(|v| (v.name.as_str(), v))
+        .map(|v| (v.name.as_str(), v.clone()))
         .collect();
     let mut unclaimed = Vec::new();
     for v in savepoint.vertices.iter().filter(|v| v.holds_state()) {
         match graph.vertices.iter().find(|g| g.name == v.name) {
             None => unclaimed.push(format!("`{}` ({})", v.name, v.role)),
+            Some(g)
+                if !v.sinks.is_empty()
+                    && v.sink_target.is_some()
+                    && sink_target(&g.kind).is_some()
+                    && sink_target(&g.kind) != v.sink_target =>
+            {
+                // Its pending output is where the old sink wrote: the new
+                // one, writing elsewhere, cannot commit it.
+                unclaimed.push(format!(
+                    "`{}` (a sink that wrote to {}, now to {})",
+                    v.name,
+                    v.sink_target.as_deref().unwrap_or_default(),
+                    sink_target(&g.kind).unwrap_or_default()
+                ));
+                if let Some(old) = by_name.get_mut(v.name.as_str()) {
+                    old.sinks.clear();
+                }
+            }
             Some(g) if role(&g.kind) != v.role => {
                 return Err(incompatible(format!(
                     "`{}` was a {} in the savepoint and is a {} in this job: its state cannot be restored into it (give one of them another name)",
@@ -237,7 +280,7 @@ pub fn plan_restore(
             unclaimed.join(", ")
         )));
     }
-    let base = format!("{job}/chk-{}/savepoint", savepoint.checkpoint);
+    let base = format!("{job}/chk-{id}/savepoint");
     let mut copies = Vec::new();
     let mut subtasks = Vec::new();
     for t in &graph.tasks() {
@@ -293,7 +336,7 @@ pub fn plan_restore(
     Ok(RestorePlan {
         checkpoint: CheckpointMetadata {
             job: job.to_owned(),
-            id: savepoint.checkpoint,
+            id,
             kind: CheckpointKind::Savepoint,
             mode: CheckpointMode::ExactlyOnce,
             attempt: 0,
@@ -325,7 +368,7 @@ pub async fn import(
         let bytes = tokio::fs::read(dir.join(file))
             .await
             .map_err(|e| unreadable(format!("cannot read {file}: {e}")))?;
-        if !sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != *sha256 {
+        if hex::encode(sha2::Sha256::digest(&bytes)) != *sha256 {
             return Err(unreadable(format!(
                 "{file} is corrupt (its sha256 is not the one its _metadata recorded)"
             )));

@@ -31,7 +31,7 @@ pub struct SavepointStatus {
     pub status: TriggerState,
     /// Taken to stop the job.
     pub stop: bool,
-    /// Its directory, once written.
+    /// Its directory (where it is being written, then where it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
     /// The checkpoint id it was taken as.
@@ -66,7 +66,13 @@ impl Triggers {
 
     /// Record a new trigger `trigger` of `job`, unless one with that id
     /// exists: then its status, and `false`.
-    pub fn begin(&self, job: &str, trigger: &str, stop: bool) -> (SavepointStatus, bool) {
+    pub fn begin(
+        &self,
+        job: &str,
+        trigger: &str,
+        stop: bool,
+        dir: &std::path::Path,
+    ) -> (SavepointStatus, bool) {
         let mut all = self.lock();
         let list = all.entry(job.to_owned()).or_default();
         if let Some(s) = list.iter().find(|s| s.trigger_id == trigger) {
@@ -77,7 +83,7 @@ impl Triggers {
             job: job.to_owned(),
             status: TriggerState::InProgress,
             stop,
-            location: None,
+            location: Some(dir.display().to_string()),
             checkpoint: None,
             size_bytes: None,
             error: None,
@@ -98,6 +104,14 @@ impl Triggers {
         {
             f(s);
         }
+    }
+
+    /// Whether a savepoint is being written into `dir`.
+    pub fn writing(&self, dir: &std::path::Path) -> bool {
+        let dir = dir.display().to_string();
+        self.lock().values().flatten().any(|s| {
+            s.status == TriggerState::InProgress && s.location.as_deref() == Some(dir.as_str())
+        })
     }
 
     /// Trigger `trigger` of `job`.

@@ -102,6 +102,23 @@ impl Restore {
             .collect()
     }
 
+    /// Every split position of source vertex `vertex`, all its subtasks'
+    /// (each subtask's connector picks its own splits: after a restore at
+    /// another parallelism, a subtask's splits are not the ones its number
+    /// had, and one may have had none).
+    pub fn vertex_positions(&self, vertex: usize) -> Vec<SplitPosition> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.checkpoint
+            .subtasks
+            .iter()
+            .flat_map(|s| s.state.sources.iter())
+            .filter(|(v, _)| *v == vertex)
+            .flat_map(|(_, p)| p.iter())
+            .filter(|p| seen.insert(p.split.clone()))
+            .cloned()
+            .collect()
+    }
+
     /// Whether subtask `subtask` of task `task` had finished (its input
     /// ended) in the checkpoint: it starts finished.
     pub fn finished(&self, task: usize, subtask: u32) -> bool {

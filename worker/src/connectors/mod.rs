@@ -217,7 +217,7 @@ pub fn open_source(
 }
 
 /// Open a source's subtask as `cx` says, resuming from `positions` (every
-/// position its vertex had in the checkpoint restored). A file's or a
+/// position its vertex had in the checkpoint restored, all subtasks'). A file's or a
 /// generator's splits are units of their own, `split j of n`: when the
 /// checkpoint was taken at another parallelism (a savepoint restored with a
 /// new one), the subtask reads the old splits `j` with `j % parallelism ==
@@ -328,6 +328,7 @@ impl Source for Splits {
     fn take_rejected(&mut self) -> Vec<Undecodable> {
         self.parts
             .iter_mut()
+            .chain(&mut self.ended)
             .flat_map(|p| p.take_rejected())
             .collect()
     }

@@ -331,6 +331,80 @@ mod stable_split_tests {
         assert_eq!(got, (0..300).collect::<Vec<_>>());
     }
 
+    /// A followed file read at parallelism 2, restored at 3 (a subtask
+    /// gets no split), grown, restored again at 3 (a failure after the
+    /// rescale, every subtask handed every position) and then at 1: each
+    /// old split goes on from its position in one subtask, never from its
+    /// start in another, so every line is read once.
+    #[test]
+    fn splits_reassigned_by_a_rescale_stay_read_once_through_more_restores() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let mut written = 0;
+        let mut grow = |f: &mut tempfile::NamedTempFile, n: u64| {
+            for _ in 0..n {
+                writeln!(f, "{{\"n\":{written}}}").unwrap();
+                written += 1;
+            }
+            f.flush().unwrap();
+        };
+        grow(&mut f, 100);
+        let path = f.path().to_str().unwrap().to_owned();
+        let config = SourceConfig::JsonLinesFile(JsonLinesFile {
+            path: path.clone(),
+            follow: true,
+        });
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut read = Vec::new();
+        let mut positions = Vec::new();
+        for subtask in 0..2 {
+            let mut s = open_source(&config, subtask, 2, Codec::Json, Some(size), None).unwrap();
+            read.extend(drain(&mut *s));
+            positions.extend(s.snapshot());
+        }
+        let restore_at = |parallelism: u32, positions: &[crate::checkpoint::SplitPosition]| {
+            let mut read = Vec::new();
+            let mut next = Vec::new();
+            let mut empty = 0;
+            for subtask in 0..parallelism {
+                let cx = SourceContext {
+                    subtask,
+                    parallelism,
+                    codec: Codec::Json,
+                    size: Some(std::fs::metadata(&path).unwrap().len()),
+                    ty: None,
+                    errors: ErrorPolicy::default(),
+                };
+                let mut s = super::super::open_restored(&config, cx, positions).unwrap();
+                read.extend(drain(&mut *s));
+                let mine = s.snapshot();
+                empty += usize::from(mine.is_empty());
+                next.extend(mine);
+            }
+            (read, next, empty)
+        };
+        grow(&mut f, 100);
+        let (more, at3, empty) = restore_at(3, &positions);
+        assert_eq!(empty, 1, "three subtasks for two splits: one reads none");
+        read.extend(more);
+        grow(&mut f, 100);
+        let (more, at3_again, empty) = restore_at(3, &at3);
+        assert_eq!(empty, 1, "after a failure, the same one reads none");
+        read.extend(more);
+        grow(&mut f, 100);
+        let (more, _, _) = restore_at(1, &at3_again);
+        read.extend(more);
+        let mut got: Vec<u64> = read
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["n"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..400).collect::<Vec<_>>());
+    }
+
     /// Every subtask cuts its split from the size given, not from the
     /// file's size when it opens: splits opened while the file grows still
     /// cover each line once.
