@@ -714,3 +714,103 @@ async fn an_operator_replaced_by_one_in_another_language_keeps_its_keys_state() 
     let o = common::weir(&["cancel", &second, "--coordinator", &rest]);
     assert!(o.status.success());
 }
+
+/// The windowed count's job: JSON lines `{"key", "ts"}` from `input`
+/// (followed or not), tumbling windows of a second per key, committed to
+/// `output`.
+fn windows_bundle(dir: &Path, name: &str, input: &Path, output: &Path, follow: bool) -> PathBuf {
+    let checkpoint = if follow || name != "straight" {
+        "[checkpoint]\ninterval-ms = 200\n"
+    } else {
+        ""
+    };
+    common::bundle(
+        dir,
+        name,
+        "windowed-counts",
+        &format!(
+            "[job]\nname = 'windows'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'events'\ntype = 'json-lines-file'\npath = '{}'\nfollow = {follow}\n\
+             timestamp = '/ts'\nwatermark = 'bounded'\nmax-delay-ms = 0\nwatermark-interval-ms = 0\n\
+             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\n\
+             window = {{ type = 'tumbling', size-ms = 1000 }}\n\
+             [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n{checkpoint}",
+            input.display(),
+            output.display()
+        ),
+    )
+}
+
+/// Appends `n` events from line `from` on: key `k<i % 5>`, 100 ms apart.
+fn events(path: &Path, from: u64, n: u64) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    let mut text = String::new();
+    for i in from..from + n {
+        text.push_str(&format!("{{\"key\":\"k{}\",\"ts\":{}}}\n", i % 5, i * 100));
+    }
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// Golden output three ways: a windowed count run straight through at
+/// parallelism 1, and the same input read by a job at parallelism 2
+/// stopped with a savepoint mid-input, restored at 3 and stopped again,
+/// restored at 1 to the end: the same windows with the same counts (open
+/// windows and their timers go with their keys).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_stopped_and_restored_at_other_parallelisms_fire_as_a_straight_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input = dir.join("events.jsonl");
+    let output = dir.join("out");
+    let mut written = 0;
+    events(&input, written, 100);
+    written += 100;
+
+    let followed = windows_bundle(&dir, "followed", &input, &output, true);
+    let first = common::submit(&rest, &followed);
+    running(&rest, &first, 100).await;
+    events(&input, written, 300);
+    written += 300;
+    running(&rest, &first, 250).await;
+    let sp1 = stop(&rest, &first);
+    events(&input, written, 300);
+    written += 300;
+    let second = resume(&rest, &followed, 3, &sp1);
+    running(&rest, &second, 1).await;
+    events(&input, written, 300);
+    written += 300;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sp2 = stop(&rest, &second);
+    events(&input, written, 300);
+    written += 300;
+    // To the end of the file: the last windows fire when the input ends.
+    let last = windows_bundle(&dir, "to-the-end", &input, &output, false);
+    let third = resume(&rest, &last, 1, &sp2);
+    let done = common::job_until(&rest, &third, "the last job ends", |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(done.state, JobState::Finished, "{done:#?}");
+
+    // Straight through, at parallelism 1.
+    let straight_out = dir.join("straight.jsonl");
+    let straight = windows_bundle(&dir, "straight", &input, &straight_out, false);
+    let o = common::weir(&["run", straight.to_str().unwrap(), "-p", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sorted = |lines: Vec<serde_json::Value>| {
+        let mut l: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
+        l.sort();
+        l
+    };
+    let want = sorted(common::json_lines(&straight_out));
+    // 1,300 events, 100 ms apart, 5 keys: 130 windows of a second, each
+    // with two events of each key.
+    assert_eq!(want.len(), (written / 10 * 5) as usize, "{want:?}");
+    let got = sorted(common::committed(&output).0);
+    assert_eq!(got, want);
+}

@@ -64,6 +64,7 @@ impl JobRunner for EmbeddedRunner {
                 TaskState::Running,
             ))),
             checkpoints: None,
+            stopped: Default::default(),
         };
         tokio::spawn(async move { done(run_job(job).await.map(|_| ())) });
         Ok(running)

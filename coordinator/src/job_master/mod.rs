@@ -79,6 +79,8 @@ pub(crate) struct JobMaster {
     plan: Arc<Plan>,
     /// The job's cancel flag.
     cancel: Arc<AtomicBool>,
+    /// Set with the cancel flag after a savepoint that stops the job.
+    stopped: Arc<AtomicBool>,
     /// Where restarts are told.
     events: Events,
     /// Between two attempts.
@@ -458,6 +460,7 @@ impl JobMasters {
             counters: counters.clone(),
             subtasks: subtasks.clone(),
             checkpoints: stats.clone(),
+            stopped: Arc::default(),
         };
         // A resumed job goes on counting from its earlier attempts.
         let backoff = RestartBackoff::after(graph.restart.clone(), attempt);
@@ -482,6 +485,7 @@ impl JobMasters {
             retained: Vec::new(),
             plan,
             cancel: running.cancel.clone(),
+            stopped: running.stopped.clone(),
             events,
             restarting,
             deploying: false,

@@ -24,6 +24,9 @@ pub struct Execution {
     pub subtasks: Arc<std::sync::Mutex<Vec<SubtaskStatus>>>,
     /// Its checkpoints, live (when it takes them).
     pub checkpoints: Option<Arc<std::sync::Mutex<CheckpointStats>>>,
+    /// Set when its runner canceled it after a savepoint that stops it:
+    /// its end is a cancel, not a failure.
+    pub stopped: Arc<AtomicBool>,
 }
 
 /// How a runner tells the end of a job.

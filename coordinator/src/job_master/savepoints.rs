@@ -78,6 +78,7 @@ impl JobMasters {
             // so that no restart (a failure meanwhile) takes it on from
             // there. (The savepoint's files stay in the checkpoint storage.)
             let m = master.lock().await;
+            m.stopped.store(true, std::sync::atomic::Ordering::Relaxed);
             m.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let url = plan.storage.as_deref().expect("checked above");

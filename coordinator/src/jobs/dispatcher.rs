@@ -508,7 +508,7 @@ impl Jobs {
                 Lifecycle::Finished(job.to(Finished))
             }
             (Lifecycle::Running(mut job), Err(_))
-                if job.state.execution.cancel.load(Ordering::Relaxed) =>
+                if job.state.execution.stopped.load(Ordering::Relaxed) =>
             {
                 // Its runner canceled it (a stop with a savepoint).
                 settle(&mut job.info, &job.state.execution, TaskState::Canceled);
