@@ -172,6 +172,20 @@ impl Client {
         self.answer(r).await
     }
 
+    /// Rescale job `id` to `parallelism` (a stop with a savepoint, and the
+    /// job started again from it).
+    pub async fn rescale(&self, id: &str, parallelism: u32) -> anyhow::Result<SavepointStatus> {
+        let r = self
+            .http
+            .patch(format!(
+                "{}/v1/jobs/{id}/rescaling?parallelism={parallelism}",
+                self.base
+            ))
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
     /// Savepoint trigger `trigger` of job `id`.
     pub async fn savepoint(&self, id: &str, trigger: &str) -> anyhow::Result<SavepointStatus> {
         let r = self

@@ -7,6 +7,7 @@ mod local;
 mod new;
 mod progress;
 mod savepoints;
+mod state;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
 /// glibc's allocator spends a third of a word count's time there.
@@ -208,6 +209,18 @@ enum Command {
         allow_non_restored_state: bool,
         #[command(flatten)]
         coordinator: CoordinatorArg,
+    },
+    /// Print the keyed state a savepoint holds, as JSON lines (operator,
+    /// subtask, state, kind, key, value; and timers).
+    State {
+        /// The savepoint's directory.
+        savepoint: PathBuf,
+        /// Only this operator's state.
+        #[arg(long)]
+        operator: Option<String>,
+        /// Only this state (by the name its operator declared).
+        #[arg(long)]
+        state: Option<String>,
     },
     /// List the jobs.
     List {
@@ -901,6 +914,16 @@ fn main() {
                     allow_non_restored_state,
                 ))
             }),
+        Command::State {
+            savepoint,
+            operator,
+            state,
+        } => state::print(
+            &savepoint,
+            operator.as_deref(),
+            state.as_deref(),
+            &mut std::io::BufWriter::new(std::io::stdout().lock()),
+        ),
         Command::List { coordinator } => tokio::runtime::Runtime::new()
             .context("cannot start the runtime")
             .and_then(|rt| rt.block_on(list(&coordinator.url))),

@@ -145,28 +145,38 @@ async fn resubmit(
 }
 
 /// `weir rescale JOB N`: stop with a savepoint, start again at parallelism
-/// `n` from it; the new job's id, last.
+/// `n` from it (the coordinator's rescaling); the new job's id, last.
 pub async fn rescale(url: &str, job: &str, n: u32) -> anyhow::Result<()> {
-    anyhow::ensure!(n > 0, "the parallelism must be at least 1");
     let client = Client::new(url)?;
-    let info = client.job(job).await?;
-    let s = stop_job(&client, job, None).await?;
-    let location = s.location.clone().unwrap_or_default();
-    let new = resubmit(
-        &client,
-        &info,
-        info.bundle.clone(),
-        Some(n),
-        location.clone(),
-        false,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("{e:#} (the savepoint is in {location})"))?;
+    let trigger = client.rescale(job, n).await?;
+    let started = Instant::now();
+    let done = loop {
+        let now = client.savepoint(job, &trigger.trigger_id).await?;
+        match (&now.status, &now.resumed_as, &now.error) {
+            (TriggerState::Failed, _, e) => anyhow::bail!(
+                "{}",
+                e.clone().unwrap_or_else(|| "the savepoint failed".into())
+            ),
+            (TriggerState::Completed, Some(_), _) => break now,
+            (TriggerState::Completed, None, Some(e)) => anyhow::bail!(
+                "{e} (the savepoint is in {})",
+                now.location.clone().unwrap_or_default()
+            ),
+            _ if started.elapsed() > SAVEPOINT_WAIT + STOP_WAIT => anyhow::bail!(
+                "job {job} has not started again at parallelism {n} after {} s (trigger {})",
+                (SAVEPOINT_WAIT + STOP_WAIT).as_secs(),
+                trigger.trigger_id
+            ),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    describe(&done);
+    let new = done.resumed_as.unwrap_or_default();
     eprintln!(
-        "job {} goes on at parallelism {n} from the savepoint in {location}",
-        new.id
+        "job {new} goes on at parallelism {n} from the savepoint in {}",
+        done.location.unwrap_or_default()
     );
-    println!("{}", new.id);
+    println!("{new}");
     Ok(())
 }
 

@@ -195,9 +195,22 @@ async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_ex
     let sp2 = stop(&rest, &second);
     assert_ne!(sp1, sp2);
 
-    // Parallelism 1 on RocksDB, to the end.
+    // Parallelism 1 on RocksDB.
     let third = resume(&rest, &rocks, 1, &sp2);
     running(&rest, &third, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // And rescaled to 2 by the coordinator, in one step, to the end.
+    let o = common::weir(&["rescale", &third, "2", "--coordinator", &rest]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fourth = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rescaled = job(&rest, &fourth).await;
+    assert_eq!(rescaled.vertices[1].parallelism, 2, "{rescaled:#?}");
+    running(&rest, &fourth, 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let want = input.stop();
     let total: u64 = want.values().sum();
@@ -223,7 +236,7 @@ async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_ex
         }
         assert!(
             started.elapsed() < PATIENCE,
-            "the three jobs' committed output catches up with the input ({total} lines): {:?}",
+            "the four jobs' committed output catches up with the input ({total} lines): {:?}",
             got.iter()
                 .map(|(k, c)| (k, c.len(), want.get(k)))
                 .collect::<Vec<_>>()
@@ -231,9 +244,9 @@ async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_ex
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!(
-        "{total} lines counted exactly once by three jobs: parallelism 2 (RocksDB) → 3 (memory) → 1 (RocksDB)"
+        "{total} lines counted exactly once by four jobs: parallelism 2 (RocksDB) → 3 (memory) → 1 (RocksDB) → 2"
     );
-    let o = common::weir(&["cancel", &third, "--coordinator", &rest]);
+    let o = common::weir(&["cancel", &fourth, "--coordinator", &rest]);
     assert!(o.status.success());
 }
 
@@ -711,6 +724,36 @@ async fn an_operator_replaced_by_one_in_another_language_keeps_its_keys_state() 
         "{} lines",
         lines.len()
     );
+
+    // The savepoint's state, read back: each word's count as the Rust job
+    // left it (its committed output has that count for the word).
+    let o = common::weir(&["state", &savepoint, "--operator", "count"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let entries: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!entries.is_empty());
+    for e in &entries {
+        assert_eq!(
+            (e["state"].as_str(), e["kind"].as_str()),
+            (Some("count"), Some("value")),
+            "{e}"
+        );
+        let word = e["key"].as_str().unwrap();
+        assert!(VOCABULARY.contains(&word), "{e}");
+        let n = e["value"].as_u64().unwrap();
+        assert!(
+            lines.iter().any(|l| l["word"] == word && l["count"] == n),
+            "{e}: no committed count {n} for `{word}`"
+        );
+    }
+    let o = common::weir(&["state", &savepoint, "--state", "nope"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no entry of a state `nope`"));
+    let o = common::weir(&["state", dir.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a savepoint"));
     let o = common::weir(&["cancel", &second, "--coordinator", &rest]);
     assert!(o.status.success());
 }

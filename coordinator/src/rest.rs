@@ -88,6 +88,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/v1/jobs/{id}/stop", post(stop_job))
+        .route("/v1/jobs/{id}/rescaling", axum::routing::patch(rescale_job))
         .route(
             "/v1/jobs/{id}/savepoints",
             get(list_savepoints).post(trigger_savepoint),
@@ -394,6 +395,30 @@ async fn stop_job(
     Ok((StatusCode::ACCEPTED, Json(status)))
 }
 
+/// `?parallelism=N` of a rescaling.
+#[derive(serde::Deserialize)]
+struct Rescaling {
+    parallelism: u32,
+}
+
+async fn rescale_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<axum::extract::Query<Rescaling>, axum::extract::rejection::QueryRejection>,
+) -> Result<(StatusCode, Json<SavepointStatus>), CoordinatorError> {
+    let axum::extract::Query(q) = query.map_err(|e| {
+        CoordinatorError::invalid(
+            "rescaling_invalid",
+            format!(
+                "give the new parallelism as `?parallelism=N`: {}",
+                e.body_text()
+            ),
+        )
+    })?;
+    let status = state.jobs.rescale(&id, q.parallelism).await?;
+    Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
 async fn list_savepoints(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -552,6 +577,8 @@ fn savepoint_paths(
         "checkpoint": {"type": "integer"}, "size_bytes": {"type": "integer"},
         "error": {"type": "string"},
         "triggered_at_ms": {"type": "integer"}, "ended_at_ms": {"type": "integer"},
+        "parallelism": {"type": "integer", "description": "A rescale's new parallelism"},
+        "resumed_as": {"type": "string", "description": "The job a rescale started from it"},
         "deleted": {"type": "boolean"}
     }});
     let savepoint_request = json!({"type": "object", "additionalProperties": false, "properties": {
@@ -582,6 +609,22 @@ fn savepoint_paths(
         ],
         "get": {"summary": "A savepoint's status and location", "responses": {"200": {"description": "Its status", "content": {"application/json": {"schema": savepoint}}}, "404": err("No such job or trigger")}},
         "delete": {"summary": "Delete a written savepoint (its directory)", "responses": {"200": {"description": "Deleted", "content": {"application/json": {"schema": savepoint}}}, "404": err("No such job or trigger, or nothing written"), "409": err("It is being taken")}}
+    });
+    paths["/v1/jobs/{id}/rescaling"] = json!({
+        "parameters": [
+            {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+            {"name": "parallelism", "in": "query", "required": true, "schema": {"type": "integer", "minimum": 1}}
+        ],
+        "patch": {
+            "summary": "Rescale a job: stop it with a savepoint and start its bundle again from it at the new parallelism (asynchronous: the stop's trigger; its status names the new job, `resumed_as`, once it runs)",
+            "responses": {
+                "202": {"description": "Stopping", "content": {"application/json": {"schema": savepoint}}},
+                "400": err("No parallelism in the query"),
+                "404": err("No such job"),
+                "409": err("The job is not running, or takes no checkpoints"),
+                "422": err("The job cannot run at that parallelism")
+            }
+        }
     });
     paths["/v1/jobs/{id}/stop"] = json!({
         "parameters": id_param,

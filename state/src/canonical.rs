@@ -287,18 +287,53 @@ pub fn restore(
     groups: &KeyGroups,
 ) -> anyhow::Result<()> {
     for path in files {
-        restore_file(backend, max_parallelism, path, groups)
+        let mut r = Restoring {
+            backend: &mut *backend,
+            max_parallelism,
+            groups,
+            ops: Vec::new(),
+            timers: Vec::new(),
+        };
+        read(path, &mut r)
+            .and_then(|()| r.flush())
             .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
     }
     Ok(())
 }
 
-fn restore_file(
-    backend: &mut dyn StateBackend,
-    max_parallelism: u32,
-    path: &Path,
-    groups: &KeyGroups,
-) -> anyhow::Result<()> {
+/// One keyed entry as a canonical file holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A value state's value.
+    Value(Vec<u8>),
+    /// A list state's values.
+    List(Vec<Vec<u8>>),
+    /// One entry of a map state: its map key and value.
+    MapEntry(Vec<u8>, Vec<u8>),
+}
+
+/// What reading a canonical file tells, in the file's order.
+pub trait Visitor {
+    /// The file's max parallelism (first): an error stops the reading.
+    fn max_parallelism(&mut self, max_parallelism: u32) -> anyhow::Result<()> {
+        let _ = max_parallelism;
+        Ok(())
+    }
+    /// A state the file declares: the id its entries are handed over with.
+    fn state(&mut self, name: &str, kind: StateKind) -> anyhow::Result<u32>;
+    /// Whether the entries and timers of key group `group` are wanted.
+    fn wants(&self, group: u32) -> bool {
+        let _ = group;
+        true
+    }
+    /// An entry of state `state` (an id [`Visitor::state`] gave) for `key`.
+    fn entry(&mut self, state: u32, key: Vec<u8>, entry: Entry) -> anyhow::Result<()>;
+    /// A timer.
+    fn timer(&mut self, timer: Timer) -> anyhow::Result<()>;
+}
+
+/// Read the canonical file at `path`, telling `visitor` what it holds.
+pub fn read(path: &Path, visitor: &mut dyn Visitor) -> anyhow::Result<()> {
     let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open it: {e}"))?;
     let mut r = Reader {
         inner: BufReader::with_capacity(1 << 20, file),
@@ -307,63 +342,36 @@ fn restore_file(
     let mut magic = [0; MAGIC.len()];
     r.take(&mut magic)?;
     anyhow::ensure!(magic == MAGIC, "not a Weir state file");
-    let written_for = r.u32()?;
-    anyhow::ensure!(
-        written_for == max_parallelism,
-        "it holds state for a max parallelism of {written_for}; the job's is {max_parallelism} (a job's max parallelism stays the same for its whole life: its keys' groups depend on it)"
-    );
-    // The file's state ids, as the backend knows them.
+    visitor.max_parallelism(r.u32()?)?;
     let mut ids = Vec::new();
     for _ in 0..r.u32()? {
         let name = String::from_utf8(r.bytes()?)
             .map_err(|_| anyhow::anyhow!("a state name is not UTF-8"))?;
         let kind = StateKind::from_byte(r.u8()?)?;
-        ids.push(
-            backend
-                .register(&name, kind)
-                .map_err(|e| anyhow::anyhow!(e))?,
-        );
+        ids.push(visitor.state(&name, kind)?);
     }
-    let mut ops = Vec::new();
     for _ in 0..r.u64()? {
         let group = r.u32()?;
         let state = r.u32()? as usize;
         let key = r.bytes()?;
         anyhow::ensure!(state < ids.len(), "an entry of an undeclared state");
-        let keep = groups.contains(&group);
-        let target = StateKey {
-            state: ids[state],
-            key,
-        };
-        let op = match r.u8()? {
-            0 => StateOp::PutValue {
-                target,
-                value: r.bytes()?,
-            },
+        let entry = match r.u8()? {
+            0 => Entry::Value(r.bytes()?),
             1 => {
                 let n = r.u32()?;
                 let mut values = Vec::with_capacity((n as usize).min(1 << 16));
                 for _ in 0..n {
                     values.push(r.bytes()?);
                 }
-                StateOp::ReplaceList { target, values }
+                Entry::List(values)
             }
-            2 => StateOp::PutEntry {
-                target,
-                map_key: r.bytes()?,
-                value: r.bytes()?,
-            },
+            2 => Entry::MapEntry(r.bytes()?, r.bytes()?),
             t => anyhow::bail!("unknown entry tag {t}"),
         };
-        if keep {
-            ops.push(op);
-            if ops.len() >= RESTORE_BATCH {
-                backend.apply_all(std::mem::take(&mut ops), Vec::new())?;
-            }
+        if visitor.wants(group) {
+            visitor.entry(ids[state], key, entry)?;
         }
     }
-    backend.apply_all(std::mem::take(&mut ops), Vec::new())?;
-    let mut timers = Vec::new();
     for _ in 0..r.u64()? {
         let group = r.u32()?;
         let domain = match r.u8()? {
@@ -374,24 +382,86 @@ fn restore_file(
         let mut t = [0; 8];
         r.take(&mut t)?;
         let key = r.bytes()?;
-        if groups.contains(&group) {
-            timers.push(TimerOp::Register(Timer {
+        if visitor.wants(group) {
+            visitor.timer(Timer {
                 key,
                 time: i64::from_be_bytes(t),
                 domain,
-            }));
-            if timers.len() >= RESTORE_BATCH {
-                backend.apply_all(Vec::new(), std::mem::take(&mut timers))?;
-            }
+            })?;
         }
     }
-    backend.apply_all(Vec::new(), timers)?;
     let mut rest = [0; 1];
     anyhow::ensure!(
         r.inner.read(&mut rest)? == 0,
         "bytes after the end of the state file"
     );
     Ok(())
+}
+
+/// A backend being restored: the entries of its key groups, applied a
+/// batch at a time.
+struct Restoring<'a> {
+    backend: &'a mut dyn StateBackend,
+    max_parallelism: u32,
+    groups: &'a KeyGroups,
+    ops: Vec<StateOp>,
+    timers: Vec<TimerOp>,
+}
+
+impl Restoring<'_> {
+    fn flush(&mut self) -> anyhow::Result<()> {
+        let (ops, timers) = (
+            std::mem::take(&mut self.ops),
+            std::mem::take(&mut self.timers),
+        );
+        self.backend.apply_all(ops, timers)
+    }
+}
+
+impl Visitor for Restoring<'_> {
+    fn max_parallelism(&mut self, written_for: u32) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            written_for == self.max_parallelism,
+            "it holds state for a max parallelism of {written_for}; the job's is {} (a job's max parallelism stays the same for its whole life: its keys' groups depend on it)",
+            self.max_parallelism
+        );
+        Ok(())
+    }
+
+    fn state(&mut self, name: &str, kind: StateKind) -> anyhow::Result<u32> {
+        self.backend
+            .register(name, kind)
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+
+    fn wants(&self, group: u32) -> bool {
+        self.groups.contains(&group)
+    }
+
+    fn entry(&mut self, state: u32, key: Vec<u8>, entry: Entry) -> anyhow::Result<()> {
+        let target = StateKey { state, key };
+        self.ops.push(match entry {
+            Entry::Value(value) => StateOp::PutValue { target, value },
+            Entry::List(values) => StateOp::ReplaceList { target, values },
+            Entry::MapEntry(map_key, value) => StateOp::PutEntry {
+                target,
+                map_key,
+                value,
+            },
+        });
+        if self.ops.len() >= RESTORE_BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn timer(&mut self, timer: Timer) -> anyhow::Result<()> {
+        self.timers.push(TimerOp::Register(timer));
+        if self.timers.len() >= RESTORE_BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether the file at `path` starts as a canonical state file does.

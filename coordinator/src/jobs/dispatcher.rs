@@ -138,7 +138,7 @@ impl Jobs {
 
     /// Plan the job `request` asks for: its graph and its components
     /// (planned against what they export, as checked at upload).
-    async fn plan(
+    pub(super) async fn plan(
         &self,
         request: &JobRequest,
     ) -> Result<(JobGraph, Vec<JobComponent>), CoordinatorError> {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use weir_model::access::Use;
 
-use super::SavepointRequest;
 use super::dispatcher::Jobs;
+use super::{JobRequest, SavepointRequest};
 use crate::error::CoordinatorError;
 use crate::job_master::SavepointStart;
 use crate::job_state::JobState;
@@ -87,6 +87,50 @@ impl Jobs {
         request: SavepointRequest,
         stop: bool,
     ) -> Result<SavepointStatus, CoordinatorError> {
+        self.trigger(id, request, stop, None).await
+    }
+
+    /// Rescale running job `id`: stop it with a savepoint, then start its
+    /// bundle, with its parameters, at `parallelism` from the savepoint
+    /// (Flink's rescaling). Asynchronous: the stop's trigger at once; its
+    /// status names the new job (`resumed_as`) once it runs. Refused (and
+    /// the job left running) when the job could not start at
+    /// `parallelism`.
+    pub async fn rescale(
+        self: &Arc<Self>,
+        id: &str,
+        parallelism: u32,
+    ) -> Result<SavepointStatus, CoordinatorError> {
+        if parallelism == 0 {
+            return Err(unprocessable(
+                "job_invalid",
+                "parallelism must be at least 1".into(),
+            ));
+        }
+        let info = self.get(id).await?;
+        let again = JobRequest {
+            bundle: info.bundle.clone(),
+            parallelism: Some(parallelism),
+            params: info.params.clone(),
+            from_savepoint: None,
+            allow_non_restored_state: false,
+        };
+        // Planned now: a parallelism the job cannot have is refused before
+        // the job is stopped.
+        self.plan(&again).await?;
+        self.trigger(id, SavepointRequest::default(), true, Some(again))
+            .await
+    }
+
+    /// Trigger a savepoint of job `id` (`stop`: and stop the job), and
+    /// with `then`, start that job from it once the job has ended.
+    async fn trigger(
+        self: &Arc<Self>,
+        id: &str,
+        request: SavepointRequest,
+        stop: bool,
+        then: Option<JobRequest>,
+    ) -> Result<SavepointStatus, CoordinatorError> {
         if request.drain {
             return Err(unprocessable(
                 "drain_unsupported",
@@ -147,9 +191,14 @@ impl Jobs {
         }
         // The directory must take files before the job is stopped for it.
         writable(&dir)?;
-        let (status, new) = self.triggers.begin(id, &trigger, stop, &dir);
+        let (mut status, new) = self.triggers.begin(id, &trigger, stop, &dir);
         if !new {
             return Ok(status);
+        }
+        if let Some(again) = &then {
+            status.parallelism = again.parallelism;
+            self.triggers
+                .update(id, &trigger, |s| s.parallelism = again.parallelism);
         }
         let (me, job) = (self.clone(), id.to_owned());
         tokio::spawn(async move {
@@ -159,6 +208,13 @@ impl Jobs {
                 // canceled (unless it has ended already: a bounded input).
                 let _ = me.cancel(&job).await;
             }
+            let resumed = match (&taken, then) {
+                (Ok(_), Some(mut again)) => {
+                    again.from_savepoint = Some(dir.display().to_string());
+                    Some(me.start_again(&job, again).await)
+                }
+                _ => None,
+            };
             me.triggers.update(&job, &trigger, |s| {
                 s.ended_at_ms = Some(weir_model::now_ms());
                 match taken {
@@ -173,9 +229,38 @@ impl Jobs {
                         s.error = Some(e.to_string());
                     }
                 }
+                match resumed {
+                    Some(Ok(new)) => s.resumed_as = Some(new),
+                    Some(Err(e)) => {
+                        s.error = Some(format!(
+                            "the job stopped with this savepoint, but could not start again from it: {e}"
+                        ));
+                    }
+                    None => {}
+                }
             });
         });
         Ok(status)
+    }
+
+    /// Start `request` (from a savepoint of job `job`) once `job` has
+    /// ended (its sinks' output passes to the new job then): the new job's
+    /// id.
+    async fn start_again(
+        self: &Arc<Self>,
+        job: &str,
+        request: JobRequest,
+    ) -> Result<String, CoordinatorError> {
+        let started = std::time::Instant::now();
+        while !self.get(job).await?.state.is_terminal() {
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(CoordinatorError::internal(format!(
+                    "job `{job}` did not end within a minute of its savepoint"
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Ok(self.submit(request).await?.id)
     }
 
     /// Trigger `trigger` of job `id`.

@@ -48,6 +48,13 @@ pub struct SavepointStatus {
     /// When it completed or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at_ms: Option<i64>,
+    /// A rescale's parallelism: the job starts again at it from the
+    /// savepoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// The job started from it (a rescale), once it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_as: Option<String>,
     /// Deleted since (its directory is gone).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
@@ -89,6 +96,8 @@ impl Triggers {
             error: None,
             triggered_at_ms: weir_model::now_ms(),
             ended_at_ms: None,
+            parallelism: None,
+            resumed_as: None,
             deleted: false,
         };
         list.push(status.clone());
