@@ -186,6 +186,26 @@ impl Client {
         self.answer(r).await
     }
 
+    /// Upgrade job `id` to bundle `bundle` (a stop with a savepoint, and
+    /// the new bundle started from it).
+    pub async fn upgrade(
+        &self,
+        id: &str,
+        bundle: &str,
+        allow_non_restored_state: bool,
+    ) -> anyhow::Result<SavepointStatus> {
+        let r = self
+            .http
+            .post(format!("{}/v1/jobs/{id}/upgrade", self.base))
+            .json(&weir_coordinator::jobs::UpgradeRequest {
+                bundle: bundle.to_owned(),
+                allow_non_restored_state,
+            })
+            .send()
+            .await;
+        self.answer(r).await
+    }
+
     /// Savepoint trigger `trigger` of job `id`.
     pub async fn savepoint(&self, id: &str, trigger: &str) -> anyhow::Result<SavepointStatus> {
         let r = self

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use weir_coordinator::jobs::{JobInfo, JobRequest, SavepointRequest};
+use weir_coordinator::jobs::{JobInfo, SavepointRequest};
 use weir_coordinator::savepoint::triggers::{SavepointStatus, TriggerState};
 
 use crate::client::Client;
@@ -123,25 +123,29 @@ fn describe(s: &SavepointStatus) {
     );
 }
 
-/// Start a job from the savepoint at `location`, of `bundle` with `job`'s
-/// parameters at `parallelism`: the new job.
-async fn resubmit(
-    client: &Client,
-    job: &JobInfo,
-    bundle: String,
-    parallelism: Option<u32>,
-    location: String,
-    allow_non_restored_state: bool,
-) -> anyhow::Result<JobInfo> {
-    client
-        .submit(&JobRequest {
-            bundle,
-            parallelism,
-            params: job.params.clone(),
-            from_savepoint: Some(location),
-            allow_non_restored_state,
-        })
-        .await
+/// Wait until trigger `trigger` of `job` (a rescale or an upgrade) has
+/// started the new job: its status.
+async fn resumed(client: &Client, job: &str, trigger: &str) -> anyhow::Result<SavepointStatus> {
+    let started = Instant::now();
+    loop {
+        let now = client.savepoint(job, trigger).await?;
+        match (&now.status, &now.resumed_as, &now.error) {
+            (TriggerState::Failed, _, e) => anyhow::bail!(
+                "{}",
+                e.clone().unwrap_or_else(|| "the savepoint failed".into())
+            ),
+            (TriggerState::Completed, Some(_), _) => return Ok(now),
+            (TriggerState::Completed, None, Some(e)) => anyhow::bail!(
+                "{e} (the savepoint is in {})",
+                now.location.clone().unwrap_or_default()
+            ),
+            _ if started.elapsed() > SAVEPOINT_WAIT + STOP_WAIT => anyhow::bail!(
+                "job {job} has not started again after {} s (trigger {trigger})",
+                (SAVEPOINT_WAIT + STOP_WAIT).as_secs()
+            ),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
 }
 
 /// `weir rescale JOB N`: stop with a savepoint, start again at parallelism
@@ -149,27 +153,7 @@ async fn resubmit(
 pub async fn rescale(url: &str, job: &str, n: u32) -> anyhow::Result<()> {
     let client = Client::new(url)?;
     let trigger = client.rescale(job, n).await?;
-    let started = Instant::now();
-    let done = loop {
-        let now = client.savepoint(job, &trigger.trigger_id).await?;
-        match (&now.status, &now.resumed_as, &now.error) {
-            (TriggerState::Failed, _, e) => anyhow::bail!(
-                "{}",
-                e.clone().unwrap_or_else(|| "the savepoint failed".into())
-            ),
-            (TriggerState::Completed, Some(_), _) => break now,
-            (TriggerState::Completed, None, Some(e)) => anyhow::bail!(
-                "{e} (the savepoint is in {})",
-                now.location.clone().unwrap_or_default()
-            ),
-            _ if started.elapsed() > SAVEPOINT_WAIT + STOP_WAIT => anyhow::bail!(
-                "job {job} has not started again at parallelism {n} after {} s (trigger {})",
-                (SAVEPOINT_WAIT + STOP_WAIT).as_secs(),
-                trigger.trigger_id
-            ),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    let done = resumed(&client, job, &trigger.trigger_id).await?;
     describe(&done);
     let new = done.resumed_as.unwrap_or_default();
     eprintln!(
@@ -180,9 +164,9 @@ pub async fn rescale(url: &str, job: &str, n: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `weir upgrade JOB BUNDLE`: savepoint, stop, and the new bundle started
-/// from the savepoint; reports how long no job processed, and the new
-/// job's id last.
+/// `weir upgrade JOB BUNDLE`: the new bundle uploaded, then the job stopped
+/// with a savepoint and the new bundle started from it (the coordinator's
+/// upgrade); reports how long no job processed, and the new job's id last.
 pub async fn upgrade(
     url: &str,
     job: &str,
@@ -190,31 +174,30 @@ pub async fn upgrade(
     allow_non_restored_state: bool,
 ) -> anyhow::Result<()> {
     let client = Client::new(url)?;
-    let info = client.job(job).await?;
     // The new bundle first: built and uploaded while the job still runs.
     let bundle = crate::bundle::open(bundle_path, true)?;
     let uploaded = client.upload(crate::bundle::archive(&bundle)?).await?;
-    let s = take(&client, job, None, true).await?;
-    // The job stopped processing when its savepoint's barrier passed.
-    let paused_from = s.triggered_at_ms;
-    describe(&s);
-    ended(&client, job).await?;
-    let location = s.location.clone().unwrap_or_default();
-    let new = resubmit(
-        &client,
-        &info,
-        uploaded.id,
-        info.parallelism,
-        location.clone(),
-        allow_non_restored_state,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("{e:#} (the savepoint is in {location})"))?;
-    let paused = (weir_model::now_ms() - paused_from).max(0);
+    let trigger = client
+        .upgrade(job, &uploaded.id, allow_non_restored_state)
+        .await?;
+    let done = resumed(&client, job, &trigger.trigger_id).await?;
+    let new = done.resumed_as.clone().unwrap_or_default();
+    // Sources read nothing after the savepoint's barrier; the new job
+    // processes once it runs.
+    let started = Instant::now();
+    loop {
+        let j = client.job(&new).await?;
+        if j.state != weir_coordinator::jobs::JobState::Created || started.elapsed() > STOP_WAIT {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let paused = (weir_model::now_ms() - done.triggered_at_ms).max(0);
+    describe(&done);
     eprintln!(
-        "job {} goes on from the savepoint in {location} with the new bundle; no job processed for {paused} ms",
-        new.id
+        "job {new} goes on from the savepoint in {} with the new bundle; no job processed for {paused} ms",
+        done.location.unwrap_or_default()
     );
-    println!("{}", new.id);
+    println!("{new}");
     Ok(())
 }

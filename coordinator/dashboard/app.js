@@ -322,6 +322,37 @@ function checkpointsView(c) {
       <tbody>${rows}</tbody></table>`;
 }
 
+/// The savepoints triggered of a job: kind, status, where, how big, and
+/// the job a rescale or an upgrade started from it.
+function savepointsView(list) {
+  if (!list || !list.length) return "";
+  const rows = list.slice().reverse().map((p) => {
+    const kind = p.resumed_as || p.parallelism ? (p.parallelism ? `rescale → ${p.parallelism}` : "upgrade")
+      : p.stop ? "stop" : "savepoint";
+    const resumed = p.resumed_as ? `<a href="#/jobs/${esc(p.resumed_as)}">${esc(p.resumed_as)}</a>` : "";
+    return `<tr data-testid="savepoint-row" data-status="${esc(p.status)}"><td>${esc(p.trigger_id)}</td><td>${esc(kind)}</td>
+      <td>${state(p.status.replace("_", " "))}</td><td>${esc(new Date(p.triggered_at_ms).toISOString().slice(11, 23))}</td>
+      <td class="num">${p.checkpoint ?? "–"}</td><td class="num">${p.size_bytes === undefined ? "–" : bytes(p.size_bytes)}</td>
+      <td><code>${esc(p.deleted ? "(deleted)" : p.location || "")}</code></td><td>${resumed}</td><td>${esc(p.error || "")}</td></tr>`;
+  }).join("");
+  return `<h3>Savepoints</h3><table data-testid="savepoints"><thead><tr><th>trigger</th><th>kind</th><th>status</th><th>triggered</th>
+    <th class="num">checkpoint</th><th class="num">state</th><th>location</th><th>new job</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+/// Savepoint, stop, rescale and upgrade, for a running job that takes
+/// checkpoints.
+function savepointActions(job, bundles) {
+  const others = (bundles || []).filter((b) => b.id !== job.bundle)
+    .map((b) => `<option value="${esc(b.id)}">${esc(b.name)} · ${esc(b.id.slice(0, 12))}</option>`).join("");
+  return `<div class="card actions" data-testid="savepoint-actions">
+    <button id="savepoint" data-testid="savepoint">Savepoint</button>
+    <button id="stop" data-testid="stop">Stop with a savepoint</button>
+    · <label>parallelism <input id="rescale-to" data-testid="rescale-to" type="number" min="1" value="${esc(job.parallelism || 1)}" size="4"></label>
+    <button id="rescale" data-testid="rescale">Rescale</button>
+    ${others ? ` · <select id="upgrade-to" data-testid="upgrade-to">${others}</select> <button id="upgrade" data-testid="upgrade">Upgrade</button>` : ""}
+  </div>`;
+}
+
 // Records a vertex could not process (on-error): dead letters, skipped.
 function rejected(v) {
   const d = v.dead_letters || 0, s = v.records_skipped || 0;
@@ -330,9 +361,12 @@ function rejected(v) {
 }
 
 async function jobPage(id) {
-  const [job, metrics, checkpoints] = await Promise.all([
+  const [job, metrics, checkpoints, savepoints] = await Promise.all([
     api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/metrics`), api(`/v1/jobs/${id}/checkpoints`),
+    api(`/v1/jobs/${id}/savepoints`),
   ]);
+  const snapshots = job.state === "running" && checkpoints && checkpoints.config;
+  const bundles = snapshots ? await api("/v1/bundles") : [];
   const live = ["created", "running", "restarting", "recovering", "canceling"].includes(job.state);
   const graph = job.graph && job.graph.vertices.length ? job.graph
     : { vertices: job.vertices.map((v) => ({ name: v.name, kind: "", what: "", parallelism: v.parallelism })), edges: [] };
@@ -388,9 +422,32 @@ async function jobPage(id) {
       <th class="num">state entries</th><th class="num">Wasm memory</th><th class="num">guest time</th></tr></thead>
       <tbody>${srows}</tbody></table>
     <h2>Checkpoints</h2>
+    ${snapshots ? savepointActions(job, bundles) : ""}
     ${checkpointsView(checkpoints)}
+    ${savepointsView(savepoints)}
     <h2>Exceptions</h2>
     ${exceptions || `<div class="card muted" data-testid="no-exceptions">None.</div>`}`;
+  const act = (button, path, options) => {
+    const b = document.getElementById(button);
+    if (!b) return;
+    b.addEventListener("click", async () => {
+      b.disabled = true;
+      try {
+        const p = await api(path(), options());
+        setStatus(`${button}: trigger ${p.trigger_id}, ${p.status.replace("_", " ")}`);
+        await render();
+      } catch (err) {
+        setStatus(err.message, true);
+        b.disabled = false;
+      }
+    });
+  };
+  const post = (body) => () => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  act("savepoint", () => `/v1/jobs/${id}/savepoints`, post({}));
+  act("stop", () => `/v1/jobs/${id}/stop`, post({}));
+  act("rescale", () => `/v1/jobs/${id}/rescaling?parallelism=${encodeURIComponent(document.getElementById("rescale-to").value)}`,
+    () => ({ method: "PATCH" }));
+  act("upgrade", () => `/v1/jobs/${id}/upgrade`, () => post({ bundle: document.getElementById("upgrade-to").value })());
   const cancel = document.getElementById("cancel");
   if (cancel) {
     cancel.addEventListener("click", async () => {

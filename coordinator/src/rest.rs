@@ -17,7 +17,7 @@ use axum::routing::post;
 
 use crate::bundles::{BundleInfo, BundleStore};
 use crate::error::{CoordinatorError, ErrorBody, ErrorKind};
-use crate::jobs::{JobInfo, JobRequest, Jobs, SavepointRequest};
+use crate::jobs::{JobInfo, JobRequest, Jobs, SavepointRequest, UpgradeRequest};
 use crate::metrics::{JobMetrics, gauge, job_families, prometheus_text};
 use crate::savepoint::triggers::SavepointStatus;
 use crate::slot_manager::{ClusterInfo, SlotManager};
@@ -89,6 +89,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/v1/jobs/{id}/stop", post(stop_job))
         .route("/v1/jobs/{id}/rescaling", axum::routing::patch(rescale_job))
+        .route("/v1/jobs/{id}/upgrade", post(upgrade_job))
         .route(
             "/v1/jobs/{id}/savepoints",
             get(list_savepoints).post(trigger_savepoint),
@@ -419,6 +420,17 @@ async fn rescale_job(
     Ok((StatusCode::ACCEPTED, Json(status)))
 }
 
+async fn upgrade_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    request: Result<Json<UpgradeRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<SavepointStatus>), CoordinatorError> {
+    let Json(request) =
+        request.map_err(|e| CoordinatorError::invalid("upgrade_request_invalid", e.body_text()))?;
+    let status = state.jobs.upgrade(&id, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
 async fn list_savepoints(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -623,6 +635,23 @@ fn savepoint_paths(
                 "404": err("No such job"),
                 "409": err("The job is not running, or takes no checkpoints"),
                 "422": err("The job cannot run at that parallelism")
+            }
+        }
+    });
+    paths["/v1/jobs/{id}/upgrade"] = json!({
+        "parameters": id_param,
+        "post": {
+            "summary": "Upgrade a job: stop it with a savepoint and start a new bundle from it, with the job's parameters and parallelism; state is matched by vertex name (asynchronous: the stop's trigger; its status names the new job, `resumed_as`, once it runs)",
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["bundle"], "additionalProperties": false, "properties": {
+                "bundle": {"type": "string", "description": "The new bundle's id"},
+                "allow_non_restored_state": {"type": "boolean"}
+            }}}}},
+            "responses": {
+                "202": {"description": "Stopping", "content": {"application/json": {"schema": savepoint}}},
+                "400": err("Not an upgrade request"),
+                "404": err("No such job or bundle"),
+                "409": err("The job is not running, or takes no checkpoints"),
+                "422": err("The new bundle's job cannot run")
             }
         }
     });

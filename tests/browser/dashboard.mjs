@@ -81,6 +81,11 @@ try {
   await page.waitForFunction(() => document.querySelectorAll(".chart polyline").length > 0
     && [...document.querySelectorAll(".chart polyline")].some((p) => p.getAttribute("points").split(" ").length > 3));
   check(true, "the throughput charts have points");
+  // A savepoint from the job page: it is listed, and completes.
+  await page.click("[data-testid=savepoint]");
+  await page.waitForSelector("[data-testid=savepoint-row][data-status=completed]", { timeout: 30_000 });
+  const location = await page.textContent("[data-testid=savepoint-row] code");
+  check(location.includes("savepoint-"), `the savepoint is listed with its location: ${location}`);
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`screenshot: ${shot}`);
 

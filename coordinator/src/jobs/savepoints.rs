@@ -8,7 +8,7 @@ use std::sync::Arc;
 use weir_model::access::Use;
 
 use super::dispatcher::Jobs;
-use super::{JobRequest, SavepointRequest};
+use super::{JobRequest, SavepointRequest, UpgradeRequest};
 use crate::error::CoordinatorError;
 use crate::job_master::SavepointStart;
 use crate::job_state::JobState;
@@ -117,6 +117,29 @@ impl Jobs {
         };
         // Planned now: a parallelism the job cannot have is refused before
         // the job is stopped.
+        self.plan(&again).await?;
+        self.trigger(id, SavepointRequest::default(), true, Some(again))
+            .await
+    }
+
+    /// Upgrade running job `id` to bundle `bundle`: stop it with a
+    /// savepoint, then start `bundle`, with the job's parameters and
+    /// parallelism, from it (state matched by vertex name). Asynchronous,
+    /// as [`Jobs::rescale`]; refused (and the job left running) when the
+    /// new bundle's job cannot be planned.
+    pub async fn upgrade(
+        self: &Arc<Self>,
+        id: &str,
+        request: UpgradeRequest,
+    ) -> Result<SavepointStatus, CoordinatorError> {
+        let info = self.get(id).await?;
+        let again = JobRequest {
+            bundle: request.bundle,
+            parallelism: info.parallelism,
+            params: info.params.clone(),
+            from_savepoint: None,
+            allow_non_restored_state: request.allow_non_restored_state,
+        };
         self.plan(&again).await?;
         self.trigger(id, SavepointRequest::default(), true, Some(again))
             .await

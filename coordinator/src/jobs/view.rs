@@ -313,6 +313,18 @@ pub struct JobRequest {
     pub allow_non_restored_state: bool,
 }
 
+/// An upgrade (`POST /v1/jobs/{id}/upgrade`): the job's new bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeRequest {
+    /// The new bundle's id (uploaded before).
+    pub bundle: String,
+    /// Drop the savepoint's state that no vertex of the new bundle's job
+    /// claims.
+    #[serde(default)]
+    pub allow_non_restored_state: bool,
+}
+
 /// A savepoint's trigger (`POST /v1/jobs/{id}/savepoints`, and
 /// `POST /v1/jobs/{id}/stop`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
