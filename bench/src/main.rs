@@ -29,6 +29,7 @@ mod instantiate;
 mod kafka;
 mod native;
 mod native_window;
+mod savepoints;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
 /// glibc's allocator spends a third of a word count's time there.
@@ -144,6 +145,20 @@ enum Bench {
         /// Instances to start.
         #[arg(long, default_value_t = 50)]
         instances: usize,
+    },
+    /// Savepoints of a large RocksDB state: savepoint and stop times and
+    /// sizes, restores at the same and at a new parallelism, and the pause
+    /// of an upgrade.
+    Savepoints {
+        /// Keys in the state.
+        #[arg(long, default_value_t = 1_000_000)]
+        keys: u64,
+        /// Bytes per key's value.
+        #[arg(long, default_value_t = 1000)]
+        value_bytes: u64,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
     },
     /// Kafka → Weir → Kafka records/s at parallelism 1 and 2, beside the
     /// broker's own produce and consume rates (a tansu broker it starts).
@@ -613,6 +628,11 @@ fn main() -> anyhow::Result<()> {
         } => rt.block_on(checkpoints::checkpoints(words, interval_ms, runs, &weir)),
         Bench::Windows { events, runs } => rt.block_on(windows(events, runs)),
         Bench::Kafka { messages, weir } => kafka::run(messages, &weir),
+        Bench::Savepoints {
+            keys,
+            value_bytes,
+            weir,
+        } => rt.block_on(savepoints::savepoints(&weir, keys, value_bytes)),
         Bench::Recovery { runs, weir } => rt.block_on(fault_tolerance::recovery(&weir, runs)),
         Bench::LargeState {
             keys,

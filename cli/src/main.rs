@@ -178,8 +178,9 @@ enum Command {
         /// The directory to write the savepoint into.
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Send the maximal watermark first, so that every window fires
-        /// (not supported yet).
+        /// Send the maximal watermark first, so that every event-time
+        /// window fires into the output the savepoint commits (for a job
+        /// that ends for good).
         #[arg(long)]
         drain: bool,
         #[command(flatten)]

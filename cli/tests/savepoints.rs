@@ -301,9 +301,17 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     )
     .await;
     assert_eq!(s, 400, "{e}");
-    let (s, e) = post(&format!("{jobs}/stop"), serde_json::json!({"drain": true})).await;
-    assert_eq!(s, 422, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("drain"), "{e}");
+    // Draining ends event time: with a stop only.
+    let (s, e) = post(
+        &format!("{jobs}/savepoints"),
+        serde_json::json!({"drain": true}),
+    )
+    .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (422, Some("drain_without_stop")),
+        "{e}"
+    );
 
     // A savepoint with a trigger id of the client's: a retry answers the
     // same trigger.
@@ -856,4 +864,36 @@ async fn windows_stopped_and_restored_at_other_parallelisms_fire_as_a_straight_r
     assert_eq!(want.len(), (written / 10 * 5) as usize, "{want:?}");
     let got = sorted(common::committed(&output).0);
     assert_eq!(got, want);
+}
+
+/// A stop with `--drain` sends the maximal watermark before its savepoint:
+/// the window still open fires into the output the savepoint commits. A
+/// stop without it leaves that window in the savepoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_stop_fires_the_open_windows_into_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input = dir.join("events.jsonl");
+    // 105 events, 100 ms apart: the last five in a window that has not
+    // ended when the input does.
+    events(&input, 0, 105);
+    for drain in [false, true] {
+        let output = dir.join(format!("out-{drain}"));
+        let bundle = windows_bundle(&dir, &format!("drain-{drain}"), &input, &output, true);
+        let id = common::submit(&rest, &bundle);
+        running(&rest, &id, 105).await;
+        let mut args = vec!["stop", id.as_str(), "--coordinator", rest.as_str()];
+        if drain {
+            args.push("--drain");
+        }
+        let o = common::weir(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let counted: u64 = common::committed(&output)
+            .0
+            .iter()
+            .map(|l| l["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, if drain { 105 } else { 100 }, "drain: {drain}");
+    }
 }

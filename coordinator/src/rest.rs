@@ -596,7 +596,7 @@ fn savepoint_paths(
     let savepoint_request = json!({"type": "object", "additionalProperties": false, "properties": {
         "directory": {"type": "string", "description": "An absolute directory on the coordinator's machine (default: under its data directory)"},
         "trigger_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "The client's id for the trigger: a retry with it takes no second savepoint"},
-        "drain": {"type": "boolean", "description": "Stop only: the maximal watermark first (not supported yet)"}
+        "drain": {"type": "boolean", "description": "Stop only: the maximal watermark first, so that every event-time window fires"}
     }});
     let paths = &mut document["paths"];
     paths["/v1/jobs/{id}/savepoints"] = json!({
@@ -610,7 +610,7 @@ fn savepoint_paths(
                 "400": err("Not a savepoint request, or a bad trigger id"),
                 "404": err("No such job"),
                 "409": err("The job is not running, takes no checkpoints, or the directory holds a savepoint"),
-                "422": err("The directory is not absolute, or outside the granted directories; drain is not supported")
+                "422": err("The directory is not absolute, or outside the granted directories; drain without a stop")
             }
         }
     });
@@ -665,7 +665,7 @@ fn savepoint_paths(
                 "400": err("Not a savepoint request, or a bad trigger id"),
                 "404": err("No such job"),
                 "409": err("The job is not running, takes no checkpoints, or the directory holds a savepoint"),
-                "422": err("The directory is not absolute, or outside the granted directories; drain is not supported")
+                "422": err("The directory is not absolute, or outside the granted directories; drain without a stop")
             }
         }
     });

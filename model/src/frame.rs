@@ -11,7 +11,7 @@
 //! | 1 | `Hello` | job id (u32 length + UTF-8), receiving vertex (u32), subtask (u32), channel (u32), token (u32 length + UTF-8; empty on an open cluster) |
 //! | 2 | `Data` | record count (u32), then per record: flags (u8: 1 = key, 2 = timestamp), key (u32 length + bytes), value (u32 length + bytes), timestamp (i64) |
 //! | 3 | `Watermark` | i64 |
-//! | 4 | `Barrier` | checkpoint id (u64), trigger time (i64 ms), kind (u8: 0 = checkpoint, 1 = savepoint, 2 = savepoint that stops the job), mode (u8: 0 = exactly-once, 1 = at-least-once) |
+//! | 4 | `Barrier` | checkpoint id (u64), trigger time (i64 ms), kind (u8: 0 = checkpoint, 1 = savepoint, 2 = savepoint that stops the job, 3 = one that drains it first), mode (u8: 0 = exactly-once, 1 = at-least-once) |
 //! | 5 | `EndOfStream` | — |
 //! | 6 | `Credit` | buffers granted (u32) |
 //! | 7 | `Idle` | — |
@@ -117,6 +117,7 @@ pub fn encode(frame: &Frame) -> Bytes {
                     CheckpointKind::Checkpoint => 0,
                     CheckpointKind::Savepoint => 1,
                     CheckpointKind::StopSavepoint => 2,
+                    CheckpointKind::DrainSavepoint => 3,
                 });
                 buf.put_u8(match b.mode {
                     CheckpointMode::ExactlyOnce => 0,
@@ -214,6 +215,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
                 0 => CheckpointKind::Checkpoint,
                 1 => CheckpointKind::Savepoint,
                 2 => CheckpointKind::StopSavepoint,
+                3 => CheckpointKind::DrainSavepoint,
                 k => return Err(FrameError(format!("unknown barrier kind {k}"))),
             };
             let mode = match buf.get_u8() {
@@ -286,6 +288,12 @@ mod tests {
                 id: 43,
                 timestamp_ms: 7,
                 kind: CheckpointKind::StopSavepoint,
+                mode: CheckpointMode::ExactlyOnce,
+            }))),
+            Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {
+                id: 44,
+                timestamp_ms: 8,
+                kind: CheckpointKind::DrainSavepoint,
                 mode: CheckpointMode::ExactlyOnce,
             }))),
             Frame::Message(StreamMessage::END_OF_DATA),

@@ -165,14 +165,24 @@ pub enum CheckpointKind {
     /// checkpoint. Sources read nothing after it (unless a later barrier
     /// comes: then it failed, and the job goes on).
     StopSavepoint,
+    /// A savepoint that stops the job after draining it (`weir stop
+    /// --drain`): sources send the maximal watermark before its barrier,
+    /// so every event-time window fires and every event-time timer goes
+    /// off into the output the savepoint commits.
+    DrainSavepoint,
 }
 
 impl CheckpointKind {
     /// Whether it is a savepoint (its state is portable).
     pub fn is_savepoint(self) -> bool {
+        !matches!(self, CheckpointKind::Checkpoint)
+    }
+
+    /// Whether it stops the job (sources read nothing after it).
+    pub fn stops(self) -> bool {
         matches!(
             self,
-            CheckpointKind::Savepoint | CheckpointKind::StopSavepoint
+            CheckpointKind::StopSavepoint | CheckpointKind::DrainSavepoint
         )
     }
 }

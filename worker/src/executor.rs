@@ -485,6 +485,7 @@ impl TaskExecutor for ExecutorService {
             kind: match r.kind.as_str() {
                 "savepoint" => CheckpointKind::Savepoint,
                 "stop-savepoint" => CheckpointKind::StopSavepoint,
+                "drain-savepoint" => CheckpointKind::DrainSavepoint,
                 _ => CheckpointKind::Checkpoint,
             },
             mode: match r.mode.as_str() {

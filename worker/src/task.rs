@@ -370,11 +370,19 @@ impl Subtask {
                 None => Vec::new(),
             };
             for barrier in triggers {
+                if barrier.kind == weir_model::CheckpointKind::DrainSavepoint
+                    && *watermark != Some(MAX_WATERMARK)
+                {
+                    // Drained: every event-time window and timer downstream
+                    // fires before the barrier.
+                    *watermark = Some(MAX_WATERMARK);
+                    self.advance_watermark(MAX_WATERMARK)?;
+                }
                 let positions = source.snapshot();
                 self.keep_positions(barrier.id, &positions);
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
-                stopping = barrier.kind == weir_model::CheckpointKind::StopSavepoint;
+                stopping = barrier.kind.stops();
             }
             if stopping {
                 if let Some(done) = self.commit_completed()? {

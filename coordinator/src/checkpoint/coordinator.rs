@@ -288,15 +288,15 @@ impl CheckpointCoordinator {
     /// savepoint changes nothing of the job's checkpoints: it does not
     /// subsume them, nor is it restored after a failure, and its sinks'
     /// pre-commits are committed with the next checkpoint.
-    pub async fn trigger_savepoint(&self, stop: bool, waiter: SavepointWaiter) {
+    pub async fn trigger_savepoint(&self, stop: bool, drain: bool, waiter: SavepointWaiter) {
         if self.is_stopped() {
             let _ = waiter.send(Err("the job's attempt is ending".into()));
             return;
         }
-        let kind = if stop {
-            CheckpointKind::StopSavepoint
-        } else {
-            CheckpointKind::Savepoint
+        let kind = match (stop, drain) {
+            (true, true) => CheckpointKind::DrainSavepoint,
+            (true, false) => CheckpointKind::StopSavepoint,
+            _ => CheckpointKind::Savepoint,
         };
         self.trigger_kind(kind, Some((waiter, stop))).await;
     }

@@ -34,6 +34,7 @@ impl CheckpointGateway for WorkerGateway {
                     CheckpointKind::Checkpoint => "checkpoint".into(),
                     CheckpointKind::Savepoint => "savepoint".into(),
                     CheckpointKind::StopSavepoint => "stop-savepoint".into(),
+                    CheckpointKind::DrainSavepoint => "drain-savepoint".into(),
                 },
                 mode: match barrier.mode {
                     CheckpointMode::ExactlyOnce => "exactly-once".into(),

@@ -307,8 +307,9 @@ impl JobRunner for Arc<JobMasters> {
         id: &str,
         dir: &std::path::Path,
         stop: bool,
+        drain: bool,
     ) -> Result<weir_model::savepoint::SavepointMetadata, CoordinatorError> {
-        JobMasters::savepoint(self, id, dir, stop).await
+        JobMasters::savepoint(self, id, dir, stop, drain).await
     }
 
     async fn resume(

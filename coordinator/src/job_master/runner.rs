@@ -121,14 +121,16 @@ pub trait JobRunner: Send + Sync {
     }
 
     /// Take a savepoint of running job `id` into `dir` (and, with `stop`,
-    /// stop the job after it): its metadata, once written.
+    /// stop the job after it; with `drain`, after the maximal watermark):
+    /// its metadata, once written.
     async fn savepoint(
         &self,
         id: &str,
         dir: &std::path::Path,
         stop: bool,
+        drain: bool,
     ) -> Result<weir_model::savepoint::SavepointMetadata, CoordinatorError> {
-        let _ = (id, dir, stop);
+        let _ = (id, dir, stop, drain);
         Err(CoordinatorError::unprocessable(
             "no_checkpoints",
             "this runner takes no savepoints",

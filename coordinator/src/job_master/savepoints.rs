@@ -20,12 +20,14 @@ fn conflict(code: &'static str, message: String) -> CoordinatorError {
 impl JobMasters {
     /// Take a savepoint of job `id` into the directory `dir`; with `stop`,
     /// the job's last checkpoint (none is triggered after it), after which
-    /// the job is canceled. Waits until it is written (or failed).
+    /// the job is canceled — with `drain`, after the maximal watermark
+    /// fired every window. Waits until it is written (or failed).
     pub async fn savepoint(
         self: &Arc<Self>,
         id: &str,
         dir: &Path,
         stop: bool,
+        drain: bool,
     ) -> Result<SavepointMetadata, CoordinatorError> {
         let not_running = || {
             conflict(
@@ -56,7 +58,7 @@ impl JobMasters {
             (c, m.plan.clone())
         };
         let (tell, told) = tokio::sync::oneshot::channel();
-        coordinator.trigger_savepoint(stop, tell).await;
+        coordinator.trigger_savepoint(stop, drain, tell).await;
         let checkpoint = match told.await {
             Ok(Ok(c)) => c,
             Ok(Err(why)) => {

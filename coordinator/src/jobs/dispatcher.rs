@@ -108,7 +108,8 @@ impl Jobs {
             next: AtomicU64::new(0),
             metrics: Default::default(),
             triggers: Default::default(),
-            savepoints_dir: data_dir.join("savepoints"),
+            savepoints_dir: std::path::absolute(data_dir.join("savepoints"))
+                .unwrap_or_else(|_| data_dir.join("savepoints")),
         });
         // A sample of every running job's metrics a second, for rates and
         // the dashboard's charts; it stops with the last reference.

@@ -339,8 +339,10 @@ pub struct SavepointRequest {
     /// same id takes no second savepoint (a retry). Default: a new one.
     #[serde(default)]
     pub trigger_id: Option<String>,
-    /// (Stop only) send the maximal watermark first, so that every window
-    /// fires; not supported yet: refused.
+    /// (Stop only) send the maximal watermark before the savepoint, so
+    /// that every event-time window fires and every event-time timer goes
+    /// off into the output it commits (Flink's `--drain`): for a job that
+    /// ends for good.
     #[serde(default)]
     pub drain: bool,
 }
