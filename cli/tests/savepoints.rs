@@ -430,6 +430,20 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     ]);
     let renamed_id = common::submitted(&o);
 
+    // An upgrade whose job would not claim the running job's state is
+    // refused before the job is stopped.
+    let o = common::weir(&[
+        "upgrade",
+        &id,
+        renamed.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`count` (operator)"), "{err}");
+    assert_eq!(job(&rest, &id).await.state, JobState::Running);
+
     // Deleting the savepoint removes its directory.
     let r = reqwest::Client::new()
         .delete(format!("{jobs}/savepoints/mine-1"))

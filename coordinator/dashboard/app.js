@@ -327,8 +327,7 @@ function checkpointsView(c) {
 function savepointsView(list) {
   if (!list || !list.length) return "";
   const rows = list.slice().reverse().map((p) => {
-    const kind = p.resumed_as || p.parallelism ? (p.parallelism ? `rescale → ${p.parallelism}` : "upgrade")
-      : p.stop ? "stop" : "savepoint";
+    const kind = p.purpose === "rescale" ? `rescale → ${p.parallelism}` : p.purpose || (p.stop ? "stop" : "savepoint");
     const resumed = p.resumed_as ? `<a href="#/jobs/${esc(p.resumed_as)}">${esc(p.resumed_as)}</a>` : "";
     return `<tr data-testid="savepoint-row" data-status="${esc(p.status)}"><td>${esc(p.trigger_id)}</td><td>${esc(kind)}</td>
       <td>${state(p.status.replace("_", " "))}</td><td>${esc(new Date(p.triggered_at_ms).toISOString().slice(11, 23))}</td>

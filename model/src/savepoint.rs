@@ -146,6 +146,12 @@ impl SavepointMetadata {
     /// parallelism, subtasks within their parallelism, state files named
     /// as a savepoint names them (inside its directory) with their sha256.
     fn check(&self) -> Result<(), String> {
+        if self.checkpoint > 1 << 53 {
+            return Err(format!(
+                "its {METADATA} gives checkpoint id {}",
+                self.checkpoint
+            ));
+        }
         let max = self.max_parallelism;
         if max == 0 || max > crate::keygroup::MAX_MAX_PARALLELISM {
             return Err(format!("its {METADATA} gives a max parallelism of {max}"));

@@ -280,7 +280,11 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                             Some(r) => crate::connectors::open_restored(
                                 config,
                                 cx,
-                                &r.vertex_positions(v.id),
+                                &crate::connectors::restore_positions(
+                                    config,
+                                    r.vertex_positions(v.id),
+                                    r.positions(t.id, s, v.id),
+                                ),
                             )
                             .map_err(|e| {
                                 anyhow::anyhow!(

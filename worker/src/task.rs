@@ -223,7 +223,12 @@ impl Subtask {
     pub fn run(mut self) -> anyhow::Result<()> {
         let result = self.drive();
         if result.is_err() {
-            // Failed or canceled: what the sinks hold uncommitted goes.
+            // Failed or canceled: what completed checkpoints pre-committed
+            // is committed (a stop's savepoint completes just before its
+            // cancel), what the sinks hold beyond it goes.
+            if let Err(e) = self.commit_completed() {
+                tracing::warn!("{}: committing completed checkpoints: {e:#}", self.name);
+            }
             for node in &mut self.nodes {
                 if let NodeOp::Sink(sink) = &mut node.op
                     && let Err(e) = sink.abort()
@@ -357,10 +362,10 @@ impl Subtask {
         source: &mut dyn Source,
         watermark: &mut Option<i64>,
     ) -> anyhow::Result<()> {
-        // A savepoint that stops the job passed: nothing more is read or
-        // fired here (the job ends once it completes; a later barrier
-        // means it failed, and reading goes on).
-        let mut stopping = false;
+        // A savepoint that stops the job passed (its id): nothing more is
+        // read or fired here (the job ends once it completes; a later
+        // barrier means it failed, and reading goes on).
+        let mut stopping: Option<u64> = None;
         loop {
             if self.cancel.load(Ordering::Relaxed) {
                 return Err(Canceled.into());
@@ -382,9 +387,15 @@ impl Subtask {
                 self.keep_positions(barrier.id, &positions);
                 let vertex = self.nodes[0].vertex;
                 self.checkpoint(barrier, vec![(vertex, positions)], Duration::ZERO)?;
-                stopping = barrier.kind.stops();
+                if barrier.kind.stops() {
+                    stopping = Some(barrier.id);
+                } else if stopping.is_some_and(|s| barrier.id > s) {
+                    // (An older checkpoint's trigger that came late
+                    // changes nothing.)
+                    stopping = None;
+                }
             }
-            if stopping {
+            if stopping.is_some() {
                 if let Some(done) = self.commit_completed()? {
                     self.source_completed(source, done);
                 }

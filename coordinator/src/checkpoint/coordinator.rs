@@ -29,6 +29,11 @@ pub trait CheckpointGateway: Send + Sync {
     async fn trigger(&self, barrier: Barrier) -> anyhow::Result<(u32, u32)>;
     /// Checkpoint `id` completed: sinks may commit.
     async fn notify_complete(&self, id: u64);
+    /// As [`CheckpointGateway::notify_complete`], returning once every
+    /// worker was told (or a bounded wait passed).
+    async fn notify_complete_and_wait(&self, id: u64) {
+        self.notify_complete(id).await;
+    }
 }
 
 /// The job's shape, as checkpoints see it.
@@ -181,6 +186,15 @@ impl CheckpointCoordinator {
 
     fn is_stopped(&self) -> bool {
         self.stopped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a savepoint that stops the job completed: the job must end,
+    /// never restart from it.
+    pub async fn stop_completed(&self) -> bool {
+        let inner = self.inner.lock().await;
+        inner
+            .stop_at
+            .is_some_and(|s| inner.completed.all().any(|c| c.id == s))
     }
 
     /// The newest completed checkpoint.
@@ -544,8 +558,11 @@ impl CheckpointCoordinator {
             let why = format!("writing its metadata: {e:#}");
             self.failed(&pending, why.clone());
             if let Some(w) = stop_waiter {
-                // The job goes on taking checkpoints.
-                self.resume_after(id).await;
+                // The job goes on taking checkpoints (unless it was drained:
+                // then it fails over, and no checkpoint may come after).
+                if pending.barrier.kind != CheckpointKind::DrainSavepoint {
+                    self.resume_after(id).await;
+                }
                 let _ = w.send(Err(why));
             }
             return;
@@ -584,9 +601,13 @@ impl CheckpointCoordinator {
         drop(inner);
         self.record_completed(&pending);
         tracing::info!(job = %self.topology.job, checkpoint = id, "checkpoint completed");
-        self.gateway.notify_complete(id).await;
         if let Some(w) = stop_waiter {
+            // The job ends once its workers know: they commit what it holds
+            // before they are canceled.
+            self.gateway.notify_complete_and_wait(id).await;
             let _ = w.send(Ok(metadata));
+        } else {
+            self.gateway.notify_complete(id).await;
         }
         for old in older {
             self.abort(old, &format!("subsumed by checkpoint {id}"))
@@ -633,8 +654,10 @@ impl CheckpointCoordinator {
         let waiter = inner.savepoints.remove(&id);
         drop(inner);
         if let Some((w, stop)) = waiter {
-            if stop {
-                // The job goes on taking checkpoints.
+            if stop && pending.barrier.kind != CheckpointKind::DrainSavepoint {
+                // The job goes on taking checkpoints (a drained one fails
+                // over instead: no checkpoint may come after its maximal
+                // watermark).
                 self.resume_after(id).await;
             }
             let _ = w.send(Err(why.to_owned()));
@@ -674,5 +697,157 @@ impl CheckpointCoordinator {
                 Err(e) => tracing::warn!("cannot delete checkpoint file {p}: {e}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_model::CheckpointMode;
+
+    /// Records what the coordinator asks of the workers.
+    #[derive(Default)]
+    struct Workers {
+        triggered: std::sync::Mutex<Vec<Barrier>>,
+        told: std::sync::Mutex<Vec<u64>>,
+    }
+
+    #[tonic::async_trait]
+    impl CheckpointGateway for Workers {
+        async fn trigger(&self, barrier: Barrier) -> anyhow::Result<(u32, u32)> {
+            self.triggered.lock().unwrap().push(barrier);
+            Ok((1, 0))
+        }
+
+        async fn notify_complete(&self, id: u64) {
+            self.told.lock().unwrap().push(id);
+        }
+    }
+
+    fn coordinator(dir: &std::path::Path) -> (Arc<CheckpointCoordinator>, Arc<Workers>) {
+        let url = weir_model::storage::file_url(dir).unwrap();
+        let workers = Arc::new(Workers::default());
+        let config = CheckpointConfig {
+            interval_ms: 20,
+            mode: CheckpointMode::ExactlyOnce,
+            timeout_ms: 60_000,
+            min_pause_ms: 0,
+            max_concurrent: 10,
+            retained: 2,
+            incremental: true,
+        };
+        let topology = Topology {
+            job: "job".into(),
+            attempt: 0,
+            tasks: vec![(vec![(0, "v".into())], 1)],
+        };
+        let c = CheckpointCoordinator::start(
+            config,
+            topology,
+            weir_model::storage::open(&url).unwrap(),
+            workers.clone(),
+            Default::default(),
+            1,
+            Vec::new(),
+        );
+        (c, workers)
+    }
+
+    /// Checkpoints triggered after barrier `id`.
+    fn after(workers: &Workers, id: u64) -> usize {
+        let t = workers.triggered.lock().unwrap();
+        t.iter().filter(|b| b.id > id).count()
+    }
+
+    fn last_savepoint(workers: &Workers) -> Barrier {
+        *workers
+            .triggered
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|b| b.kind.is_savepoint())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stop_savepoint_is_the_last_checkpoint_unless_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, workers) = coordinator(dir.path());
+        let pause = || tokio::time::sleep(Duration::from_millis(150));
+        pause().await;
+        // A stop: nothing is triggered after it while it is pending, and a
+        // second stop is refused.
+        let (tell, told) = tokio::sync::oneshot::channel();
+        c.trigger_savepoint(true, false, tell).await;
+        let stop = last_savepoint(&workers);
+        assert_eq!(stop.kind, CheckpointKind::StopSavepoint);
+        let (tell2, told2) = tokio::sync::oneshot::channel();
+        c.trigger_savepoint(true, false, tell2).await;
+        assert!(told2.await.unwrap().is_err(), "one stop at a time");
+        pause().await;
+        assert_eq!(after(&workers, stop.id), 0, "nothing after a stop");
+        // It fails: checkpoints go on.
+        c.decline(stop.id, "a subtask could not").await;
+        assert!(told.await.unwrap().is_err());
+        pause().await;
+        assert!(
+            after(&workers, stop.id) > 0,
+            "checkpoints go on after a failed stop"
+        );
+        // Another one completes: the job's last checkpoint, its workers told
+        // before the waiter is answered; nothing after it.
+        let (tell, told) = tokio::sync::oneshot::channel();
+        c.trigger_savepoint(true, false, tell).await;
+        let stop = last_savepoint(&workers);
+        c.acknowledge(stop.id, 0, 0, TaskStateHandle::default())
+            .await;
+        let done = told.await.unwrap().unwrap();
+        assert_eq!(done.id, stop.id);
+        assert!(workers.told.lock().unwrap().contains(&stop.id));
+        assert!(c.stop_completed().await);
+        pause().await;
+        assert_eq!(
+            after(&workers, stop.id),
+            0,
+            "nothing after a completed stop"
+        );
+        c.stop("done").await;
+    }
+
+    #[tokio::test]
+    async fn a_failed_drain_takes_no_checkpoint_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, workers) = coordinator(dir.path());
+        let (tell, told) = tokio::sync::oneshot::channel();
+        c.trigger_savepoint(true, true, tell).await;
+        let drain = last_savepoint(&workers);
+        assert_eq!(drain.kind, CheckpointKind::DrainSavepoint);
+        c.decline(drain.id, "a subtask could not").await;
+        assert!(told.await.unwrap().is_err());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Its maximal watermark fired the windows: the job fails over
+        // rather than checkpoint what came of it.
+        assert_eq!(after(&workers, drain.id), 0);
+        c.stop("done").await;
+    }
+
+    #[tokio::test]
+    async fn a_savepoint_that_goes_on_changes_no_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, workers) = coordinator(dir.path());
+        let (tell, told) = tokio::sync::oneshot::channel();
+        c.trigger_savepoint(false, false, tell).await;
+        let sp = last_savepoint(&workers);
+        assert_eq!(sp.kind, CheckpointKind::Savepoint);
+        c.acknowledge(sp.id, 0, 0, TaskStateHandle::default()).await;
+        assert_eq!(told.await.unwrap().unwrap().id, sp.id);
+        // Not retained, not told (its sinks commit with the next
+        // checkpoint), and checkpoints go on.
+        assert!(c.retained().await.iter().all(|k| k.id != sp.id));
+        assert!(!workers.told.lock().unwrap().contains(&sp.id));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(after(&workers, sp.id) > 0);
+        c.stop("done").await;
     }
 }

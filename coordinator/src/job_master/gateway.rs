@@ -63,27 +63,51 @@ impl CheckpointGateway for WorkerGateway {
     }
 
     async fn notify_complete(&self, id: u64) {
-        for rpc in &self.workers {
-            let request = NotifyCheckpointRequest {
-                job_id: self.job.clone(),
-                attempt: self.attempt,
-                checkpoint_id: id,
-            };
-            let (rpc, present) = (rpc.clone(), self.present.clone());
-            tokio::spawn(async move {
-                let result = async {
-                    executor(&rpc, &present)
-                        .await?
-                        .notify_checkpoint_complete(request)
-                        .await?;
-                    anyhow::Ok(())
-                }
-                .await;
-                if let Err(e) = result {
-                    tracing::warn!("cannot tell {rpc} that checkpoint {id} completed: {e:#}");
-                }
-            });
+        for call in self.notify_calls(id) {
+            tokio::spawn(call);
         }
+    }
+
+    async fn notify_complete_and_wait(&self, id: u64) {
+        let calls: Vec<_> = self
+            .notify_calls(id)
+            .into_iter()
+            .map(tokio::spawn)
+            .collect();
+        for call in calls {
+            let _ = call.await;
+        }
+    }
+}
+
+impl WorkerGateway {
+    /// A call per worker telling it that checkpoint `id` completed (each
+    /// bounded by the client's timeouts; a failure is logged).
+    fn notify_calls(&self, id: u64) -> Vec<impl std::future::Future<Output = ()> + Send + 'static> {
+        self.workers
+            .iter()
+            .map(|rpc| {
+                let request = NotifyCheckpointRequest {
+                    job_id: self.job.clone(),
+                    attempt: self.attempt,
+                    checkpoint_id: id,
+                };
+                let (rpc, present) = (rpc.clone(), self.present.clone());
+                async move {
+                    let result = async {
+                        executor(&rpc, &present)
+                            .await?
+                            .notify_checkpoint_complete(request)
+                            .await?;
+                        anyhow::Ok(())
+                    }
+                    .await;
+                    if let Err(e) = result {
+                        tracing::warn!("cannot tell {rpc} that checkpoint {id} completed: {e:#}");
+                    }
+                }
+            })
+            .collect()
     }
 }
 

@@ -232,6 +232,12 @@ impl JobMasters {
         }
         if let Some(c) = m.checkpoints.take() {
             m.retained = c.retained().await;
+            if c.stop_completed().await {
+                // Stopped with a savepoint: the job ends, whatever ended the
+                // attempt (a job goes on from the savepoint, not this one).
+                m.stopped.store(true, Ordering::Relaxed);
+                m.cancel.store(true, Ordering::Relaxed);
+            }
             tokio::spawn(async move { c.stop("the job's attempt ended").await });
         }
         self.slots.release(&m.grants).await;

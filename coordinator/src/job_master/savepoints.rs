@@ -36,7 +36,7 @@ impl JobMasters {
             )
         };
         let master = self.master(id).ok_or_else(not_running)?;
-        let (coordinator, plan) = {
+        let (coordinator, plan, attempt) = {
             let m = master.lock().await;
             if m.ended() {
                 return Err(not_running());
@@ -55,13 +55,16 @@ impl JobMasters {
                     format!("job `{id}` is between two attempts: try again once it runs"),
                 ));
             };
-            (c, m.plan.clone())
+            (c, m.plan.clone(), m.attempt)
         };
         let (tell, told) = tokio::sync::oneshot::channel();
         coordinator.trigger_savepoint(stop, drain, tell).await;
         let checkpoint = match told.await {
             Ok(Ok(c)) => c,
             Ok(Err(why)) => {
+                if drain {
+                    self.fail_drained(id, attempt, &why).await;
+                }
                 return Err(conflict(
                     "savepoint_failed",
                     format!("the savepoint of job `{id}` failed: {why}"),
@@ -101,6 +104,27 @@ impl JobMasters {
             ))
         })?;
         Ok(metadata)
+    }
+
+    /// A drained stop's savepoint failed: its maximal watermark fired the
+    /// windows of attempt `attempt`, which cannot go on (every record after
+    /// it would be late). The attempt fails, and the job restarts from its
+    /// latest checkpoint, windows and all, as its restart strategy allows.
+    async fn fail_drained(self: &Arc<Self>, id: &str, attempt: u32, why: &str) {
+        let Some(master) = self.master(id) else {
+            return;
+        };
+        let mut m = master.lock().await;
+        if m.ended() || m.attempt != attempt || m.failure.is_some() {
+            return;
+        }
+        m.failure = Some(format!(
+            "the drained stop's savepoint failed ({why}); the windows it fired restart from the latest checkpoint"
+        ));
+        m.secondary = false;
+        for (_, rpc) in &m.waiting {
+            super::gateway::cancel_on(rpc, id, attempt, &self.present);
+        }
     }
 
     /// The first checkpoint id a job started from `savepoint` may take:

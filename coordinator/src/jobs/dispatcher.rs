@@ -342,17 +342,9 @@ impl Jobs {
         };
         // A job that was restarting may have deployed its next attempt.
         let attempt = info.attempt + 1 + u32::from(was == JobState::Restarting);
-        let planned = self
-            .plan(&JobRequest {
-                bundle: info.bundle.clone(),
-                parallelism: info.parallelism,
-                params: info.params.clone(),
-                // Its checkpoints (the savepoint's among them, if it
-                // started from one) are in the checkpoint storage.
-                from_savepoint: None,
-                allow_non_restored_state: false,
-            })
-            .await;
+        // Its checkpoints (the savepoint's among them, if it started from
+        // one) are in the checkpoint storage.
+        let planned = self.plan(&JobRequest::of(&info)).await;
         let stopped = format!("the coordinator stopped while attempt {} ran", info.attempt);
         let (graph, components) = match planned {
             Ok(p) => p,

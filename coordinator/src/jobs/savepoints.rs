@@ -116,15 +116,12 @@ impl Jobs {
         }
         let info = self.get(id).await?;
         let again = JobRequest {
-            bundle: info.bundle.clone(),
             parallelism: Some(parallelism),
-            params: info.params.clone(),
-            from_savepoint: None,
-            allow_non_restored_state: false,
+            ..JobRequest::of(&info)
         };
         // Planned now: a parallelism the job cannot have is refused before
         // the job is stopped.
-        self.plan(&again).await?;
+        self.check_restart(&info, &again).await?;
         self.trigger(id, SavepointRequest::default(), true, Some(again))
             .await
     }
@@ -142,14 +139,32 @@ impl Jobs {
         let info = self.get(id).await?;
         let again = JobRequest {
             bundle: request.bundle,
-            parallelism: info.parallelism,
-            params: info.params.clone(),
-            from_savepoint: None,
             allow_non_restored_state: request.allow_non_restored_state,
+            ..JobRequest::of(&info)
         };
-        self.plan(&again).await?;
+        self.check_restart(&info, &again).await?;
         self.trigger(id, SavepointRequest::default(), true, Some(again))
             .await
+    }
+
+    /// Whether the job `info` could start again as `again` from a savepoint
+    /// of it: planned, and its state matched (by name, role, max
+    /// parallelism and codec) — a 4xx before the job is stopped otherwise.
+    async fn check_restart(
+        &self,
+        info: &super::JobInfo,
+        again: &JobRequest,
+    ) -> Result<(), CoordinatorError> {
+        let (new, _) = self.plan(again).await?;
+        let (old, _) = self.plan(&JobRequest::of(info)).await?;
+        crate::savepoint::plan_restore(
+            &crate::savepoint::expected(&old),
+            &new,
+            &info.id,
+            1,
+            again.allow_non_restored_state,
+        )
+        .map(|_| ())
     }
 
     /// Trigger a savepoint of job `id` (`stop`: and stop the job), and
@@ -210,7 +225,7 @@ impl Jobs {
                 .savepoints_dir
                 .join(format!("savepoint-{}-{trigger}", &id[..id.len().min(8)])),
         };
-        if dir.join(weir_model::savepoint::METADATA).exists() || self.triggers.writing(&dir) {
+        if dir.join(weir_model::savepoint::METADATA).exists() {
             return Err(conflict(
                 "savepoint_exists",
                 format!(
@@ -221,14 +236,30 @@ impl Jobs {
         }
         // The directory must take files before the job is stopped for it.
         writable(&dir)?;
-        let (mut status, new) = self.triggers.begin(id, &trigger, stop, &dir);
+        let purpose = match (&then, stop) {
+            (Some(again), _) if again.bundle != self.get(id).await?.bundle => "upgrade",
+            (Some(_), _) => "rescale",
+            (None, true) => "stop",
+            (None, false) => "savepoint",
+        };
+        let parallelism = then
+            .as_ref()
+            .filter(|_| purpose == "rescale")
+            .and_then(|again| again.parallelism);
+        let Some((status, new)) = self
+            .triggers
+            .begin(id, &trigger, purpose, parallelism, &dir)
+        else {
+            return Err(conflict(
+                "savepoint_exists",
+                format!(
+                    "a savepoint is being written into {} just now: give another directory",
+                    dir.display()
+                ),
+            ));
+        };
         if !new {
             return Ok(status);
-        }
-        if let Some(again) = &then {
-            status.parallelism = again.parallelism;
-            self.triggers
-                .update(id, &trigger, |s| s.parallelism = again.parallelism);
         }
         let (me, job, drain) = (self.clone(), id.to_owned(), request.drain);
         tokio::spawn(async move {
@@ -341,9 +372,16 @@ impl Jobs {
                     }
                 }
                 let _ = std::fs::remove_dir(dir.join("state"));
-                std::fs::remove_file(dir.join(weir_model::savepoint::METADATA)).map_err(|e| {
-                    CoordinatorError::internal(format!("cannot delete {location}: {e}"))
-                })?;
+                match std::fs::remove_file(dir.join(weir_model::savepoint::METADATA)) {
+                    // Removed by hand already: it is gone all the same.
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(CoordinatorError::internal(format!(
+                            "cannot delete {location}: {e}"
+                        )));
+                    }
+                }
                 let _ = std::fs::remove_dir(&dir);
             }
             _ => {

@@ -347,6 +347,20 @@ pub struct SavepointRequest {
     pub drain: bool,
 }
 
+impl JobRequest {
+    /// The request that started `job`: its bundle, parallelism and
+    /// parameters (from no savepoint).
+    pub fn of(job: &JobInfo) -> JobRequest {
+        JobRequest {
+            bundle: job.bundle.clone(),
+            parallelism: job.parallelism,
+            params: job.params.clone(),
+            from_savepoint: None,
+            allow_non_restored_state: false,
+        }
+    }
+}
+
 /// A parallelism written as any whole JSON number.
 fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     use serde::de::Error;

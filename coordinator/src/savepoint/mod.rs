@@ -169,6 +169,68 @@ pub async fn write(
     Ok(metadata)
 }
 
+/// What a savepoint of `graph` would hold, its files and positions aside
+/// (a placeholder for each): what [`plan_restore`] checks a rescale or an
+/// upgrade against before the job is stopped for it.
+pub fn expected(graph: &JobGraph) -> SavepointMetadata {
+    let vertices = graph
+        .vertices
+        .iter()
+        .map(|v| {
+            let keyed = matches!(
+                &v.kind,
+                VertexKind::Operator {
+                    key_by: Some(_),
+                    ..
+                }
+            );
+            SavepointVertex {
+                name: v.name.clone(),
+                role: role(&v.kind).into(),
+                parallelism: v.parallelism,
+                positions: match &v.kind {
+                    VertexKind::Source(_) => vec![weir_model::checkpoint::SplitPosition {
+                        split: String::new(),
+                        offset: 0,
+                        range: None,
+                    }],
+                    _ => Vec::new(),
+                },
+                sinks: match &v.kind {
+                    VertexKind::Sink(_) => vec![SinkPreCommit {
+                        subtask: 0,
+                        handle: Vec::new(),
+                    }],
+                    _ => Vec::new(),
+                },
+                state: if keyed {
+                    vec![StateFileRef {
+                        subtask: 0,
+                        file: state_file_name(&v.name, 0),
+                        size: 0,
+                        sha256: String::new(),
+                    }]
+                } else {
+                    Vec::new()
+                },
+                sink_target: sink_target(&v.kind),
+            }
+        })
+        .collect();
+    SavepointMetadata {
+        format: FORMAT.into(),
+        version: VERSION,
+        job: String::new(),
+        job_name: graph.name.clone(),
+        checkpoint: 0,
+        taken_at_ms: 0,
+        max_parallelism: graph.max_parallelism,
+        stopped: true,
+        state_codec: Some(graph.codec),
+        vertices,
+    }
+}
+
 /// Read the savepoint in `dir`: a 4xx naming the path when it is none.
 pub fn read(dir: &Path) -> Result<SavepointMetadata, CoordinatorError> {
     let not = |why: String| {

@@ -31,6 +31,9 @@ pub struct SavepointStatus {
     pub status: TriggerState,
     /// Taken to stop the job.
     pub stop: bool,
+    /// What it was taken for: `savepoint`, `stop`, `rescale` or `upgrade`.
+    #[serde(default)]
+    pub purpose: String,
     /// Its directory (where it is being written, then where it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
@@ -71,37 +74,53 @@ impl Triggers {
         self.by_job.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Record a new trigger `trigger` of `job`, unless one with that id
-    /// exists: then its status, and `false`.
+    /// Record a new trigger `trigger` of `job` for `purpose` (a stop but
+    /// for `savepoint`; `parallelism`: a rescale's), writing into `dir`,
+    /// unless one with that id exists: then its status, and `false`.
+    /// `None` when another savepoint is being written into `dir`.
     pub fn begin(
         &self,
         job: &str,
         trigger: &str,
-        stop: bool,
+        purpose: &str,
+        parallelism: Option<u32>,
         dir: &std::path::Path,
-    ) -> (SavepointStatus, bool) {
+    ) -> Option<(SavepointStatus, bool)> {
         let mut all = self.lock();
-        let list = all.entry(job.to_owned()).or_default();
-        if let Some(s) = list.iter().find(|s| s.trigger_id == trigger) {
-            return (s.clone(), false);
+        if let Some(s) = all
+            .get(job)
+            .and_then(|l| l.iter().find(|s| s.trigger_id == trigger))
+        {
+            return Some((s.clone(), false));
         }
+        // One savepoint at a time per directory (the path as written,
+        // without a trailing `/`).
+        let dir: std::path::PathBuf = dir.components().collect();
+        let location = dir.display().to_string();
+        if all.values().flatten().any(|s| {
+            s.status == TriggerState::InProgress && s.location.as_deref() == Some(location.as_str())
+        }) {
+            return None;
+        }
+        let list = all.entry(job.to_owned()).or_default();
         let status = SavepointStatus {
             trigger_id: trigger.to_owned(),
             job: job.to_owned(),
             status: TriggerState::InProgress,
-            stop,
-            location: Some(dir.display().to_string()),
+            stop: purpose != "savepoint",
+            purpose: purpose.to_owned(),
+            location: Some(location),
             checkpoint: None,
             size_bytes: None,
             error: None,
             triggered_at_ms: weir_model::now_ms(),
             ended_at_ms: None,
-            parallelism: None,
+            parallelism,
             resumed_as: None,
             deleted: false,
         };
         list.push(status.clone());
-        (status, true)
+        Some((status, true))
     }
 
     /// Change trigger `trigger` of `job` with `f`.
@@ -113,14 +132,6 @@ impl Triggers {
         {
             f(s);
         }
-    }
-
-    /// Whether a savepoint is being written into `dir`.
-    pub fn writing(&self, dir: &std::path::Path) -> bool {
-        let dir = dir.display().to_string();
-        self.lock().values().flatten().any(|s| {
-            s.status == TriggerState::InProgress && s.location.as_deref() == Some(dir.as_str())
-        })
     }
 
     /// Trigger `trigger` of `job`.

@@ -268,6 +268,26 @@ pub fn open_restored(
     }))
 }
 
+/// The positions a source subtask restores from: every position of its
+/// vertex (`all`), so that each connector picks its splits — unless they
+/// are file positions of an earlier version (`bytes S-E`, which name no
+/// numbered split): then its own (`own`), as that version restored them.
+pub fn restore_positions(
+    config: &SourceConfig,
+    all: Vec<SplitPosition>,
+    own: Vec<SplitPosition>,
+) -> Vec<SplitPosition> {
+    let files = matches!(
+        config,
+        SourceConfig::TextFile(_) | SourceConfig::JsonLinesFile(_)
+    );
+    if files && !all.is_empty() && all.iter().all(|p| split_of(config, &p.split).is_none()) {
+        own
+    } else {
+        all
+    }
+}
+
 /// The split a position names, as `(j, n)`, for connectors whose splits
 /// are numbered (files: `split j of n`; the generator: `j mod n`).
 fn split_of(config: &SourceConfig, split: &str) -> Option<(u32, u32)> {
@@ -283,7 +303,10 @@ fn split_of(config: &SourceConfig, split: &str) -> Option<(u32, u32)> {
 }
 
 /// The old splits a subtask reads after a restore at another parallelism,
-/// a batch from each in turn.
+/// in split order, each until it ends — or has nothing for now: then the
+/// next. (One after the other, not batch by batch: a split's records come
+/// in its own event-time order, and interleaving two would make the later
+/// one's timestamps hold the watermark over the earlier one's records.)
 struct Splits {
     parts: Vec<Box<dyn Source>>,
     /// Splits read to their end.
@@ -296,10 +319,13 @@ impl Source for Splits {
         while !self.parts.is_empty() {
             let i = self.next % self.parts.len();
             match self.parts[i].next_batch(max)? {
-                Some(batch) => {
+                Some(batch) if batch.is_empty() => {
+                    // Nothing for now (a followed file at its end): the next
+                    // split's turn.
                     self.next = i + 1;
                     return Ok(Some(batch));
                 }
+                Some(batch) => return Ok(Some(batch)),
                 None => {
                     // Its positions stay in the snapshots: keep it, ended.
                     let ended = self.parts.remove(i);
