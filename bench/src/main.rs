@@ -487,8 +487,8 @@ async fn windows(events: u64, runs: u32) -> anyhow::Result<()> {
 /// Send `records` records through `tx` from a thread (as a task does) and
 /// receive them from `rx`; returns the elapsed time.
 async fn pump(
-    tx: tokio::sync::mpsc::Sender<weir_worker::partition::Envelope>,
-    mut rx: tokio::sync::mpsc::Receiver<weir_worker::partition::Envelope>,
+    tx: weir_worker::inbox::InboxSender,
+    mut rx: weir_worker::inbox::Inbox,
     records: u64,
     value_bytes: usize,
 ) -> anyhow::Result<Duration> {
@@ -526,11 +526,11 @@ async fn pump(
 async fn shuffle(records: u64, value_bytes: usize) -> anyhow::Result<()> {
     use weir_worker::local::DEFAULT_CHANNEL_CAPACITY;
     use weir_worker::network::{DataServer, connect};
-    let (tx, rx) = tokio::sync::mpsc::channel(DEFAULT_CHANNEL_CAPACITY);
+    let (tx, rx) = weir_worker::inbox::channel(DEFAULT_CHANNEL_CAPACITY);
     let local = pump(tx, rx, records, value_bytes).await?;
 
     let server = DataServer::bind("127.0.0.1:0").await?;
-    let (tx, rx) = tokio::sync::mpsc::channel(DEFAULT_CHANNEL_CAPACITY);
+    let (tx, rx) = weir_worker::inbox::channel(DEFAULT_CHANNEL_CAPACITY);
     server.register("bench", 1, 0, tx);
     let key = weir_model::frame::ChannelKey {
         job: "bench".into(),
@@ -545,7 +545,7 @@ async fn shuffle(records: u64, value_bytes: usize) -> anyhow::Result<()> {
     println!("| channel | time (s) | records/s | MB/s |");
     println!("| --- | ---: | ---: | ---: |");
     for (name, d) in [
-        ("local (bounded tokio mpsc)", local),
+        ("local (a subtask's bounded queue)", local),
         ("remote (TCP loopback, credit-based)", remote),
     ] {
         let s = d.as_secs_f64();

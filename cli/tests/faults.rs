@@ -460,7 +460,7 @@ async fn registered(rest: &str, want: usize) {
 /// or a Kafka topic), a count per key on RocksDB, the exactly-once
 /// part-file sink into `output`, checkpoints every 200 ms, restarts
 /// without end. Returns its REST URL.
-fn submit_job(rest: &str, dir: &Path, input: &Input, output: &Path) -> String {
+fn submit_job(rest: &str, dir: &Path, input: &Input, output: &Path, checkpoint: &str) -> String {
     let bundle = common::bundle(
         dir,
         "faults",
@@ -471,7 +471,7 @@ fn submit_job(rest: &str, dir: &Path, input: &Input, output: &Path) -> String {
              [[operator]]\nname = 'count'\nbuiltin = 'count'\nkey-by = '/k'\n\
              [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n\
              [state]\nbackend = 'rocksdb'\n\
-             [checkpoint]\ninterval-ms = 200\n\
+             [checkpoint]\ninterval-ms = 200\n{checkpoint}\
              [restart]\nstrategy = 'fixed-delay'\nattempts = 100000\ndelay-ms = 200\n",
             input.source,
             output.display()
@@ -568,8 +568,9 @@ async fn exactly_once(input: &mut Input, output: &Path, what: &str) -> u64 {
     }
 }
 
-/// Run the harness: `n` faults from `seed`.
-async fn run(seed: u64, n: usize) {
+/// Run the harness: `n` faults from `seed`, the job's `[checkpoint]`
+/// table extended by `checkpoint`.
+async fn run(seed: u64, n: usize, checkpoint: &str) {
     let _alone = ONE_AT_A_TIME.lock().await;
     eprintln!("fault injection: seed {seed} ({n} faults; WEIR_FAULT_SEED={seed} replays it)");
     let tmp = tempfile::tempdir().unwrap();
@@ -580,7 +581,7 @@ async fn run(seed: u64, n: usize) {
 
     let mut input = Input::start(dir.join("input.jsonl"), seed);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output, checkpoint);
 
     let mut rng = Rng::new(seed ^ 0xFA17);
     let (mut job, mut latest) = running_past(&job_url, 0, "at the start").await;
@@ -630,7 +631,14 @@ async fn committed_output_stays_exact_through_a_seeded_schedule_of_faults() {
         .ok()
         .map(|s| s.parse().expect("WEIR_FAULTS is a number"))
         .unwrap_or(12);
-    run(seed(), n).await;
+    run(seed(), n, "").await;
+}
+
+/// The same with unaligned checkpoints (Flink's FLIP-76): every fault kind
+/// once, the committed output exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_output_stays_exact_with_unaligned_checkpoints() {
+    run(seed() ^ 0x0A11, KINDS.len(), "unaligned = true\n").await;
 }
 
 /// A zombie reaches a commit, and the fence refuses it. The namespaced
@@ -657,7 +665,7 @@ async fn a_partitioned_zombies_late_commit_is_refused_by_the_fence() {
     registered(&rest, 3).await;
     let mut input = Input::start(dir.join("input.jsonl"), 7);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output, "");
     let (job, _) = running_past(&job_url, 0, "at the start").await;
     let zombie = cluster.workers[0].0.id();
     assert!(
@@ -726,7 +734,7 @@ async fn a_torn_metadata_write_is_not_taken_for_a_completed_checkpoint() {
     registered(&rest, 3).await;
     let mut input = Input::start(dir.join("input.jsonl"), 11);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output, "");
     let (_, latest) = running_past(&job_url, 0, "at the start").await;
 
     // Every `_metadata` of the next checkpoints is torn: none completes
@@ -775,7 +783,7 @@ async fn kafka_input_stays_exact_through_a_worker_kill_and_a_coordinator_restart
     registered(&rest, 3).await;
     let mut input = Input::kafka(&broker, "events", 5);
     let output = dir.join("out");
-    let job_url = submit_job(&rest, &dir, &input, &output);
+    let job_url = submit_job(&rest, &dir, &input, &output, "");
     let (mut job, mut latest) = running_past(&job_url, 0, "at the start").await;
     let mut rng = Rng::new(5);
     for kind in [Kind::KillWorker, Kind::KillCoordinator] {
@@ -880,5 +888,171 @@ async fn kafka_to_kafka_loses_nothing_through_a_worker_kill() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     common::weir(&["cancel", &after.id, "--coordinator", &rest]);
+    drop(cluster);
+}
+
+/// A job whose stage `slow` takes 0.5 ms per record, fed (over channels: it
+/// runs at parallelism 1) by a generator of `count` records (unbounded when
+/// 0) at parallelism 2, as fast as it can go, into the exactly-once
+/// part-file sink under `dir/out-NAME`; checkpoints every 500 ms that expire
+/// after 3 s, the `[checkpoint]` table extended by `checkpoint`. Returns its
+/// REST URL and the output directory.
+fn submit_slow(
+    rest: &str,
+    dir: &Path,
+    name: &str,
+    count: u64,
+    checkpoint: &str,
+) -> (String, PathBuf) {
+    let output = dir.join(format!("out-{name}"));
+    let count = if count == 0 {
+        String::new()
+    } else {
+        format!("count = '{count}'\n")
+    };
+    let bundle = common::bundle(
+        dir,
+        name,
+        "test-guests",
+        &format!(
+            "[job]\nname = '{name}'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
+             [[source]]\nname = 'gen'\ntype = 'generator'\n{count}\
+             [[operator]]\nname = 'slow'\nfunction = 'slow'\nparallelism = 1\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n\
+             [checkpoint]\ninterval-ms = 500\ntimeout-ms = 3000\n{checkpoint}\
+             [restart]\nstrategy = 'fixed-delay'\nattempts = 100\ndelay-ms = 200\n",
+            output.display()
+        ),
+    );
+    let id = common::submit(rest, &bundle);
+    (format!("{rest}/v1/jobs/{id}"), output)
+}
+
+/// Unaligned checkpoints under heavy backpressure. The slow stage's queue
+/// holds 16 batches of 1,024 records (8 s of its work) ahead of any
+/// barrier. Aligned, a checkpoint waits behind that queue and expires;
+/// unaligned, the barriers overtake the queue: checkpoints complete, storing
+/// the records they overtook. Then the worker of the slow stage is killed:
+/// the job restores an unaligned checkpoint, processes the records it
+/// stored first, and its committed output holds every generated record
+/// exactly once.
+///
+/// Checked once with the stored records left out of the restore (the
+/// replay skipped): records are lost, and the exactness check fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unaligned_checkpoints_complete_under_backpressure_where_aligned_ones_expire() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let mut cluster = Cluster::on_loopback(&dir);
+    let rest = cluster.rest.clone();
+    registered(&rest, 3).await;
+
+    // Aligned: every checkpoint expires behind the queue.
+    let (aligned, _) = submit_slow(&rest, &dir, "aligned", 0, "");
+    let started = Instant::now();
+    let stats = loop {
+        let c: Option<CheckpointStats> = get(&format!("{aligned}/checkpoints")).await;
+        if let Some(c) = c.filter(|c| c.counts.failed >= 2) {
+            break c;
+        }
+        assert!(started.elapsed() < PATIENCE, "aligned checkpoints expire");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(stats.counts.completed, 0, "{stats:#?}");
+    assert!(
+        stats
+            .history
+            .iter()
+            .filter_map(|h| h.failure.as_deref())
+            .any(|f| f.contains("timed out")),
+        "{stats:#?}"
+    );
+    let job: JobInfo = get(&aligned).await.unwrap();
+    common::weir(&["cancel", &job.id, "--coordinator", &rest]);
+    let started = Instant::now();
+    while !get::<JobInfo>(&aligned)
+        .await
+        .is_some_and(|j| j.state.is_terminal())
+    {
+        assert!(started.elapsed() < PATIENCE, "the aligned job is canceled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Unaligned: the checkpoints complete, with records in flight.
+    let count = 40_000;
+    let (unaligned, output) = submit_slow(&rest, &dir, "unaligned", count, "unaligned = true\n");
+    let started = Instant::now();
+    let stats = loop {
+        let c: Option<CheckpointStats> = get(&format!("{unaligned}/checkpoints")).await;
+        if let Some(c) = c.as_ref().filter(|c| {
+            c.latest_completed
+                .as_ref()
+                .is_some_and(|l| l.unaligned && l.inflight_bytes > 0)
+        }) {
+            break c.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "unaligned checkpoints complete under backpressure: {c:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let latest = stats.latest_completed.unwrap();
+    eprintln!(
+        "unaligned checkpoint {} completed in {:?} ms, {} bytes in flight stored",
+        latest.id, latest.duration_ms, latest.inflight_bytes
+    );
+    // A failure: the slow stage's worker goes.
+    let job: JobInfo = get(&unaligned).await.unwrap();
+    let worker = job
+        .subtasks
+        .iter()
+        .find(|t| t.vertex == "slow")
+        .and_then(|t| t.worker.clone())
+        .unwrap();
+    let i = cluster
+        .workers
+        .iter()
+        .position(|w| worker.ends_with(&format!("-{}", w.0.id())))
+        .unwrap();
+    let mut killed = cluster.workers.remove(i);
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    let replacement = cluster.worker(false);
+    cluster.workers.push(replacement);
+    restarted(&unaligned, 0, "the slow stage's worker killed").await;
+    let started = Instant::now();
+    let restored = loop {
+        let c: Option<CheckpointStats> = get(&format!("{unaligned}/checkpoints")).await;
+        if let Some(r) = c.as_ref().and_then(|c| c.restored.as_ref()) {
+            break r.id;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "restored from a checkpoint: {c:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(restored >= latest.id, "restored {restored}");
+    eprintln!("restored checkpoint {restored}");
+    let started = Instant::now();
+    loop {
+        let job: JobInfo = get(&unaligned).await.unwrap();
+        if job.state.is_terminal() {
+            assert_eq!(job.state, JobState::Finished, "{job:#?}");
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "the job finishes: {job:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut seen = vec![0u32; count as usize];
+    for v in common::committed(&output).0 {
+        let n = v["seq"].as_u64().unwrap_or_else(|| panic!("{v}")) as usize;
+        seen[n] += 1;
+    }
+    let lost = seen.iter().filter(|&&n| n == 0).count();
+    let twice = seen.iter().filter(|&&n| n > 1).count();
+    assert_eq!((lost, twice), (0, 0), "records lost, records twice");
     drop(cluster);
 }

@@ -95,6 +95,29 @@ pub struct TaskStateHandle {
     /// it once it has ended.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub finished: bool,
+    /// An unaligned checkpoint: the records (and watermarks) of its input
+    /// channels that the barriers overtook, replayed first on a restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inflight: Option<StateFile>,
+    /// How many bytes of records `inflight` holds (as they crossed the
+    /// channels).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inflight_bytes: u64,
+}
+
+impl TaskStateHandle {
+    /// Every file it refers to: its operators' state, and the records an
+    /// unaligned checkpoint's barriers overtook.
+    pub fn files(&self) -> impl Iterator<Item = &StateFile> {
+        self.operators
+            .iter()
+            .flat_map(|o| o.files.iter())
+            .chain(self.inflight.iter())
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One subtask's acknowledgement, in a checkpoint's metadata.
@@ -142,10 +165,7 @@ impl CheckpointMetadata {
 
     /// Every file it refers to.
     pub fn files(&self) -> impl Iterator<Item = &StateFile> {
-        self.subtasks
-            .iter()
-            .flat_map(|s| s.state.operators.iter())
-            .flat_map(|o| o.files.iter())
+        self.subtasks.iter().flat_map(|s| s.state.files())
     }
 
     /// Bytes of state it refers to.

@@ -13,6 +13,8 @@
 //! min-pause-ms = 0             # from one checkpoint's end to the next trigger
 //! max-concurrent = 1           # checkpoints in flight at once
 //! retained = 1                 # completed checkpoints kept
+//! unaligned = false            # exactly-once: barriers overtake records in flight
+//! aligned-timeout-ms = 0        # unaligned: align this long first (0: never)
 //!
 //! [restart]
 //! strategy = "exponential-delay"   # fixed-delay | exponential-delay | failure-rate | none
@@ -85,6 +87,15 @@ pub struct CheckpointSection {
     /// not hold (default), or every file each time.
     #[serde(default)]
     pub incremental: Option<bool>,
+    /// Exactly-once: unaligned checkpoints (barriers overtake the records
+    /// queued before them, which are stored with the snapshot).
+    #[serde(default)]
+    pub unaligned: Option<bool>,
+    /// Unaligned: how long a checkpoint's barriers are aligned first (ms
+    /// after its trigger) before it switches to unaligned; 0 (the default):
+    /// unaligned from the start.
+    #[serde(default)]
+    pub aligned_timeout_ms: Option<Setting>,
 }
 
 /// The `[restart]` table.
@@ -169,6 +180,23 @@ pub struct CheckpointConfig {
     /// between checkpoints), rather than every file.
     #[serde(default = "incremental_by_default")]
     pub incremental: bool,
+    /// Exactly-once: a task snapshots on a barrier's first arrival and
+    /// stores the records the barrier overtook (Flink's unaligned
+    /// checkpoints); savepoints stay aligned.
+    #[serde(default)]
+    pub unaligned: bool,
+    /// Unaligned: a checkpoint's barriers are aligned for this long after
+    /// its trigger, then it switches to unaligned (0: unaligned at once).
+    #[serde(default)]
+    pub aligned_timeout_ms: u64,
+}
+
+impl CheckpointConfig {
+    /// What a checkpoint's barrier says of alignment
+    /// ([`crate::Barrier::aligned_timeout_ms`]).
+    pub fn aligned_timeout(&self) -> Option<u64> {
+        self.unaligned.then_some(self.aligned_timeout_ms)
+    }
 }
 
 fn incremental_by_default() -> bool {
@@ -458,6 +486,27 @@ pub fn checkpoint_config(
             "[checkpoint] max-concurrent and retained must be at least 1".into(),
         ));
     }
+    let unaligned = c.unaligned.unwrap_or(false);
+    let aligned_timeout_ms = resolve(
+        "[checkpoint] aligned-timeout-ms",
+        &c.aligned_timeout_ms,
+        params,
+    )?;
+    if unaligned && mode != CheckpointMode::ExactlyOnce {
+        return Err(ManifestError::Invalid(
+            "[checkpoint] unaligned = true needs mode = \"exactly-once\" (at least once, barriers are not aligned anyway)".into(),
+        ));
+    }
+    if unaligned && max_concurrent > 1 {
+        return Err(ManifestError::Invalid(format!(
+            "[checkpoint] unaligned = true takes one checkpoint at a time: max-concurrent = {max_concurrent}"
+        )));
+    }
+    if aligned_timeout_ms.is_some() && !unaligned {
+        return Err(ManifestError::Invalid(
+            "[checkpoint] aligned-timeout-ms is the time before a checkpoint switches to unaligned: it needs unaligned = true".into(),
+        ));
+    }
     Ok(Some(CheckpointConfig {
         interval_ms,
         mode,
@@ -466,6 +515,8 @@ pub fn checkpoint_config(
         max_concurrent,
         retained,
         incremental: c.incremental.unwrap_or(true),
+        unaligned,
+        aligned_timeout_ms: aligned_timeout_ms.unwrap_or(0),
     }))
 }
 
@@ -615,6 +666,16 @@ mod tests {
     }
 
     #[test]
+    fn unaligned_checkpoints_are_exactly_once_one_at_a_time() {
+        let e = err("[checkpoint]\ninterval-ms=100\nunaligned=true\nmode='at-least-once'");
+        assert!(e.contains("unaligned = true needs mode"), "{e}");
+        let e = err("[checkpoint]\ninterval-ms=100\nunaligned=true\nmax-concurrent=2");
+        assert!(e.contains("one checkpoint at a time"), "{e}");
+        let e = err("[checkpoint]\ninterval-ms=100\naligned-timeout-ms=10");
+        assert!(e.contains("needs unaligned = true"), "{e}");
+    }
+
+    #[test]
     fn without_tables_nothing_is_checkpointed_or_restarted() {
         let g = build("").unwrap();
         assert_eq!(g.checkpoint, None);
@@ -635,6 +696,8 @@ mod tests {
                 max_concurrent: 1,
                 retained: 1,
                 incremental: true,
+                unaligned: false,
+                aligned_timeout_ms: 0,
             })
         );
         assert_eq!(g.state_backend, Some(StateBackendKind::RocksDb));
@@ -642,6 +705,12 @@ mod tests {
             g.restart,
             RestartStrategy::ExponentialDelay { attempts: None, .. }
         ));
+        assert_eq!(g.checkpoint.as_ref().unwrap().aligned_timeout(), None);
+        let u = build("[checkpoint]\ninterval-ms=100\nunaligned=true").unwrap();
+        assert_eq!(u.checkpoint.unwrap().aligned_timeout(), Some(0));
+        let u = build("[checkpoint]\ninterval-ms=100\nunaligned=true\naligned-timeout-ms=3000")
+            .unwrap();
+        assert_eq!(u.checkpoint.unwrap().aligned_timeout(), Some(3000));
         let g = build(
             "[checkpoint]\ninterval-ms=100\nmode='at-least-once'\ntimeout-ms=5000\n\
              min-pause-ms=50\nmax-concurrent=2\nretained=3",

@@ -11,7 +11,7 @@
 //! | 1 | `Hello` | job id (u32 length + UTF-8), receiving vertex (u32), subtask (u32), channel (u32), token (u32 length + UTF-8; empty on an open cluster) |
 //! | 2 | `Data` | record count (u32), then per record: flags (u8: 1 = key, 2 = timestamp), key (u32 length + bytes), value (u32 length + bytes), timestamp (i64) |
 //! | 3 | `Watermark` | i64 |
-//! | 4 | `Barrier` | checkpoint id (u64), trigger time (i64 ms), kind (u8: 0 = checkpoint, 1 = savepoint, 2 = savepoint that stops the job, 3 = one that drains it first), mode (u8: 0 = exactly-once, 1 = at-least-once) |
+//! | 4 | `Barrier` | checkpoint id (u64), trigger time (i64 ms), kind (u8: 0 = checkpoint, 1 = savepoint, 2 = savepoint that stops the job, 3 = one that drains it first), mode (u8: 0 = exactly-once, 1 = at-least-once), aligned timeout (u64 ms: 0 = unaligned, `u64::MAX` = aligned) |
 //! | 5 | `EndOfStream` | — |
 //! | 6 | `Credit` | buffers granted (u32) |
 //! | 7 | `Idle` | — |
@@ -123,6 +123,7 @@ pub fn encode(frame: &Frame) -> Bytes {
                     CheckpointMode::ExactlyOnce => 0,
                     CheckpointMode::AtLeastOnce => 1,
                 });
+                buf.put_u64(b.aligned_timeout_ms.unwrap_or(u64::MAX));
             }
             Signal::EndOfStream => buf.put_u8(5),
             Signal::Idle => buf.put_u8(7),
@@ -208,7 +209,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
             Frame::Message(StreamMessage::watermark(buf.get_i64()))
         }
         4 => {
-            need(&buf, 18, "barrier")?;
+            need(&buf, 26, "barrier")?;
             let id = buf.get_u64();
             let timestamp_ms = buf.get_i64();
             let kind = match buf.get_u8() {
@@ -223,11 +224,13 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
                 1 => CheckpointMode::AtLeastOnce,
                 m => return Err(FrameError(format!("unknown barrier mode {m}"))),
             };
+            let aligned_timeout_ms = Some(buf.get_u64()).filter(|&t| t != u64::MAX);
             Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {
                 id,
                 timestamp_ms,
                 kind,
                 mode,
+                aligned_timeout_ms,
             })))
         }
         5 => Frame::Message(StreamMessage::END),
@@ -283,18 +286,21 @@ mod tests {
                 timestamp_ms: -3,
                 kind: CheckpointKind::Savepoint,
                 mode: CheckpointMode::AtLeastOnce,
+                aligned_timeout_ms: None,
             }))),
             Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {
                 id: 43,
                 timestamp_ms: 7,
                 kind: CheckpointKind::StopSavepoint,
                 mode: CheckpointMode::ExactlyOnce,
+                aligned_timeout_ms: Some(0),
             }))),
             Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {
                 id: 44,
                 timestamp_ms: 8,
                 kind: CheckpointKind::DrainSavepoint,
                 mode: CheckpointMode::ExactlyOnce,
+                aligned_timeout_ms: Some(1500),
             }))),
             Frame::Message(StreamMessage::END_OF_DATA),
             Frame::Message(StreamMessage::END),

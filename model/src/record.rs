@@ -215,6 +215,11 @@ pub struct Barrier {
     pub kind: CheckpointKind,
     /// Aligned or not.
     pub mode: CheckpointMode,
+    /// Exactly-once only: `None`, the barriers are aligned; `Some(0)`, the
+    /// checkpoint is unaligned (a task snapshots on a barrier's first
+    /// arrival and stores the records it overtook); `Some(t)`, aligned
+    /// until `t` ms after the trigger, unaligned from then on.
+    pub aligned_timeout_ms: Option<u64>,
 }
 
 impl StreamMessage {

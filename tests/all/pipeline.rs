@@ -515,6 +515,7 @@ path = "${output}"
             timestamp_ms: weir_host::now_ms(),
             kind: CheckpointKind::Checkpoint,
             mode: CheckpointMode::ExactlyOnce,
+            aligned_timeout_ms: None,
         };
         let told: usize = wiring.iter().map(|(c, _)| c.trigger(barrier).told).sum();
         if told == 2 {

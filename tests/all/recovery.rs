@@ -131,6 +131,7 @@ async fn restored_counts_go_on_from_the_checkpoint(backend: StateBackendKind) {
         timestamp_ms: weir_host::now_ms(),
         kind: CheckpointKind::Checkpoint,
         mode: CheckpointMode::ExactlyOnce,
+        aligned_timeout_ms: None,
     };
     assert_eq!(channels.trigger(barrier).told, 2, "both sources still run");
     let uploader = Uploader::new(store.clone(), "job", 0, true);

@@ -492,6 +492,7 @@ impl TaskExecutor for ExecutorService {
                 "at-least-once" => CheckpointMode::AtLeastOnce,
                 _ => CheckpointMode::ExactlyOnce,
             },
+            aligned_timeout_ms: r.aligned_timeout_ms,
         };
         let t = c.channels.trigger(barrier);
         if t.starting > 0 {

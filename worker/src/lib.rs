@@ -36,6 +36,7 @@ pub mod checkpoint;
 pub mod connectors;
 pub mod dead_letter;
 pub mod executor;
+pub mod inbox;
 pub mod local;
 pub mod network;
 pub mod operators;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
 use weir_model::{ExecutionGraph, JobGraph, VertexKind};
 
 use std::net::SocketAddr;
@@ -17,9 +16,10 @@ use crate::checkpoint::CheckpointChannels;
 use crate::checkpoint::restore::Restore;
 use crate::connectors::{SharedSink, SinkContext};
 use crate::dead_letter::ErrorHandler;
+use crate::inbox::{Inbox, InboxSender};
 use crate::network::DataServer;
 use crate::operators::OperatorFactory;
-use crate::partition::{Envelope, NetworkOutput};
+use crate::partition::NetworkOutput;
 use crate::task::{Canceled, ChainNode, EventClock, Head, NodeOp, Route, Subtask};
 use crate::watermark::{TimestampField, WatermarkGenerator};
 use weir_model::metrics::{Counters, JobCounters, VertexReport};
@@ -147,9 +147,9 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
     }
 
     // One receiver per (local) subtask of each task whose head has inputs.
-    let mut senders: HashMap<(usize, u32), mpsc::Sender<Envelope>> = HashMap::new();
+    let mut senders: HashMap<(usize, u32), InboxSender> = HashMap::new();
     let mut registered = Vec::new();
-    let mut receivers: HashMap<(usize, u32), (mpsc::Receiver<Envelope>, usize)> = HashMap::new();
+    let mut receivers: HashMap<(usize, u32), (Inbox, usize)> = HashMap::new();
     for t in tasks {
         let head = t.vertices[0];
         let channels = exec.input_channels(t.id);
@@ -157,7 +157,7 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
             continue;
         }
         for s in (0..t.parallelism).filter(|&s| here(t.id, s)) {
-            let (tx, rx) = mpsc::channel(job.channel_capacity);
+            let (tx, rx) = crate::inbox::channel(job.channel_capacity);
             if let Some(p) = &placement {
                 p.server.register(&p.job_id, head as u32, s, tx.clone());
                 registered.push((head as u32, s));
@@ -302,7 +302,10 @@ pub async fn run_placed(job: LocalJob, placement: Option<Placement>) -> anyhow::
                     Head::Source(source)
                 }
                 _ => {
-                    let (rx, channels) = receivers.remove(&(t.id, s)).expect("made above");
+                    let (mut rx, channels) = receivers.remove(&(t.id, s)).expect("made above");
+                    if let Some(r) = &job.restore {
+                        rx.replay(r.inflight(t.id, s));
+                    }
                     Head::Input { rx, channels }
                 }
             };

@@ -1,10 +1,10 @@
 //! Data between workers: one TCP connection per channel, with credit-based
 //! flow control (see [`weir_model::frame`] for the wire format).
 //!
-//! Both ends look like the local channels tasks already use: a sender gets a
-//! bounded `mpsc::Sender<Envelope>` whose messages a pump task writes to the
+//! Both ends look like the local channels tasks already use: a sender gets an
+//! [`InboxSender`] (of a queue of one) whose messages a pump task writes to the
 //! socket, one data frame per credit; the receiving worker's [`DataServer`]
-//! forwards frames into the receiving subtask's own bounded channel and
+//! forwards frames into the receiving subtask's queue ([`crate::inbox`]) and
 //! grants a credit back for each data frame it could hand over. A slow task
 //! therefore stops granting credit, its senders stop sending, and memory
 //! stays bounded at every hop.
@@ -13,7 +13,7 @@
 //! TLS stream, the receiver's certificate checked against the cluster's
 //! for the receiver's IP address.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,14 +21,14 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use weir_model::StreamMessage;
 use weir_model::auth::Tokens;
 use weir_model::frame::{ChannelKey, Frame, decode, encode};
 use weir_model::tls::{HANDSHAKE_TIMEOUT, Tls};
+use weir_model::{Signal, StreamMessage};
 
-use crate::partition::Envelope;
+use crate::inbox::InboxSender;
 
 /// Data frames a receiver lets a sender have in flight.
 pub const INITIAL_CREDIT: u32 = 4;
@@ -45,7 +45,7 @@ fn codec() -> LengthDelimitedCodec {
         .new_codec()
 }
 
-type Registry = Arc<Mutex<HashMap<(String, u32, u32), mpsc::Sender<Envelope>>>>;
+type Registry = Arc<Mutex<HashMap<(String, u32, u32), InboxSender>>>;
 
 /// The receiving side of a worker's data connections.
 pub struct DataServer {
@@ -129,7 +129,7 @@ impl DataServer {
     }
 
     /// Route the channels of subtask `subtask` of `vertex` of `job` into `tx`.
-    pub fn register(&self, job: &str, vertex: u32, subtask: u32, tx: mpsc::Sender<Envelope>) {
+    pub fn register(&self, job: &str, vertex: u32, subtask: u32, tx: InboxSender) {
         self.receivers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -182,35 +182,135 @@ async fn serve(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    framed.send(encode(&Frame::Credit(INITIAL_CREDIT))).await?;
-    let mut data_ended = false;
-    while let Some(bytes) = framed.next().await {
-        let frame = decode(bytes?.freeze())?;
-        let Frame::Message(message) = frame else {
-            anyhow::bail!("unexpected frame from a sender: {frame:?}");
-        };
-        let (is_data, is_end) = (matches!(message, StreamMessage::Data(_)), message.is_end());
-        let ends_data = matches!(
-            message,
-            StreamMessage::Signal(weir_model::Signal::EndOfData)
-        );
-        // Waits while the subtask's channel is full: no credit goes back
-        // until there is room.
-        if tx.send((key.channel, message)).await.is_err() {
-            if data_ended {
-                // It finished after the end of data: nothing is lost.
-                return Ok(());
+    forward(framed, key.channel, tx).await
+}
+
+/// A connection's messages not in the receiving subtask's queue yet.
+#[derive(Default)]
+struct Forwarding {
+    /// Read, waiting for room, in order.
+    pending: VecDeque<StreamMessage>,
+    /// Put in the queue ahead of their room (an unaligned checkpoint's
+    /// barrier took them in with it, so that the subtask finds it behind
+    /// them): per message, whether it is data (a credit goes back once
+    /// its room is taken).
+    owed: VecDeque<bool>,
+    /// The sender's stream is over (all of it read).
+    ended: bool,
+    /// Its end of data is in the queue: the subtask may end without
+    /// losing anything.
+    data_ended: bool,
+}
+
+/// Forward channel `channel`'s frames into the subtask's queue `tx`,
+/// granting a credit back for each data frame once it has room there.
+///
+/// Frames are read as they come (credit bounds them) and wait here for
+/// room. A barrier of an unaligned checkpoint does not wait: it goes into
+/// the queue at once, with the frames before it, whose room is taken (and
+/// credit granted) afterwards — the queue holds at most the sender's
+/// credit more than its room for a while.
+async fn forward<S>(
+    framed: Framed<S, LengthDelimitedCodec>,
+    channel: u32,
+    tx: InboxSender,
+) -> anyhow::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut sink, mut stream) = framed.split();
+    sink.send(encode(&Frame::Credit(INITIAL_CREDIT))).await?;
+    let state = Mutex::new(Forwarding::default());
+    let wake = Notify::new();
+    let lock = || state.lock().unwrap_or_else(|p| p.into_inner());
+    let stopped = || anyhow::anyhow!("the receiving subtask stopped");
+    let reader = async {
+        while let Some(bytes) = stream.next().await {
+            let frame = decode(bytes?.freeze())?;
+            let Frame::Message(message) = frame else {
+                anyhow::bail!("unexpected frame from a sender: {frame:?}");
+            };
+            let end = message.is_end();
+            {
+                let mut f = lock();
+                match message {
+                    StreamMessage::Signal(Signal::Barrier(b)) if b.aligned_timeout_ms.is_some() => {
+                        while let Some(m) = f.pending.pop_front() {
+                            if tx.takes_room(&m) {
+                                let data = matches!(m, StreamMessage::Data(_));
+                                f.owed.push_back(data);
+                            }
+                            let ends = matches!(m, StreamMessage::Signal(Signal::EndOfData));
+                            if tx.force((channel, m)).is_err() {
+                                return if f.data_ended { Ok(()) } else { Err(stopped()) };
+                            }
+                            f.data_ended |= ends;
+                        }
+                        if tx.force((channel, message)).is_err() && !f.data_ended {
+                            return Err(stopped());
+                        }
+                    }
+                    m => f.pending.push_back(m),
+                }
+                f.ended |= end;
             }
-            anyhow::bail!("the receiving subtask stopped");
+            wake.notify_one();
+            if end {
+                break;
+            }
         }
-        data_ended |= ends_data;
-        if is_data {
-            framed.send(encode(&Frame::Credit(1))).await?;
+        lock().ended = true;
+        wake.notify_one();
+        anyhow::Ok(())
+    };
+    let writer = async {
+        loop {
+            let (work, done) = {
+                let mut f = lock();
+                // What takes no room goes in at once.
+                while f.pending.front().is_some_and(|m| !tx.takes_room(m)) {
+                    let m = f.pending.pop_front().expect("checked");
+                    if tx.force((channel, m)).is_err() {
+                        return if f.data_ended { Ok(()) } else { Err(stopped()) };
+                    }
+                }
+                let work = !f.pending.is_empty() || !f.owed.is_empty();
+                (work, f.ended && !work)
+            };
+            if done {
+                return anyhow::Ok(());
+            }
+            if !work {
+                wake.notified().await;
+                continue;
+            }
+            let Ok(room) = tx.reserve().await else {
+                if lock().data_ended {
+                    // It finished after the end of data: nothing is lost.
+                    return Ok(());
+                }
+                return Err(stopped());
+            };
+            let credit = {
+                let mut f = lock();
+                if let Some(data) = f.owed.pop_front() {
+                    room.keep();
+                    data
+                } else if let Some(m) = f.pending.pop_front() {
+                    let data = matches!(m, StreamMessage::Data(_));
+                    f.data_ended |= matches!(m, StreamMessage::Signal(Signal::EndOfData));
+                    room.send((channel, m)).map_err(|_| stopped())?;
+                    data
+                } else {
+                    false
+                }
+            };
+            if credit {
+                sink.send(encode(&Frame::Credit(1))).await?;
+            }
         }
-        if is_end {
-            break;
-        }
-    }
+    };
+    tokio::try_join!(reader, writer)?;
     Ok(())
 }
 
@@ -222,7 +322,7 @@ pub async fn connect(
     key: ChannelKey,
     token: Option<&str>,
     tls: Option<&Tls>,
-) -> anyhow::Result<mpsc::Sender<Envelope>> {
+) -> anyhow::Result<InboxSender> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     match tls {
@@ -243,7 +343,7 @@ async fn open(
     addr: SocketAddr,
     key: ChannelKey,
     token: Option<&str>,
-) -> anyhow::Result<mpsc::Sender<Envelope>> {
+) -> anyhow::Result<InboxSender> {
     let mut framed = Framed::new(stream, codec());
     let hello = Frame::Hello(key.clone(), token.unwrap_or_default().to_owned());
     framed.send(encode(&hello)).await?;
@@ -263,16 +363,12 @@ async fn open(
         // The receiver is gone: wake a sender waiting for credit.
         granted.close();
     });
-    // One message may wait here while the pump waits for credit.
-    let (tx, mut rx) = mpsc::channel::<Envelope>(1);
+    // A data message waits for credit at its sender (the pump sends what
+    // it is given at once): a barrier behind a batch waiting for credit is
+    // not held up behind it.
+    let (tx, mut rx) = crate::inbox::credited(credit);
     tokio::spawn(async move {
         while let Some((_, message)) = rx.recv().await {
-            if matches!(message, StreamMessage::Data(_)) {
-                match credit.acquire().await {
-                    Ok(permit) => permit.forget(),
-                    Err(_) => break,
-                }
-            }
             let end = message.is_end();
             if let Err(e) = sink.send(encode(&Frame::Message(message))).await {
                 tracing::warn!("sending to {addr} ({key:?}): {e}");
@@ -308,6 +404,7 @@ mod tests {
             timestamp_ms: 1,
             kind: weir_model::CheckpointKind::Checkpoint,
             mode: weir_model::CheckpointMode::ExactlyOnce,
+            aligned_timeout_ms: None,
         }))
     }
 
@@ -318,7 +415,7 @@ mod tests {
     #[tokio::test]
     async fn messages_arrive_in_order_with_signals() {
         let server = DataServer::bind("127.0.0.1:0").await.unwrap();
-        let (tx, mut rx) = mpsc::channel(2);
+        let (tx, mut rx) = crate::inbox::channel(2);
         server.register("j", 1, 0, tx);
         let out = connect(server.addr(), key(3), None, None).await.unwrap();
         tokio::spawn(async move {
@@ -342,7 +439,7 @@ mod tests {
     #[tokio::test]
     async fn a_slow_receiver_stops_the_sender_within_its_credit() {
         let server = DataServer::bind("127.0.0.1:0").await.unwrap();
-        let (tx, mut rx) = mpsc::channel(2);
+        let (tx, mut rx) = crate::inbox::channel(2);
         server.register("j", 1, 0, tx);
         let out = connect(server.addr(), key(0), None, None).await.unwrap();
         let sent = Arc::new(AtomicUsize::new(0));
@@ -423,7 +520,7 @@ mod auth_tests {
             .await
             .unwrap();
         assert_eq!(server.token(), Some("cluster-token-0123456789"));
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, mut rx) = crate::inbox::channel(4);
         server.register("j", 0, 0, tx);
         // Without the token, or with a read token: the connection is closed
         // before anything reaches the subtask.

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::mpsc::Sender;
 use weir_model::format::{Format, RowKeys};
+
+use crate::inbox::InboxSender;
 use weir_model::keygroup::subtask_for_key;
 use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
 
@@ -31,7 +32,10 @@ pub enum PartitionError {
 
 /// One edge out of a task, seen from one sending subtask.
 pub struct NetworkOutput {
-    senders: Vec<Sender<Envelope>>,
+    senders: Vec<InboxSender>,
+    /// Per receiver, room taken ahead for the next message to it
+    /// ([`NetworkOutput::take_room`]).
+    room: Vec<Option<crate::inbox::Room>>,
     /// The job's cancel flag: a send waiting for room gives up when it is
     /// set (a receiver that stopped reading, behind a dead link, must not
     /// hold the task forever).
@@ -158,7 +162,7 @@ impl NetworkOutput {
     /// in `format`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        senders: Vec<Sender<Envelope>>,
+        senders: Vec<InboxSender>,
         cancel: Arc<AtomicBool>,
         channel: u32,
         subtask: usize,
@@ -180,6 +184,7 @@ impl NetworkOutput {
             format,
             max_parallelism,
             buffers: vec![Vec::new(); n],
+            room: (0..n).map(|_| None).collect(),
             batch_size,
             next: subtask % n.max(1),
             subtask,
@@ -188,7 +193,14 @@ impl NetworkOutput {
     }
 
     fn send(&mut self, to: usize, message: StreamMessage) -> Result<(), PartitionError> {
-        use tokio::sync::mpsc::error::TrySendError;
+        use crate::inbox::TrySendError;
+        if self.senders[to].takes_room(&message)
+            && let Some(room) = self.room[to].take()
+        {
+            return self.senders[to]
+                .send_in(room, (self.channel, message))
+                .map_err(|_| PartitionError::Disconnected);
+        }
         match self.senders[to].try_send((self.channel, message)) {
             Ok(()) => Ok(()),
             Err(TrySendError::Closed(_)) => Err(PartitionError::Disconnected),
@@ -211,12 +223,18 @@ impl NetworkOutput {
                 .map_err(|_| PartitionError::Disconnected);
         };
         let sender = &self.senders[to];
+        // One wait, kept across the cancel checks: it keeps its place in
+        // the line for room (a new wait each time would go last, and
+        // senders that wait on would take every unit of room).
+        let reserve = sender.reserve();
+        tokio::pin!(reserve);
         loop {
-            let room = runtime.block_on(tokio::time::timeout(CANCEL_POLL, sender.reserve()));
+            let room = runtime.block_on(tokio::time::timeout(CANCEL_POLL, &mut reserve));
             match room {
                 Ok(Ok(permit)) => {
-                    permit.send(envelope);
-                    return Ok(());
+                    return permit
+                        .send(envelope)
+                        .map_err(|_| PartitionError::Disconnected);
                 }
                 Ok(Err(_)) => return Err(PartitionError::Disconnected),
                 Err(_) if self.cancel.load(Ordering::Relaxed) => {
@@ -225,6 +243,37 @@ impl NetworkOutput {
                 Err(_) => {}
             }
         }
+    }
+
+    /// Take room for a message at every receiver that has some now, and
+    /// hold it for the next message to it; returns whether room is held
+    /// at every receiver (the next batch goes out without waiting).
+    pub fn take_room(&mut self) -> bool {
+        for (sender, held) in self.senders.iter().zip(&mut self.room) {
+            if held.is_none() {
+                *held = sender.try_take_room();
+            }
+        }
+        self.room.iter().all(Option::is_some)
+    }
+
+    /// Wait, at most `max`, for room at every receiver, taking it
+    /// (counted as backpressure).
+    pub fn wait_for_room(&mut self, max: Duration) {
+        let started = std::time::Instant::now();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            for (sender, held) in self.senders.iter().zip(&mut self.room) {
+                if held.is_none() {
+                    let left = max.saturating_sub(started.elapsed());
+                    if let Ok(room) =
+                        runtime.block_on(tokio::time::timeout(left, sender.take_room()))
+                    {
+                        *held = room;
+                    }
+                }
+            }
+        }
+        self.backpressured += started.elapsed();
     }
 
     /// Time spent waiting for room at the receivers so far.

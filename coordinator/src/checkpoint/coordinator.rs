@@ -341,6 +341,13 @@ impl CheckpointCoordinator {
                 timestamp_ms: now_ms(),
                 kind,
                 mode: self.config.mode,
+                // A savepoint is always aligned: it holds no records in
+                // flight (it may restore into another graph).
+                aligned_timeout_ms: if kind.is_savepoint() {
+                    None
+                } else {
+                    self.config.aligned_timeout()
+                },
             };
             if let Some(w) = waiter {
                 inner.savepoints.insert(id, w);
@@ -388,6 +395,7 @@ impl CheckpointCoordinator {
     ) -> CheckpointSummary {
         let mut vertices = Vec::new();
         let (mut state_bytes, mut uploaded_bytes, mut acknowledged) = (0, 0, 0u32);
+        let (mut inflight_bytes, mut unaligned) = (0, false);
         for (t, (chain, p)) in self.topology.tasks.iter().enumerate() {
             let acks: Vec<&TaskStateHandle> = pending
                 .map(|pc| {
@@ -415,6 +423,8 @@ impl CheckpointCoordinator {
             for h in &acks {
                 state_bytes += h.state_bytes;
                 uploaded_bytes += h.uploaded_bytes;
+                inflight_bytes += h.inflight_bytes;
+                unaligned |= h.inflight.is_some();
                 for o in &h.operators {
                     let bytes: u64 = o.files.iter().map(|f| f.size).sum();
                     if let Some(i) = chain.iter().position(|(id, _)| *id == o.vertex) {
@@ -434,6 +444,8 @@ impl CheckpointCoordinator {
             duration_ms,
             state_bytes,
             uploaded_bytes,
+            inflight_bytes,
+            unaligned,
             acknowledged,
             total: self.topology.total(),
             vertices,
@@ -682,9 +694,7 @@ impl CheckpointCoordinator {
     /// The files of `state` that no retained checkpoint holds.
     fn unshared(registry: &SharedStateRegistry, state: &TaskStateHandle) -> Vec<String> {
         state
-            .operators
-            .iter()
-            .flat_map(|o| o.files.iter())
+            .files()
             .filter(|f: &&StateFile| !(f.shared && registry.holds(&f.path)))
             .map(|f| f.path.clone())
             .collect()
@@ -735,6 +745,8 @@ mod tests {
             max_concurrent: 10,
             retained: 2,
             incremental: true,
+            unaligned: false,
+            aligned_timeout_ms: 0,
         };
         let topology = Topology {
             job: "job".into(),

@@ -64,6 +64,13 @@ pub struct CheckpointSummary {
     /// Bytes uploaded for it (an incremental checkpoint reuses the files
     /// its predecessor uploaded).
     pub uploaded_bytes: u64,
+    /// Bytes of records in flight it stored (an unaligned checkpoint's
+    /// overtaken records; 0 when aligned).
+    #[serde(default)]
+    pub inflight_bytes: u64,
+    /// Whether any subtask took it unaligned (it stored records in flight).
+    #[serde(default)]
+    pub unaligned: bool,
     /// Subtasks that acknowledged it.
     pub acknowledged: u32,
     /// Subtasks in all.

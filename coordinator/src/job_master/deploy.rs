@@ -64,6 +64,9 @@ impl JobMasters {
             }
             m.grants = placed.grants.clone();
             m.waiting = placed.workers.clone();
+            // A new set: a late report of an earlier attempt lands in that
+            // attempt's.
+            m.finished_workers = Arc::default();
             // Until the deployment is over, an end of this attempt (a
             // worker lost, a task failing at once) is decided here, once.
             m.deploying = true;
@@ -169,10 +172,12 @@ impl JobMasters {
                     })
                     .collect(),
             };
+            let finished = master.lock().await.finished_workers.clone();
             let gateway = Arc::new(WorkerGateway {
                 job: id.to_owned(),
                 attempt,
                 workers: placed.workers.iter().map(|(_, rpc)| rpc.clone()).collect(),
+                finished,
                 present: self.present.clone(),
             });
             if let Some(r) = &restore {

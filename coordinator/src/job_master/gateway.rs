@@ -2,6 +2,8 @@
 //! cancels in the background, and the checkpoint calls of one attempt of a
 //! job ([`WorkerGateway`]).
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir_model::auth::{PeerChannel, PresentToken};
@@ -16,6 +18,9 @@ pub(super) struct WorkerGateway {
     pub(super) job: String,
     pub(super) attempt: u32,
     pub(super) workers: Vec<String>,
+    /// The workers (of `workers`) whose share of the attempt finished:
+    /// they are not called (one may be gone).
+    pub(super) finished: Arc<Mutex<BTreeSet<String>>>,
     /// The coordinator's token, on every call.
     pub(super) present: PresentToken,
 }
@@ -24,7 +29,7 @@ pub(super) struct WorkerGateway {
 impl CheckpointGateway for WorkerGateway {
     async fn trigger(&self, barrier: Barrier) -> anyhow::Result<(u32, u32)> {
         let mut calls = Vec::new();
-        for rpc in &self.workers {
+        for rpc in self.running() {
             let request = TriggerCheckpointRequest {
                 job_id: self.job.clone(),
                 attempt: self.attempt,
@@ -40,9 +45,10 @@ impl CheckpointGateway for WorkerGateway {
                     CheckpointMode::ExactlyOnce => "exactly-once".into(),
                     CheckpointMode::AtLeastOnce => "at-least-once".into(),
                 },
+                aligned_timeout_ms: barrier.aligned_timeout_ms,
             };
             calls.push(async move {
-                let mut c = executor(rpc, &self.present).await?;
+                let mut c = executor(&rpc, &self.present).await?;
                 match c.trigger_checkpoint(request).await {
                     Ok(r) => {
                         let r = r.into_inner();
@@ -81,18 +87,28 @@ impl CheckpointGateway for WorkerGateway {
 }
 
 impl WorkerGateway {
+    /// The workers whose share of the attempt has not finished.
+    fn running(&self) -> Vec<String> {
+        let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        self.workers
+            .iter()
+            .filter(|w| !finished.contains(*w))
+            .cloned()
+            .collect()
+    }
+
     /// A call per worker telling it that checkpoint `id` completed (each
     /// bounded by the client's timeouts; a failure is logged).
     fn notify_calls(&self, id: u64) -> Vec<impl std::future::Future<Output = ()> + Send + 'static> {
-        self.workers
-            .iter()
+        self.running()
+            .into_iter()
             .map(|rpc| {
                 let request = NotifyCheckpointRequest {
                     job_id: self.job.clone(),
                     attempt: self.attempt,
                     checkpoint_id: id,
                 };
-                let (rpc, present) = (rpc.clone(), self.present.clone());
+                let present = self.present.clone();
                 async move {
                     let result = async {
                         executor(&rpc, &present)

@@ -61,6 +61,10 @@ pub(crate) struct JobMaster {
     grants: Vec<SlotGrant>,
     /// Workers (by id, with their executor) that have not reported.
     waiting: BTreeSet<(String, String)>,
+    /// The executors of workers whose share of the running attempt
+    /// finished: its checkpoints need them no more (their subtasks' final
+    /// snapshots stand in), and a finished worker may be gone.
+    finished_workers: Arc<std::sync::Mutex<BTreeSet<String>>>,
     failure: Option<String>,
     /// The failure is a consequence (a lost connection), not the cause.
     secondary: bool,
@@ -482,6 +486,7 @@ impl JobMasters {
         let master = Arc::new(Mutex::new(JobMaster {
             grants: Vec::new(),
             waiting: BTreeSet::new(),
+            finished_workers: Arc::default(),
             failure: None,
             secondary: false,
             counters,

@@ -71,6 +71,12 @@ impl JobReports for ReportsService {
             return Ok(Response::new(JobEndedResponse {}));
         }
         p.counted(r.counts);
+        if r.outcome == "finished" {
+            let mut finished = p.finished_workers.lock().unwrap_or_else(|e| e.into_inner());
+            for (_, rpc) in p.waiting.iter().filter(|(w, _)| *w == r.worker_id) {
+                finished.insert(rpc.clone());
+            }
+        }
         p.waiting.retain(|(w, _)| *w != r.worker_id);
         p.set_state(
             &r.worker_id,

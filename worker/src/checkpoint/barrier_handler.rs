@@ -226,6 +226,46 @@ impl BarrierHandler {
         self.end_held.iter_mut().for_each(|e| *e = false);
     }
 
+    /// Whether every channel's stream has ended (no barrier comes through
+    /// them any more).
+    pub fn all_ended(&self) -> bool {
+        self.ended.iter().all(|&e| e)
+    }
+
+    /// The checkpoint being aligned, if any.
+    pub fn pending(&self) -> Option<Barrier> {
+        self.pending.map(|(b, _)| b)
+    }
+
+    /// Whether checkpoint `id` was taken (or given up) already: its
+    /// barriers are late.
+    pub fn is_done(&self, id: u64) -> bool {
+        self.last_completed.is_some_and(|last| id <= last)
+    }
+
+    /// Checkpoint `barrier` is taken unaligned, now: its alignment (if it
+    /// began) ends, what it held back is released
+    /// ([`Self::next_released`]), and its barriers still to come are late.
+    /// Returns, per channel, whether it delivered the barrier already (or
+    /// ended), and how long since its first barrier came.
+    pub fn take_over(&mut self, barrier: Barrier) -> (Vec<bool>, Duration) {
+        let (closed, since) = match self.pending {
+            Some((p, started)) if p.id == barrier.id => (
+                self.seen
+                    .iter()
+                    .zip(&self.ended)
+                    .map(|(&s, &e)| s || e)
+                    .collect(),
+                started.elapsed(),
+            ),
+            _ => (self.ended.clone(), Duration::ZERO),
+        };
+        self.abandon();
+        self.last_completed = Some(barrier.id);
+        self.last_alignment = since;
+        (closed, since)
+    }
+
     /// Whether any channel has messages held back.
     pub fn holds_any(&self) -> bool {
         self.held.iter().any(|q| !q.is_empty())
@@ -243,6 +283,7 @@ mod tests {
             timestamp_ms: 0,
             kind: CheckpointKind::Checkpoint,
             mode,
+            aligned_timeout_ms: None,
         }))
     }
 

@@ -14,6 +14,7 @@
 
 pub mod barrier_handler;
 pub mod restore;
+pub mod unaligned;
 pub mod uploader;
 
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,9 @@ pub struct TaskSnapshot {
     /// The subtask's input had ended: the snapshot holds its final source
     /// positions and sink pre-commits, and no keyed state.
     pub finished: bool,
+    /// An unaligned checkpoint: the file of the records its barriers
+    /// overtook ([`unaligned`]), and their bytes.
+    pub inflight: Option<(PathBuf, u64)>,
 }
 
 /// A subtask's acknowledgement of a checkpoint.
@@ -84,6 +88,10 @@ struct Wiring {
     expected_sources: Option<usize>,
     /// Every subtask's channel of completed checkpoints.
     completions: Vec<std::sync::mpsc::Sender<u64>>,
+    /// Every other subtask's trigger channel: one whose upstream subtasks
+    /// have all ended takes the barriers it is sent here (no barrier
+    /// reaches it any more through its inputs).
+    inputs: Vec<std::sync::mpsc::Sender<Barrier>>,
 }
 
 /// What a trigger reached.
@@ -140,6 +148,10 @@ impl CheckpointChannels {
         }
         let sources = &wiring.sources;
         let told = sources.iter().filter(|s| s.send(barrier).is_ok()).count();
+        for input in &wiring.inputs {
+            // An ended subtask needs none.
+            let _ = input.send(barrier);
+        }
         Triggered {
             told,
             finished: sources.len() - told,
@@ -158,11 +170,13 @@ impl CheckpointChannels {
     /// The link of one subtask: sources get their barriers through it.
     pub fn link(&self, task: usize, subtask: u32, source: bool) -> CheckpointLink {
         let mut wiring = self.wiring();
-        let triggers = source.then(|| {
-            let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::channel();
+        if source {
             wiring.sources.push(tx);
-            rx
-        });
+        } else {
+            wiring.inputs.push(tx);
+        }
+        let triggers = Some(rx);
         let (tx, completions) = std::sync::mpsc::channel();
         wiring.completions.push(tx);
         CheckpointLink {
@@ -178,7 +192,8 @@ impl CheckpointChannels {
 
 /// One subtask's part of the wiring.
 pub struct CheckpointLink {
-    /// A source subtask's barriers to inject.
+    /// The barriers to inject: a source subtask's, or those of any other
+    /// subtask once its upstream subtasks have all ended.
     pub triggers: Option<std::sync::mpsc::Receiver<Barrier>>,
     /// Checkpoints completed.
     pub completions: std::sync::mpsc::Receiver<u64>,
@@ -193,7 +208,7 @@ pub struct CheckpointLink {
 }
 
 impl CheckpointLink {
-    /// Barriers the coordinator asked this source subtask to inject.
+    /// Barriers the coordinator asked this subtask to inject.
     pub fn pending_triggers(&self) -> Vec<Barrier> {
         match &self.triggers {
             Some(rx) => rx.try_iter().collect(),

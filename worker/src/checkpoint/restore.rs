@@ -2,8 +2,9 @@
 //! the subtasks this worker runs are downloaded first (a missing or
 //! unreadable file fails the deployment, naming it), then each operator
 //! instance opens its backend on them, each source resumes from its splits'
-//! positions, and each sink commits again what the checkpoint pre-committed
-//! (commits are idempotent).
+//! positions, each sink commits again what the checkpoint pre-committed
+//! (commits are idempotent), and a subtask whose barriers overtook records
+//! (an unaligned checkpoint) processes those first.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,9 @@ use std::sync::Arc;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use sha2::Digest;
-use weir_model::checkpoint::{CheckpointMetadata, OperatorStateHandle, SplitPosition};
+use weir_model::checkpoint::{CheckpointMetadata, OperatorStateHandle, SplitPosition, StateFile};
+
+use crate::partition::Envelope;
 
 /// A checkpoint to start from, its files for this worker's subtasks on
 /// local disk.
@@ -25,6 +28,39 @@ pub struct Restore {
     /// key groups come from several subtasks of a savepoint taken at
     /// another parallelism).
     operators: HashMap<(usize, u32), Vec<(String, PathBuf)>>,
+    /// Per (task, subtask) here: the records its barriers overtook.
+    inflight: HashMap<(usize, u32), Vec<Envelope>>,
+}
+
+/// Read `f` of checkpoint `id` from `store`, checked against its size and
+/// sha256.
+async fn fetch(store: &dyn ObjectStore, id: u64, f: &StateFile) -> anyhow::Result<bytes::Bytes> {
+    let bytes = store
+        .get(&ObjectPath::from(f.path.as_str()))
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "checkpoint {id}: cannot read {} from the checkpoint storage: {e}",
+                f.path
+            )
+        })?
+        .bytes()
+        .await?;
+    if bytes.len() as u64 != f.size {
+        anyhow::bail!(
+            "checkpoint {id}: {} has {} bytes, the checkpoint says {}",
+            f.path,
+            bytes.len(),
+            f.size
+        );
+    }
+    if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256 {
+        anyhow::bail!(
+            "checkpoint {id}: {} is corrupt (its sha256 is not the one the checkpoint recorded)",
+            f.path
+        );
+    }
+    Ok(bytes)
 }
 
 impl Restore {
@@ -37,6 +73,7 @@ impl Restore {
         here: impl Fn(usize, u32) -> bool,
     ) -> anyhow::Result<Restore> {
         let mut operators = HashMap::new();
+        let mut inflight = HashMap::new();
         for s in checkpoint
             .subtasks
             .iter()
@@ -46,35 +83,7 @@ impl Restore {
                 let into = dir.join(format!("{}-{}-{i}", o.vertex, s.subtask));
                 tokio::fs::create_dir_all(&into).await?;
                 for f in &o.files {
-                    let bytes = store
-                        .get(&ObjectPath::from(f.path.as_str()))
-                        .await
-                        .map_err(|e| {
-                            anyhow::anyhow!(
-                                "checkpoint {}: cannot read {} from the checkpoint storage: {e}",
-                                checkpoint.id,
-                                f.path
-                            )
-                        })?
-                        .bytes()
-                        .await?;
-                    if bytes.len() as u64 != f.size {
-                        anyhow::bail!(
-                            "checkpoint {}: {} has {} bytes, the checkpoint says {}",
-                            checkpoint.id,
-                            f.path,
-                            bytes.len(),
-                            f.size
-                        );
-                    }
-                    if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256
-                    {
-                        anyhow::bail!(
-                            "checkpoint {}: {} is corrupt (its sha256 is not the one the checkpoint recorded)",
-                            checkpoint.id,
-                            f.path
-                        );
-                    }
+                    let bytes = fetch(store.as_ref(), checkpoint.id, f).await?;
                     tokio::fs::write(into.join(&f.name), &bytes).await?;
                 }
                 operators
@@ -82,11 +91,28 @@ impl Restore {
                     .or_insert_with(Vec::new)
                     .push((o.format.clone(), into));
             }
+            if let Some(f) = &s.state.inflight {
+                let bytes = fetch(store.as_ref(), checkpoint.id, f).await?;
+                let log = super::unaligned::decode_log(bytes).map_err(|e| {
+                    anyhow::anyhow!("checkpoint {}: {}: {e:#}", checkpoint.id, f.path)
+                })?;
+                inflight.insert((s.task, s.subtask), log);
+            }
         }
         Ok(Restore {
             checkpoint,
             operators,
+            inflight,
         })
+    }
+
+    /// What the barriers of subtask `subtask` of task `task` overtook in an
+    /// unaligned checkpoint: its input's first messages after the restore.
+    pub fn inflight(&self, task: usize, subtask: u32) -> Vec<Envelope> {
+        self.inflight
+            .get(&(task, subtask))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The split positions of source vertex `vertex` of subtask `subtask`

@@ -193,6 +193,24 @@ impl Uploader {
                 files,
             });
         }
+        if let Some((path, bytes)) = &s.inflight {
+            let size = tokio::fs::metadata(path)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?
+                .len();
+            let name = format!("inflight-{}-{subtask}", ack.task);
+            let into = format!("{}/chk-{id}/{name}-a{}", self.job, self.attempt);
+            let sha256 = self.put(&into, path).await?;
+            handle.uploaded_bytes += size;
+            handle.inflight_bytes = *bytes;
+            handle.inflight = Some(StateFile {
+                name,
+                path: into,
+                size,
+                shared: false,
+                sha256,
+            });
+        }
         handle.async_ms = super::ms(started.elapsed());
         Ok(handle)
     }

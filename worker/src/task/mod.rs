@@ -29,17 +29,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc::Receiver;
 use weir_host::{BatchContext, BatchOutput, now_ms};
 use weir_model::metrics::Counters;
 use weir_model::record::MAX_WATERMARK;
 use weir_model::{Barrier, Record, Signal, StreamMessage};
 
+use crate::checkpoint::unaligned::InFlight;
 use crate::checkpoint::{BarrierHandler, CheckpointLink, Handled, SplitPosition, TaskSnapshot};
 use crate::connectors::{Sink, Source};
 use crate::dead_letter::{ErrorHandler, Undecodable, process_isolating, side_output};
+use crate::inbox::Inbox;
 use crate::operators::StreamOperator;
-use crate::partition::{Envelope, NetworkOutput, PartitionError};
+use crate::partition::{NetworkOutput, PartitionError};
 use crate::watermark::{TimestampField, WatermarkGenerator, WatermarkTracker};
 use weir_model::dead_letter::DEAD_LETTER;
 
@@ -49,6 +50,12 @@ const CANCEL_CHECK: Duration = Duration::from_millis(200);
 /// How often a finished subtask waiting for its final checkpoint looks for
 /// barriers to inject and for completed checkpoints.
 const FINISHED_POLL: Duration = Duration::from_millis(10);
+
+mod unaligned;
+
+/// How long a checkpointed source waits for room downstream before it looks
+/// for barriers to inject again.
+const ROOM_POLL: Duration = Duration::from_millis(20);
 
 /// The job was canceled (or another task failed): not an error of this task.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +108,7 @@ pub enum Head {
     /// Channels from upstream subtasks, `channels` of them.
     Input {
         /// The receiving end, shared by all channels.
-        rx: Receiver<Envelope>,
+        rx: Inbox,
         /// How many channels feed it.
         channels: usize,
     },
@@ -194,6 +201,12 @@ struct Input<'a> {
     barriers: &'a mut BarrierHandler,
     watermark: &'a mut Option<i64>,
     idle: &'a mut bool,
+    /// The unaligned checkpoint still collecting what its barriers
+    /// overtook.
+    inflight: &'a mut Option<InFlight>,
+    /// A checkpoint aligned until its timeout, its barrier queued: it
+    /// turns unaligned when the time is up.
+    timed: &'a mut Option<Barrier>,
 }
 
 /// Bytes of keys and values.
@@ -249,7 +262,7 @@ impl Subtask {
         match std::mem::replace(
             &mut self.head,
             Head::Input {
-                rx: tokio::sync::mpsc::channel(1).1,
+                rx: crate::inbox::channel(1).1,
                 channels: 0,
             },
         ) {
@@ -262,6 +275,11 @@ impl Subtask {
                 let mut tracker = WatermarkTracker::new(channels);
                 let mut barriers = BarrierHandler::new(channels);
                 let mut idle = false;
+                let mut inflight = None;
+                let mut timed = None;
+                // The newest checkpoint this subtask was sent directly (it
+                // takes it once every upstream subtask has ended).
+                let mut sent = None;
                 let has_sinks = self.nodes.iter().any(|n| matches!(n.op, NodeOp::Sink(_)));
                 loop {
                     // Wait for input at most until the next timer is due, and
@@ -279,6 +297,19 @@ impl Subtask {
                     } else {
                         wait
                     };
+                    // Unaligned checkpoints start on barriers still queued
+                    // behind records.
+                    self.look_ahead(
+                        &mut rx,
+                        &mut Input {
+                            tracker: &mut tracker,
+                            barriers: &mut barriers,
+                            watermark: &mut watermark,
+                            idle: &mut idle,
+                            inflight: &mut inflight,
+                            timed: &mut timed,
+                        },
+                    )?;
                     let received = match rx.try_recv() {
                         Ok(m) => Some(Some(m)),
                         Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
@@ -303,6 +334,12 @@ impl Subtask {
                         return Err(Canceled.into());
                     };
                     if let Some((channel, message)) = message {
+                        if let Some(f) = &mut inflight {
+                            if f.processing(channel, &message) {
+                                self.give_up_unaligned(&mut inflight, &message);
+                            }
+                            self.complete_unaligned(&mut inflight)?;
+                        }
                         let channel = channel as usize;
                         let mut next = Some((channel, barriers.handle(channel, message)));
                         while let Some((channel, handled)) = next {
@@ -311,6 +348,8 @@ impl Subtask {
                                 barriers: &mut barriers,
                                 watermark: &mut watermark,
                                 idle: &mut idle,
+                                inflight: &mut inflight,
+                                timed: &mut timed,
                             };
                             self.on_input(channel, handled, &mut input)?;
                             next = barriers.next_released();
@@ -331,9 +370,23 @@ impl Subtask {
                     self.processing_timers(watermark)?;
                     self.commit_completed()?;
                     self.publish(watermark, false);
+                    // Barriers come through the inputs while they are open
+                    // (those sent to the subtask itself are for when every
+                    // upstream subtask has ended).
+                    if let Some(link) = &self.checkpoints
+                        && let Some(b) = link.pending_triggers().into_iter().max_by_key(|b| b.id)
+                    {
+                        sent = Some(b);
+                    }
+                }
+                // Nothing more comes to log: an unaligned checkpoint
+                // still collecting has all it overtook.
+                if let Some(f) = &mut inflight {
+                    f.inputs_ended();
+                    self.complete_unaligned(&mut inflight)?;
                 }
                 self.end_of_input(&mut watermark)?;
-                self.finish_input(&mut rx, &mut barriers)?;
+                self.finish_input(&mut rx, &mut barriers, sent)?;
             }
         }
         // The end: the receivers are told. With checkpoints, the final
@@ -401,6 +454,22 @@ impl Subtask {
                 }
                 self.publish(*watermark, false);
                 std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            // As Flink's sources, read only when every output has room (taken
+            // and held for the batch): a barrier asked for meanwhile goes out
+            // at once, not behind a batch waiting for room (what unaligned
+            // checkpoints need).
+            if self.checkpoints.is_some() && !self.outputs.iter_mut().all(NetworkOutput::take_room)
+            {
+                for out in &mut self.outputs {
+                    out.wait_for_room(ROOM_POLL);
+                }
+                self.processing_timers(*watermark)?;
+                if let Some(done) = self.commit_completed()? {
+                    self.source_completed(source, done);
+                }
+                self.publish(*watermark, false);
                 continue;
             }
             let asked = Instant::now();
@@ -533,8 +602,9 @@ impl Subtask {
     /// end completes.
     fn finish_input(
         &mut self,
-        rx: &mut Receiver<Envelope>,
+        rx: &mut Inbox,
         barriers: &mut BarrierHandler,
+        mut sent: Option<Barrier>,
     ) -> anyhow::Result<()> {
         if self.checkpoints.is_none() {
             return Ok(());
@@ -547,6 +617,25 @@ impl Subtask {
             }
             if self.final_completed(&mut done)? {
                 return Ok(());
+            }
+            // Every upstream subtask has ended: no barrier comes through the
+            // inputs any more, so this subtask takes the checkpoints it is
+            // sent itself (Flink triggers such tasks as it does sources).
+            // Until then, barriers come through the inputs.
+            let triggered = self
+                .checkpoints
+                .as_ref()
+                .map(CheckpointLink::pending_triggers)
+                .unwrap_or_default();
+            if let Some(b) = triggered.into_iter().max_by_key(|b| b.id) {
+                sent = Some(b);
+            }
+            if (!open || barriers.all_ended())
+                && let Some(barrier) = sent.take()
+                && !barriers.is_done(barrier.id)
+            {
+                barriers.take_over(barrier);
+                self.checkpoint_as(barrier, Vec::new(), Duration::ZERO, true)?;
             }
             if !open {
                 // Every upstream subtask has gone: only the completion is
@@ -697,6 +786,23 @@ impl Subtask {
         alignment: Duration,
         finished: bool,
     ) -> anyhow::Result<()> {
+        let snapshot = self.snapshot_chain(barrier, sources, alignment, finished)?;
+        if let Some(link) = &self.checkpoints {
+            link.ack(barrier.id, snapshot);
+        }
+        Ok(())
+    }
+
+    /// [`Subtask::checkpoint_as`] without the acknowledgement: the barrier
+    /// goes on downstream, the chain is snapshotted, and what it recorded
+    /// is returned.
+    fn snapshot_chain(
+        &mut self,
+        barrier: Barrier,
+        sources: Vec<(usize, Vec<SplitPosition>)>,
+        alignment: Duration,
+        finished: bool,
+    ) -> anyhow::Result<TaskSnapshot> {
         if finished {
             // A receiver that ended already needs no barrier.
             for out in &mut self.outputs {
@@ -765,10 +871,7 @@ impl Subtask {
         }
         snapshot.dir = dir;
         snapshot.sync_ms = crate::checkpoint::ms(started.elapsed());
-        if let Some(link) = &self.checkpoints {
-            link.ack(barrier.id, snapshot);
-        }
-        Ok(())
+        Ok(snapshot)
     }
 
     /// Commit what the sinks pre-committed for checkpoints that completed
