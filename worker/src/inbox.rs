@@ -8,9 +8,11 @@
 //! grants a remote sender credit only once it could hand a frame over).
 //! Two things differ from a plain bounded channel:
 //!
-//! - a checkpoint barrier takes no room: a sender never waits to hand one
-//!   over, so a barrier reaches the queue right behind what its channel
-//!   sent before it;
+//! - only data takes room: a sender never waits to hand over a signal (a
+//!   barrier, a watermark, the end of its data), so a barrier reaches the
+//!   queue right behind what its channel sent before it, and a source that
+//!   ended is not stuck behind a full queue with its end (signals are few:
+//!   the data bounds them);
 //! - the subtask can look at everything queued without taking it out
 //!   ([`Inbox::fill`]): an unaligned checkpoint finds its barriers there,
 //!   behind records it has not processed yet, and stores those records
@@ -59,8 +61,7 @@ fn make(room: Arc<Semaphore>, mode: Mode) -> (InboxSender, Inbox) {
 /// What takes room, and what gives it back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// Every message but a barrier takes room, given back when it is taken
-    /// out.
+    /// A data message takes room, given back when it is taken out.
     Queue,
     /// Data messages take a credit; credits come from elsewhere.
     Credit,
@@ -70,8 +71,7 @@ impl Mode {
     /// Whether `message` takes room.
     fn taken_by(self, message: &StreamMessage) -> bool {
         match self {
-            Mode::Queue => !matches!(message, StreamMessage::Signal(Signal::Barrier(_))),
-            Mode::Credit => matches!(message, StreamMessage::Data(_)),
+            Mode::Queue | Mode::Credit => matches!(message, StreamMessage::Data(_)),
         }
     }
 }
@@ -301,6 +301,16 @@ impl Inbox {
                 StreamMessage::Signal(Signal::Barrier(b)) => Some((i, *c, *b)),
                 _ => None,
             })
+            .collect()
+    }
+
+    /// Per channel whose stream's end is in the look-ahead: its position.
+    pub fn ends_ahead(&self) -> Vec<(usize, u32)> {
+        self.ahead
+            .iter()
+            .enumerate()
+            .filter(|(_, ((_, m), _))| m.is_end())
+            .map(|(i, ((c, _), _))| (i, *c))
             .collect()
     }
 

@@ -257,6 +257,11 @@ impl NetworkOutput {
         self.room.iter().all(Option::is_some)
     }
 
+    /// Give back the room taken ahead (no more data comes).
+    pub fn release_room(&mut self) {
+        self.room.iter_mut().for_each(|r| *r = None);
+    }
+
     /// Wait, at most `max`, for room at every receiver, taking it
     /// (counted as backpressure).
     pub fn wait_for_room(&mut self, max: Duration) {

@@ -226,6 +226,16 @@ impl BarrierHandler {
         self.end_held.iter_mut().for_each(|e| *e = false);
     }
 
+    /// How many input channels.
+    pub fn channels(&self) -> usize {
+        self.ended.len()
+    }
+
+    /// Whether channel `channel`'s stream has ended.
+    pub fn ended(&self, channel: usize) -> bool {
+        self.ended.get(channel).copied().unwrap_or(true)
+    }
+
     /// Whether every channel's stream has ended (no barrier comes through
     /// them any more).
     pub fn all_ended(&self) -> bool {

@@ -207,6 +207,9 @@ struct Input<'a> {
     /// A checkpoint aligned until its timeout, its barrier queued: it
     /// turns unaligned when the time is up.
     timed: &'a mut Option<Barrier>,
+    /// The newest checkpoint sent to this subtask directly (taken once no
+    /// barrier can come through the inputs any more).
+    sent: &'a mut Option<Barrier>,
 }
 
 /// Bytes of keys and values.
@@ -308,6 +311,7 @@ impl Subtask {
                             idle: &mut idle,
                             inflight: &mut inflight,
                             timed: &mut timed,
+                            sent: &mut sent,
                         },
                     )?;
                     let received = match rx.try_recv() {
@@ -350,6 +354,7 @@ impl Subtask {
                                 idle: &mut idle,
                                 inflight: &mut inflight,
                                 timed: &mut timed,
+                                sent: &mut sent,
                             };
                             self.on_input(channel, handled, &mut input)?;
                             next = barriers.next_released();
@@ -527,6 +532,9 @@ impl Subtask {
         }
         self.flush_sinks(true)?;
         self.flush()?;
+        for out in &mut self.outputs {
+            out.release_room();
+        }
         self.broadcast(StreamMessage::END_OF_DATA)?;
         self.publish(Some(MAX_WATERMARK), true);
         Ok(())

@@ -37,6 +37,9 @@ impl Subtask {
             self.barrier_ahead(rx, pos, channel, barrier, input)?;
         }
         if input.inflight.is_none() {
+            self.take_sent(rx, input)?;
+        }
+        if input.inflight.is_none() {
             // A checkpoint whose alignment timed out: being aligned, or its
             // barrier still queued.
             let due = input
@@ -53,6 +56,41 @@ impl Subtask {
             }
         }
         Ok(())
+    }
+
+    /// Every upstream subtask has ended — each channel's end of stream is
+    /// queued, or was taken — while records are still queued: no barrier
+    /// comes through the inputs any more. An unaligned checkpoint sent to
+    /// this subtask directly is taken now, everything queued before the
+    /// ends logged (else the subtask could not take part in a checkpoint
+    /// before it has worked through the queue).
+    fn take_sent(&mut self, rx: &Inbox, input: &mut Input<'_>) -> anyhow::Result<()> {
+        let Some(barrier) = *input.sent else {
+            return Ok(());
+        };
+        if barrier.aligned_timeout_ms.is_none()
+            || input.barriers.is_done(barrier.id)
+            || input.barriers.pending().is_some()
+            || input.tracker.all_ended()
+        {
+            return Ok(());
+        }
+        let ends = rx.ends_ahead();
+        let channels = input.barriers.channels();
+        if !(0..channels)
+            .all(|c| input.barriers.ended(c) || ends.iter().any(|&(_, e)| e as usize == c))
+        {
+            return Ok(());
+        }
+        *input.sent = None;
+        let (closed, alignment) = input.barriers.take_over(barrier);
+        let snapshot = self.snapshot_chain(barrier, Vec::new(), alignment, false)?;
+        let mut f = InFlight::new(barrier, closed, snapshot);
+        for (pos, channel) in ends {
+            f.barrier_found(channel, rx.ahead_of(channel, pos));
+        }
+        *input.inflight = Some(f);
+        self.complete_unaligned(input.inflight)
     }
 
     /// Channel `channel`'s barrier `barrier`, found at `pos` in the queue.
