@@ -30,6 +30,7 @@ mod kafka;
 mod native;
 mod native_window;
 mod savepoints;
+mod unaligned;
 
 /// mimalloc: a runtime that moves many small records allocates a lot, and
 /// glibc's allocator spends a third of a word count's time there.
@@ -156,6 +157,16 @@ enum Bench {
         /// Bytes per key's value.
         #[arg(long, default_value_t = 1000)]
         value_bytes: u64,
+        /// The `weir` binary (built with `cargo build --release`).
+        #[arg(long)]
+        weir: PathBuf,
+    },
+    /// Checkpoint durations under heavy backpressure, aligned and
+    /// unaligned.
+    Unaligned {
+        /// Seconds each mode runs.
+        #[arg(long, default_value_t = 30)]
+        secs: u64,
         /// The `weir` binary (built with `cargo build --release`).
         #[arg(long)]
         weir: PathBuf,
@@ -633,6 +644,7 @@ fn main() -> anyhow::Result<()> {
             value_bytes,
             weir,
         } => rt.block_on(savepoints::savepoints(&weir, keys, value_bytes)),
+        Bench::Unaligned { secs, weir } => rt.block_on(unaligned::unaligned(&weir, secs)),
         Bench::Recovery { runs, weir } => rt.block_on(fault_tolerance::recovery(&weir, runs)),
         Bench::LargeState {
             keys,

@@ -127,7 +127,7 @@ fn du(dir: &Path) -> u64 {
 }
 
 /// Cancel `job` and wait until it has ended (its slots are free).
-async fn cancel(weir: &Path, rest: &str, job: &str) -> anyhow::Result<()> {
+pub(crate) async fn cancel(weir: &Path, rest: &str, job: &str) -> anyhow::Result<()> {
     let _ = std::process::Command::new(weir)
         .args(["cancel", job, "--coordinator", rest])
         .output();
