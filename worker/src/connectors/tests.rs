@@ -538,3 +538,46 @@ mod typed_tests {
         );
     }
 }
+
+/// Which positions a restored source subtask starts from.
+mod restored_positions {
+    use super::super::restore_positions;
+    use super::*;
+    use weir_model::checkpoint::SplitPosition;
+
+    fn at(split: &str, offset: u64) -> SplitPosition {
+        SplitPosition {
+            split: split.to_owned(),
+            offset,
+            range: None,
+        }
+    }
+
+    #[test]
+    fn numbered_splits_go_to_every_subtask_and_older_file_positions_to_their_own() {
+        let file = SourceConfig::TextFile(TextFile {
+            path: "/in.txt".into(),
+        });
+        // Numbered splits: every subtask gets them all, and picks its own.
+        let all = vec![at("split 0 of 2", 10), at("split 1 of 2", 20)];
+        let own = vec![at("split 1 of 2", 20)];
+        assert_eq!(restore_positions(&file, all.clone(), own), all);
+        // An earlier version's file positions name no numbered split: each
+        // subtask keeps its own, as that version restored them.
+        let all = vec![at("bytes 0-100", 40), at("bytes 100-200", 150)];
+        let own = vec![at("bytes 100-200", 150)];
+        assert_eq!(restore_positions(&file, all, own.clone()), own);
+        // Other sources: all of them, whatever they are named.
+        let generator = SourceConfig::Generator(Generator {
+            count: None,
+            pattern: GeneratorPattern::Sequence,
+            rate: None,
+            start_at_ms: None,
+        });
+        let all = vec![at("0 mod 2", 4), at("1 mod 2", 5)];
+        assert_eq!(
+            restore_positions(&generator, all.clone(), vec![at("0 mod 2", 4)]),
+            all
+        );
+    }
+}
