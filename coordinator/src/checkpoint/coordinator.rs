@@ -603,12 +603,19 @@ impl CheckpointCoordinator {
         }
         inner.last_completed = Some(Instant::now());
         // Completing a checkpoint subsumes the older ones still pending
-        // (savepoints are waited for: someone asked for each).
+        // (savepoints are waited for: someone asked for each). They leave
+        // now, under the same lock: one completing later would be retained
+        // after this one and subsume it — deleting its files, a stop's
+        // savepoint's among them, while it is written out.
         let older: Vec<u64> = inner
             .pending
             .range(..id)
             .filter(|(_, p)| !p.barrier.kind.is_savepoint())
             .map(|(k, _)| *k)
+            .collect();
+        let older: Vec<PendingCheckpoint> = older
+            .into_iter()
+            .filter_map(|old| inner.pending.remove(&old))
             .collect();
         drop(inner);
         self.record_completed(&pending);
@@ -622,7 +629,7 @@ impl CheckpointCoordinator {
             self.gateway.notify_complete(id).await;
         }
         for old in older {
-            self.abort(old, &format!("subsumed by checkpoint {id}"))
+            self.discard(old, &format!("subsumed by checkpoint {id}"))
                 .await;
         }
         self.delete(unused).await;
@@ -654,10 +661,17 @@ impl CheckpointCoordinator {
     }
 
     async fn abort(&self, id: u64, why: &str) {
+        let pending = self.inner.lock().await.pending.remove(&id);
+        if let Some(pending) = pending {
+            self.discard(pending, why).await;
+        }
+    }
+
+    /// Checkpoint `pending`, taken out of the pending ones, is given up:
+    /// what it uploaded alone goes, and whoever waits for it is told.
+    async fn discard(&self, pending: PendingCheckpoint, why: &str) {
+        let id = pending.barrier.id;
         let mut inner = self.inner.lock().await;
-        let Some(pending) = inner.pending.remove(&id) else {
-            return;
-        };
         let unused: Vec<String> = pending
             .acks
             .values()
@@ -720,6 +734,8 @@ mod tests {
     struct Workers {
         triggered: std::sync::Mutex<Vec<Barrier>>,
         told: std::sync::Mutex<Vec<u64>>,
+        /// While set, a stop's completion waits for it to be notified.
+        held: std::sync::Mutex<Option<Arc<Notify>>>,
     }
 
     #[tonic::async_trait]
@@ -731,6 +747,14 @@ mod tests {
 
         async fn notify_complete(&self, id: u64) {
             self.told.lock().unwrap().push(id);
+        }
+
+        async fn notify_complete_and_wait(&self, id: u64) {
+            self.notify_complete(id).await;
+            let held = self.held.lock().unwrap().clone();
+            if let Some(held) = held {
+                held.notified().await;
+            }
         }
     }
 
@@ -841,6 +865,51 @@ mod tests {
         // Its maximal watermark fired the windows: the job fails over
         // rather than checkpoint what came of it.
         assert_eq!(after(&workers, drain.id), 0);
+        c.stop("done").await;
+    }
+
+    #[tokio::test]
+    async fn an_older_checkpoint_never_completes_after_a_stop_savepoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, workers) = coordinator(dir.path());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let held = Arc::new(Notify::new());
+        *workers.held.lock().unwrap() = Some(held.clone());
+        let (tell, told) = tokio::sync::oneshot::channel();
+        c.trigger_savepoint(true, false, tell).await;
+        let stop = last_savepoint(&workers);
+        let older = workers
+            .triggered
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| b.id < stop.id)
+            .map(|b| b.id)
+            .max()
+            .expect("checkpoints pending before the stop");
+        // The stop completes; while its workers are told, the older
+        // checkpoint's last acknowledgement comes.
+        let completing = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                c.acknowledge(stop.id, 0, 0, TaskStateHandle::default())
+                    .await
+            })
+        };
+        let started = Instant::now();
+        while !workers.told.lock().unwrap().contains(&stop.id) {
+            assert!(started.elapsed() < Duration::from_secs(10));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        c.acknowledge(older, 0, 0, TaskStateHandle::default()).await;
+        held.notify_one();
+        completing.await.unwrap();
+        assert_eq!(told.await.unwrap().unwrap().id, stop.id);
+        // The stop stays the job's latest checkpoint; the older one was
+        // subsumed, never retained after it.
+        let retained: Vec<u64> = c.retained().await.iter().map(|k| k.id).collect();
+        assert_eq!(retained.last(), Some(&stop.id), "{retained:?}");
+        assert!(!retained.contains(&older), "{retained:?}");
         c.stop("done").await;
     }
 
