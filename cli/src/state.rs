@@ -1,8 +1,8 @@
 //! `weir state SAVEPOINT [--operator NAME] [--state NAME]`: the keyed state
 //! a savepoint holds, as JSON lines (Flink's State Processor API, read
 //! only): one line per entry — operator, subtask, state, kind, key and
-//! value (a list's values, a map entry's key and value) — and one per
-//! timer.
+//! value (a list's values, a map entry's key and value; with `expires_at`,
+//! in milliseconds, for a state with a time-to-live) — and one per timer.
 
 use std::io::Write;
 use std::path::Path;
@@ -38,7 +38,9 @@ struct Printer<'a> {
     operator: &'a str,
     subtask: u32,
     wanted: Option<&'a str>,
-    states: Vec<(String, StateKind)>,
+    /// Per state: its name, kind and whether its values carry expiry
+    /// stamps.
+    states: Vec<(String, StateKind, bool)>,
     /// Whether any entry of the wanted state was seen.
     seen: bool,
     codec: Codec,
@@ -54,13 +56,13 @@ impl Printer<'_> {
 }
 
 impl Visitor for Printer<'_> {
-    fn state(&mut self, name: &str, kind: StateKind) -> anyhow::Result<u32> {
-        self.states.push((name.to_owned(), kind));
+    fn state(&mut self, name: &str, kind: StateKind, stamped: bool) -> anyhow::Result<u32> {
+        self.states.push((name.to_owned(), kind, stamped));
         Ok(self.states.len() as u32 - 1)
     }
 
     fn entry(&mut self, state: u32, key: Vec<u8>, entry: Entry) -> anyhow::Result<()> {
-        let (name, kind) = self.states[state as usize].clone();
+        let (name, kind, stamped) = self.states[state as usize].clone();
         if self.wanted.is_some_and(|w| w != name) {
             return Ok(());
         }
@@ -73,14 +75,34 @@ impl Visitor for Printer<'_> {
             "kind": kind,
             "key": decode(&key, Codec::Json),
         });
+        let codec = self.codec;
+        // A stamped value: its bytes, and when it expires.
+        let value = |bytes: &[u8]| match weir_state::ttl::unstamp(bytes).filter(|_| stamped) {
+            Some((at, rest)) => (decode(rest, codec), Some(at)),
+            None => (decode(bytes, codec), None),
+        };
         match entry {
-            Entry::Value(value) => v["value"] = decode(&value, self.codec),
-            Entry::List(values) => {
-                v["values"] = values.iter().map(|x| decode(x, self.codec)).collect();
+            Entry::Value(bytes) => {
+                let (x, at) = value(&bytes);
+                v["value"] = x;
+                if let Some(at) = at {
+                    v["expires_at"] = at.into();
+                }
             }
-            Entry::MapEntry(map_key, value) => {
-                v["map_key"] = decode(&map_key, self.codec);
-                v["value"] = decode(&value, self.codec);
+            Entry::List(values) => {
+                let values: Vec<_> = values.iter().map(|x| value(x)).collect();
+                if stamped {
+                    v["expires_at"] = values.iter().filter_map(|(_, at)| *at).collect();
+                }
+                v["values"] = values.into_iter().map(|(x, _)| x).collect();
+            }
+            Entry::MapEntry(map_key, bytes) => {
+                v["map_key"] = decode(&map_key, codec);
+                let (x, at) = value(&bytes);
+                v["value"] = x;
+                if let Some(at) = at {
+                    v["expires_at"] = at.into();
+                }
             }
         }
         self.line(v)

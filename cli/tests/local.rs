@@ -261,3 +261,91 @@ fn a_slow_stage_slows_the_source_and_memory_stays_bounded() {
         "RSS grew from {early} KiB to {rss} KiB: {samples:?}"
     );
 }
+
+/// The counts per key in a count's JSON-lines output, in order.
+fn counts_of(path: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| (v["key"].to_string(), v["count"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_running_count_with_a_time_to_live_starts_over_for_a_key_that_went_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = start_local(&dir.path().join("data"));
+    let c = local.url.as_str();
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("counts.jsonl");
+    std::fs::write(
+        &input,
+        "{\"k\":\"a\"}\n{\"k\":\"a\"}\n{\"k\":\"b\"}\n{\"k\":\"a\"}\n",
+    )
+    .unwrap();
+    let bundle = dir.path().join("ttl");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let manifest = |ttl: &str| {
+        format!(
+            "[job]\nname = 'ttl'\n\
+             [[source]]\nname = 'events'\ntype = 'json-lines-file'\npath = '{}'\nfollow = true\n\
+             [[operator]]\nname = 'per-key'\nbuiltin = 'count'\nkey-by = '/k'\n{ttl}\n\
+             [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+            input.display(),
+            output.display()
+        )
+    };
+    // A windowed count keeps its keys until the window fires: refused.
+    std::fs::write(
+        bundle.join("weir.toml"),
+        manifest("ttl-ms = 300\nwindow = { type = 'tumbling', size-ms = 1000 }"),
+    )
+    .unwrap();
+    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", c]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("per-key") && err.contains("ttl-ms"), "{err}");
+
+    std::fs::write(bundle.join("weir.toml"), manifest("ttl-ms = 300")).unwrap();
+    let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", c]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let id = out.lines().last().unwrap().trim().to_owned();
+    let wait_for = |n: usize| {
+        let started = Instant::now();
+        loop {
+            let got = counts_of(&output);
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{n} counts written: {got:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let first = wait_for(4);
+    let a = "\"a\"".to_owned();
+    assert_eq!(
+        first
+            .iter()
+            .filter(|(k, _)| *k == a)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    // Quiet for well past its time-to-live: key `a` counts from 1 again.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&input)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"{\"k\":\"a\"}\n{\"k\":\"a\"}\n").unwrap();
+    drop(f);
+    let all = wait_for(6);
+    assert_eq!(all[4..], [(a.clone(), 1), (a, 2)], "{all:?}");
+    let o = weir(&["cancel", &id, "--coordinator", c]);
+    assert!(o.status.success(), "{}", text(&o).1);
+}

@@ -743,13 +743,92 @@ impl OpenContext {
     }
 
     fn declare(&mut self, name: &str, kind: StateKind) -> crate::Result<usize> {
+        self.declare_with(name, kind, None)
+    }
+
+    fn declare_with(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: Option<crate::Ttl>,
+    ) -> crate::Result<usize> {
         if !self.keyed {
             return Err(
                 format!("state `{name}`: keyed state needs a keyed_process operator").into(),
             );
         }
-        let id = host::with(|h| h.declare_state(name, kind))?;
+        let id = match ttl {
+            None => host::with(|h| h.declare_state(name, kind))?,
+            Some(ttl) => host::with(|h| h.declare_state_ttl(name, kind, ttl.wit()))?,
+        };
         Ok(with_cache(|c| c.add(id, kind)))
+    }
+
+    /// Declare a [`ValueState`] called `name` whose value expires `ttl`
+    /// after it was last written (Flink's `StateTtlConfig`): once expired,
+    /// [`ValueState::get`] answers `None`, and the value is cleaned out of
+    /// the state.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Op { last_seen: ValueState<i64> }
+    /// # impl KeyedProcess for Op { type In = i64; type Out = i64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { last_seen: ctx.value_state_ttl("last-seen", Ttl::secs(60))? })
+    /// }
+    /// # fn process(&mut self, n: i64, ctx: &mut Context<i64>) -> weir::Result<()> { if self.last_seen.get()?.is_none() { ctx.emit(n) } self.last_seen.set(n); Ok(()) } }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &1, None).unwrap(), [1]);
+    /// # assert!(h.process::<_, _, i64>("k", &2, None).unwrap().is_empty());
+    /// # h.advance_processing_time::<i64>(60_000).unwrap();
+    /// # assert_eq!(h.process::<_, _, i64>("k", &3, None).unwrap(), [3]);
+    /// ```
+    pub fn value_state_ttl<T>(
+        &mut self,
+        name: &str,
+        ttl: crate::Ttl,
+    ) -> crate::Result<ValueState<T>>
+    where
+        T: Serialize + DeserializeOwned + Clone + 'static,
+    {
+        Ok(ValueState::new(self.declare_with(
+            name,
+            StateKind::Value,
+            Some(ttl),
+        )?))
+    }
+
+    /// Declare a [`ListState`] called `name` whose every element expires
+    /// `ttl` after it was added (see [`OpenContext::value_state_ttl`]).
+    pub fn list_state_ttl<T>(&mut self, name: &str, ttl: crate::Ttl) -> crate::Result<ListState<T>>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        Ok(ListState::new(self.declare_with(
+            name,
+            StateKind::List,
+            Some(ttl),
+        )?))
+    }
+
+    /// Declare a [`MapState`] called `name` whose every entry expires `ttl`
+    /// after it was last put (see [`OpenContext::value_state_ttl`]).
+    pub fn map_state_ttl<K, V>(
+        &mut self,
+        name: &str,
+        ttl: crate::Ttl,
+    ) -> crate::Result<MapState<K, V>>
+    where
+        K: Serialize + DeserializeOwned,
+        V: Serialize + DeserializeOwned,
+    {
+        Ok(MapState::new(self.declare_with(
+            name,
+            StateKind::Map,
+            Some(ttl),
+        )?))
     }
 
     /// Declare a [`ValueState`] called `name`.

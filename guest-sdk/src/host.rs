@@ -4,13 +4,19 @@
 
 use std::cell::RefCell;
 
-use crate::__private::bindings::weir::operator::types::{Packed, StateKey, StateKind};
+use crate::__private::bindings::weir::operator::types::{Packed, StateKey, StateKind, StateTtl};
 use crate::LogLevel;
 
 /// Reads and log lines; effects (outputs, state and timer changes) are not
 /// here: the driver collects them per batch and hands them over at its end.
 pub(crate) trait HostApi {
     fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
+    fn declare_state_ttl(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: StateTtl,
+    ) -> Result<u32, String>;
     /// For each key, the value of each state (key-major), as the contract's
     /// `get-values` answers: the values packed (empty when unset), and
     /// which are set.
@@ -33,6 +39,14 @@ mod wasm {
     impl HostApi for WasmHost {
         fn declare_state(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
             imports::declare_state(name, kind)
+        }
+        fn declare_state_ttl(
+            &mut self,
+            name: &str,
+            kind: StateKind,
+            ttl: StateTtl,
+        ) -> Result<u32, String> {
+            imports::declare_state_ttl(name, kind, ttl)
         }
         fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
             imports::get_values(states, &crate::host::pack(keys))
@@ -61,6 +75,9 @@ mod wasm {
 #[cfg(not(target_family = "wasm"))]
 impl HostApi for WasmHost {
     fn declare_state(&mut self, _: &str, _: StateKind) -> Result<u32, String> {
+        Err(NATIVE.into())
+    }
+    fn declare_state_ttl(&mut self, _: &str, _: StateKind, _: StateTtl) -> Result<u32, String> {
         Err(NATIVE.into())
     }
     fn get_values(&mut self, _: &[u32], _: &[&[u8]]) -> (Packed, Vec<bool>) {

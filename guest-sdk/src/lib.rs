@@ -151,7 +151,7 @@ pub mod window;
 
 pub use context::{Collector, Context, OpenContext, SideOutput, TimeDomain};
 pub use operator::{KeyedProcess, Process};
-pub use state::{ListState, MapState, ValueState};
+pub use state::{ListState, MapState, Ttl, ValueState};
 pub use weir_derive::Row;
 pub use weir_types::RowValue as Row;
 pub use weir_types::Type;

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::weir::operator::types::{
-    BatchContext, OperatorKind, Packed, SlidingWindow, StateKey, StateKind, StateOp,
+    BatchContext, OperatorKind, Packed, SlidingWindow, StateKey, StateKind, StateOp, StateTtl,
     TimeDomain as WitDomain, Timer, TimerOp, Window as WitWindow, WindowAssigner, WindowSpec,
 };
 use crate::batch::OutBatch;
@@ -35,11 +35,54 @@ type Addr = (u32, Vec<u8>);
 #[derive(Default)]
 struct Store {
     declared: Vec<(String, StateKind)>,
+    /// The states declared with a time-to-live: their values are kept
+    /// stamped with their expiry time (8 bytes, big-endian), as the
+    /// runtime keeps them.
+    ttls: HashMap<u32, StateTtl>,
+    /// Processing time, as the harness advanced it.
+    now: i64,
     values: HashMap<Addr, Vec<u8>>,
     lists: HashMap<Addr, Vec<Vec<u8>>>,
     maps: HashMap<Addr, BTreeMap<Vec<u8>, Vec<u8>>>,
     /// (time, domain, key)
     timers: BTreeSet<(i64, bool, Vec<u8>)>,
+}
+
+impl Store {
+    /// `value` as stored for state `state`: stamped if it has a
+    /// time-to-live.
+    fn stored(&self, state: u32, value: Vec<u8>) -> Vec<u8> {
+        match self.ttls.get(&state) {
+            None => value,
+            Some(ttl) => {
+                let at = self
+                    .now
+                    .saturating_add(ttl.ttl_ms.min(i64::MAX as u64) as i64);
+                let mut out = at.to_be_bytes().to_vec();
+                out.extend_from_slice(&value);
+                out
+            }
+        }
+    }
+
+    /// A stored value of `state` as read: `None` once expired; renewed in
+    /// `renew` when reads renew it.
+    fn read<'a>(&self, state: u32, stored: &'a mut Vec<u8>) -> Option<&'a [u8]> {
+        let Some(ttl) = self.ttls.get(&state) else {
+            return Some(stored.as_slice());
+        };
+        let at = i64::from_be_bytes(stored.get(..8)?.try_into().ok()?);
+        if at <= self.now {
+            return None;
+        }
+        if ttl.refresh_on_read {
+            let renewed = self
+                .now
+                .saturating_add(ttl.ttl_ms.min(i64::MAX as u64) as i64);
+            stored[..8].copy_from_slice(&renewed.to_be_bytes());
+        }
+        Some(&stored[8..])
+    }
 }
 
 struct MemoryHost(Rc<RefCell<Store>>);
@@ -63,38 +106,74 @@ impl HostApi for MemoryHost {
         s.declared.push((name.to_owned(), kind));
         Ok(s.declared.len() as u32 - 1)
     }
+    fn declare_state_ttl(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: StateTtl,
+    ) -> Result<u32, String> {
+        if ttl.ttl_ms == 0 {
+            return Err(format!(
+                "state `{name}`: a time-to-live of 0 ms keeps nothing (give at least 1 ms)"
+            ));
+        }
+        let id = self.declare_state(name, kind)?;
+        self.0.borrow_mut().ttls.insert(id, ttl);
+        Ok(id)
+    }
     fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
-        let s = self.0.borrow();
-        let answers: Vec<Option<&Vec<u8>>> = keys
-            .iter()
-            .flat_map(|k| states.iter().map(move |&state| (state, k.to_vec())))
-            .map(|addr| s.values.get(&addr))
-            .collect();
+        let mut s = self.0.borrow_mut();
+        let mut answers: Vec<Option<Vec<u8>>> = Vec::new();
+        for k in keys {
+            for &state in states {
+                let addr = (state, k.to_vec());
+                let mut stored = s.values.get(&addr).cloned();
+                let value = stored
+                    .as_mut()
+                    .and_then(|v| s.read(state, v).map(<[u8]>::to_vec));
+                if let (Some(v), Some(_)) = (stored, &value) {
+                    s.values.insert(addr, v);
+                }
+                answers.push(value);
+            }
+        }
         let present = answers.iter().map(Option::is_some).collect();
-        let values = crate::host::pack(answers.iter().map(|a| a.map_or(&[][..], Vec::as_slice)));
+        let values = crate::host::pack(answers.iter().map(|a| a.as_deref().unwrap_or_default()));
         (values, present)
     }
     fn get_list(&mut self, key: &StateKey) -> Vec<Vec<u8>> {
-        self.0
-            .borrow()
-            .lists
-            .get(&entry(key))
-            .cloned()
-            .unwrap_or_default()
+        let mut s = self.0.borrow_mut();
+        let Some(mut stored) = s.lists.get(&entry(key)).cloned() else {
+            return Vec::new();
+        };
+        let values = stored
+            .iter_mut()
+            .filter_map(|v| s.read(key.state, v).map(<[u8]>::to_vec))
+            .collect();
+        s.lists.insert(entry(key), stored);
+        values
     }
     fn get_entry(&mut self, key: &StateKey, map_key: &[u8]) -> Option<Vec<u8>> {
-        self.0
-            .borrow()
-            .maps
-            .get(&entry(key))
-            .and_then(|m| m.get(map_key).cloned())
+        let mut s = self.0.borrow_mut();
+        let mut stored = s.maps.get(&entry(key))?.get(map_key).cloned()?;
+        let value = s.read(key.state, &mut stored)?.to_vec();
+        s.maps
+            .entry(entry(key))
+            .or_default()
+            .insert(map_key.to_vec(), stored);
+        Some(value)
     }
     fn get_entries(&mut self, key: &StateKey) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let s = self.0.borrow();
-        s.maps
-            .get(&entry(key))
-            .map(|m| m.clone().into_iter().collect())
-            .unwrap_or_default()
+        let mut s = self.0.borrow_mut();
+        let Some(mut stored) = s.maps.get(&entry(key)).cloned() else {
+            return Vec::new();
+        };
+        let entries = stored
+            .iter_mut()
+            .filter_map(|(k, v)| Some((k.clone(), s.read(key.state, v)?.to_vec())))
+            .collect();
+        s.maps.insert(entry(key), stored);
+        entries
     }
     fn log(&mut self, level: LogLevel, message: &str) {
         eprintln!("[{level:?}] {message}");
@@ -618,27 +697,38 @@ impl Harness {
                     state: p.state,
                     key: key.to_vec(),
                 };
-                s.values.insert(entry(&target), value.to_vec());
+                let value = s.stored(p.state, value.to_vec());
+                s.values.insert(entry(&target), value);
             }
         }
         for op in effects.state.ops {
             match op {
                 StateOp::PutValue(p) => {
-                    s.values.insert(entry(&p.target), p.value);
+                    let value = s.stored(p.target.state, p.value);
+                    s.values.insert(entry(&p.target), value);
                 }
                 StateOp::ReplaceList(l) => {
-                    s.lists.insert(entry(&l.target), l.values);
+                    let values = l
+                        .values
+                        .into_iter()
+                        .map(|v| s.stored(l.target.state, v))
+                        .collect();
+                    s.lists.insert(entry(&l.target), values);
                 }
-                StateOp::AppendList(l) => s
-                    .lists
-                    .entry(entry(&l.target))
-                    .or_default()
-                    .extend(l.values),
+                StateOp::AppendList(l) => {
+                    let values: Vec<_> = l
+                        .values
+                        .into_iter()
+                        .map(|v| s.stored(l.target.state, v))
+                        .collect();
+                    s.lists.entry(entry(&l.target)).or_default().extend(values)
+                }
                 StateOp::PutEntry(p) => {
+                    let value = s.stored(p.target.state, p.value);
                     s.maps
                         .entry(entry(&p.target))
                         .or_default()
-                        .insert(p.map_key, p.value);
+                        .insert(p.map_key, value);
                 }
                 StateOp::RemoveEntry(r) => {
                     if let Some(m) = s.maps.get_mut(&entry(&r.target)) {
@@ -942,6 +1032,7 @@ impl Harness {
         now: i64,
     ) -> crate::Result<Vec<O>> {
         self.processing_time = now;
+        self.store.borrow_mut().now = now;
         self.fire(false, now)
     }
 

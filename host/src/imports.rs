@@ -238,6 +238,24 @@ impl host::Host for TaskState {
         Ok(self.backend.register(&name, kind.into()))
     }
 
+    fn declare_state_ttl(
+        &mut self,
+        name: String,
+        kind: StateKind,
+        ttl: types::StateTtl,
+    ) -> wasmtime::Result<Result<u32, String>> {
+        if !self.creating {
+            return Ok(Err(format!(
+                "state `{name}` declared outside `create`: declare state when the operator is created"
+            )));
+        }
+        let ttl = weir_state::ttl::StateTtl {
+            ttl_ms: ttl.ttl_ms,
+            refresh_on_read: ttl.refresh_on_read,
+        };
+        Ok(self.backend.declare_ttl(&name, kind.into(), Some(ttl)))
+    }
+
     fn get_values(
         &mut self,
         states: Vec<u32>,

@@ -384,6 +384,10 @@ pub struct OperatorSpec {
     /// Built-in `select`: the output's columns, `"name = expression"` each.
     #[serde(default)]
     pub columns: Option<Vec<String>>,
+    /// Built-in running aggregates: how long (ms of processing time) a
+    /// key's aggregate lives after its last update.
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
     /// What it reads: a source or operator name (default: the element before).
     #[serde(default)]
     pub input: Option<String>,

@@ -9,7 +9,8 @@
 //!
 //! ```text
 //! "WEIRSTATE1" · max parallelism (u32)
-//! states (u32) · { name (u32 length · UTF-8) · kind (u8: 0 value, 1 list, 2 map) }
+//! states (u32) · { name (u32 length · UTF-8) · kind (u8: 0 value, 1 list, 2 map;
+//!                   +128: its values carry expiry times, see [`crate::ttl`]) }
 //! entries (u64) · { key group (u32) · state (u32) · key (u32 length · bytes) ·
 //!                   tag (u8: 0 value, 1 list, 2 map entry) · payload }
 //!     value: bytes (u32 length · bytes)
@@ -22,6 +23,8 @@
 //! A state is known by its name in the file (ids are the file's own): a
 //! restore matches names, so a backend that declared its states in another
 //! order, or that merges the files of several instances, reads them alike.
+//! Values of a state with a time-to-live that expired before the file was
+//! written are not in it.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -30,7 +33,11 @@ use std::path::Path;
 use weir_model::keygroup::key_group;
 
 use crate::snapshot::{KeyGroups, LocalSnapshot, SnapshotFile, SnapshotFormat};
-use crate::{StateBackend, StateKey, StateKind, StateOp, TimeDomain, Timer, TimerOp};
+use crate::ttl::{alive_elements, expired};
+use crate::{Declared, StateBackend, StateKey, StateKind, StateOp, TimeDomain, Timer, TimerOp};
+
+/// The kind byte's flag for a state whose values carry expiry times.
+const STAMPED: u8 = 0x80;
 
 /// The file's first bytes.
 pub const MAGIC: &[u8] = b"WEIRSTATE1";
@@ -59,6 +66,11 @@ pub struct Writer {
     path: std::path::PathBuf,
     max_parallelism: u32,
     states: u32,
+    /// Per state: whether its values carry expiry times.
+    stamped: Vec<bool>,
+    /// Processing time as the file is written: what expired by then stays
+    /// out.
+    now: i64,
     /// Where the entries' count goes, and how many were written.
     entries_at: u64,
     entries: u64,
@@ -70,11 +82,13 @@ pub struct Writer {
 
 impl Writer {
     /// A new file at `path`, for `max_parallelism` key groups, declaring
-    /// `names` (a state's id is its index).
+    /// `names` (a state's id is its index); values that expired at `now`
+    /// are left out.
     pub fn create(
         path: &Path,
         max_parallelism: u32,
-        names: &[(String, StateKind)],
+        names: &[Declared],
+        now: i64,
     ) -> anyhow::Result<Writer> {
         let file = File::create(path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
@@ -83,6 +97,8 @@ impl Writer {
             path: path.to_owned(),
             max_parallelism: max_parallelism.max(1),
             states: names.len() as u32,
+            stamped: names.iter().map(|d| d.stamped).collect(),
+            now,
             entries_at: 0,
             entries: 0,
             timers_at: None,
@@ -92,9 +108,9 @@ impl Writer {
         w.put(MAGIC)?;
         w.u32(w.max_parallelism)?;
         w.u32(w.states)?;
-        for (name, kind) in names {
-            w.bytes(name.as_bytes())?;
-            w.put(&[kind.byte()])?;
+        for d in names {
+            w.bytes(d.name.as_bytes())?;
+            w.put(&[d.kind.byte() | if d.stamped { STAMPED } else { 0 }])?;
         }
         w.entries_at = w.written;
         w.put(&0u64.to_be_bytes())?;
@@ -123,6 +139,9 @@ impl Writer {
     pub fn entry(&mut self, state: u32, key: &[u8], entry: EntryRef<'_>) -> anyhow::Result<()> {
         anyhow::ensure!(self.timers_at.is_none(), "an entry after the timers");
         anyhow::ensure!(state < self.states, "an entry of undeclared state {state}");
+        if self.stamped[state as usize] {
+            return self.stamped_entry(state, key, entry);
+        }
         self.u32(key_group(key, self.max_parallelism))?;
         self.u32(state)?;
         self.bytes(key)?;
@@ -152,6 +171,40 @@ impl Writer {
         }
         self.entries += 1;
         Ok(())
+    }
+
+    /// An entry of a state with a time-to-live: what expired stays out.
+    fn stamped_entry(&mut self, state: u32, key: &[u8], entry: EntryRef<'_>) -> anyhow::Result<()> {
+        let now = self.now;
+        let list = |values: Vec<&[u8]>| values.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>();
+        match entry {
+            EntryRef::Value(v) | EntryRef::MapEntry(_, v) if expired(v, now) => Ok(()),
+            EntryRef::Value(_) | EntryRef::MapEntry(..) => {
+                self.stamped[state as usize] = false;
+                let r = self.entry(state, key, entry);
+                self.stamped[state as usize] = true;
+                r
+            }
+            EntryRef::List(values) => {
+                let alive = list(alive_elements(values, now));
+                self.live_list(state, key, alive)
+            }
+            EntryRef::EncodedList(encoded) => {
+                let values = decode_list(encoded)?;
+                let alive = list(alive_elements(&values, now));
+                self.live_list(state, key, alive)
+            }
+        }
+    }
+
+    fn live_list(&mut self, state: u32, key: &[u8], alive: Vec<Vec<u8>>) -> anyhow::Result<()> {
+        if alive.is_empty() {
+            return Ok(());
+        }
+        self.stamped[state as usize] = false;
+        let r = self.entry(state, key, EntryRef::List(&alive));
+        self.stamped[state as usize] = true;
+        r
     }
 
     /// A timer.
@@ -204,6 +257,19 @@ fn list_len(mut encoded: &[u8]) -> anyhow::Result<u32> {
         n += 1;
     }
     Ok(n)
+}
+
+/// A list encoded as (u32 length · bytes)*, as RocksDB keeps it.
+pub(crate) fn decode_list(mut bytes: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        anyhow::ensure!(bytes.len() >= 4, "a stored list is truncated");
+        let n = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+        anyhow::ensure!(bytes.len() >= 4 + n, "a stored list is truncated");
+        out.push(bytes[4..4 + n].to_vec());
+        bytes = &bytes[4 + n..];
+    }
+    Ok(out)
 }
 
 /// Write `backend`'s whole state into `dir` as one canonical file.
@@ -319,8 +385,9 @@ pub trait Visitor {
         let _ = max_parallelism;
         Ok(())
     }
-    /// A state the file declares: the id its entries are handed over with.
-    fn state(&mut self, name: &str, kind: StateKind) -> anyhow::Result<u32>;
+    /// A state the file declares (`stamped`: its values carry expiry
+    /// times): the id its entries are handed over with.
+    fn state(&mut self, name: &str, kind: StateKind, stamped: bool) -> anyhow::Result<u32>;
     /// Whether the entries and timers of key group `group` are wanted.
     fn wants(&self, group: u32) -> bool {
         let _ = group;
@@ -347,8 +414,9 @@ pub fn read(path: &Path, visitor: &mut dyn Visitor) -> anyhow::Result<()> {
     for _ in 0..r.u32()? {
         let name = String::from_utf8(r.bytes()?)
             .map_err(|_| anyhow::anyhow!("a state name is not UTF-8"))?;
-        let kind = StateKind::from_byte(r.u8()?)?;
-        ids.push(visitor.state(&name, kind)?);
+        let byte = r.u8()?;
+        let kind = StateKind::from_byte(byte & !STAMPED)?;
+        ids.push(visitor.state(&name, kind, byte & STAMPED != 0)?);
     }
     for _ in 0..r.u64()? {
         let group = r.u32()?;
@@ -428,9 +496,9 @@ impl Visitor for Restoring<'_> {
         Ok(())
     }
 
-    fn state(&mut self, name: &str, kind: StateKind) -> anyhow::Result<u32> {
+    fn state(&mut self, name: &str, kind: StateKind, stamped: bool) -> anyhow::Result<u32> {
         self.backend
-            .register(name, kind)
+            .declare(name, kind, stamped)
             .map_err(|e| anyhow::anyhow!(e))
     }
 

@@ -28,6 +28,7 @@ pub mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub mod snapshot;
+pub mod ttl;
 
 #[cfg(feature = "rocksdb")]
 pub use self::rocksdb::RocksDbStateBackend;
@@ -66,21 +67,44 @@ impl StateKind {
     }
 }
 
+/// A declared state, as a backend keeps it (its id is its index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// Its name.
+    pub name: String,
+    /// Its shape.
+    pub kind: StateKind,
+    /// Whether its values carry expiry times ([`ttl`]).
+    pub stamped: bool,
+}
+
 /// The id of `name` among the declared `names`: `None` when it is new, an
-/// error when it was declared with another kind.
+/// error when it was declared with another kind, or with a time-to-live and
+/// now without (or the other way round).
 pub(crate) fn declared(
-    names: &[(String, StateKind)],
+    names: &[Declared],
     name: &str,
     kind: StateKind,
+    stamped: bool,
 ) -> Option<Result<u32, String>> {
-    let i = names.iter().position(|(n, _)| n == name)?;
-    Some(if names[i].1 == kind {
-        Ok(i as u32)
-    } else {
+    let i = names.iter().position(|d| d.name == name)?;
+    let d = &names[i];
+    Some(if d.kind != kind {
         Err(format!(
             "state `{name}` is already declared as {:?}, not {kind:?}",
-            names[i].1
+            d.kind
         ))
+    } else if d.stamped != stamped {
+        let (was, now) = if d.stamped {
+            ("with", "without")
+        } else {
+            ("without", "with")
+        };
+        Err(format!(
+            "state `{name}` holds values kept {was} a time-to-live; it cannot be declared {now} one (declare it under a new name)"
+        ))
+    } else {
+        Ok(i as u32)
     })
 }
 
@@ -269,9 +293,33 @@ pub struct StateSize {
 
 /// Where an operator instance's keyed state and timers live.
 pub trait StateBackend: Send {
-    /// The id of the state `name`, registering it on first use. The same
-    /// name with another kind is an error.
-    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String>;
+    /// The id of the state `name`, registering it on first use; `stamped`:
+    /// its values carry expiry times ([`ttl`]), kept with the state. The
+    /// same name with another kind, or with stamps where it had none (or
+    /// the other way round), is an error.
+    fn declare(&mut self, name: &str, kind: StateKind, stamped: bool) -> Result<u32, String>;
+    /// The id of the state `name` (no time-to-live), registering it on
+    /// first use.
+    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
+        self.declare(name, kind, false)
+    }
+    /// The id of the state `name`, whose values live `ttl` if given. Only
+    /// [`ttl::TtlBackend`] keeps a time-to-live; a backend alone refuses one.
+    fn declare_ttl(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: Option<ttl::StateTtl>,
+    ) -> Result<u32, String> {
+        match ttl {
+            None => self.declare(name, kind, false),
+            Some(_) => Err(format!(
+                "state `{name}`: this state backend keeps no time-to-live"
+            )),
+        }
+    }
+    /// Which of its states carry stamps, and the clock they expire by.
+    fn expiry(&self) -> std::sync::Arc<ttl::Expiry>;
     /// A value state's value.
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
     /// Many value states at once, one answer per request, in order (the

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use crate::canonical::EntryRef;
 use crate::snapshot::{KeyGroups, LocalSnapshot};
-use crate::{StateBackend, StateKind, StateOp, StateSize, TimeDomain, Timer};
+use crate::ttl::{Expiry, alive_elements, expired};
+use crate::{Declared, StateBackend, StateKind, StateOp, StateSize, TimeDomain, Timer};
 
 type TimerEntry = (i64, Vec<u8>);
 type Hasher = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
@@ -17,7 +18,8 @@ type PerKey<T> = HashMap<Vec<u8>, T, Hasher>;
 /// key), timers in ordered sets: fast, bounded by memory.
 pub struct MemoryStateBackend {
     max_parallelism: u32,
-    names: Vec<(String, StateKind)>,
+    names: Vec<Declared>,
+    expiry: std::sync::Arc<Expiry>,
     values: Vec<PerKey<Vec<u8>>>,
     lists: Vec<PerKey<Vec<Vec<u8>>>>,
     maps: Vec<PerKey<BTreeMap<Vec<u8>, Vec<u8>>>>,
@@ -46,6 +48,7 @@ impl MemoryStateBackend {
         MemoryStateBackend {
             max_parallelism: max_parallelism.max(1),
             names: Vec::new(),
+            expiry: Default::default(),
             values: Vec::new(),
             lists: Vec::new(),
             maps: Vec::new(),
@@ -86,6 +89,51 @@ impl MemoryStateBackend {
             + maps.map(|(k, m)| len(k) + map_bytes(m)).sum::<u64>()
     }
 
+    /// Remove what expired at `now` from the states with a time-to-live
+    /// (before a snapshot: state whose keys never come back stops
+    /// growing).
+    fn purge_expired(&mut self, now: i64) {
+        let mut removed = 0u64;
+        for (s, d) in self.names.iter().enumerate() {
+            if !d.stamped {
+                continue;
+            }
+            self.values[s].retain(|k, v| {
+                let keep = !expired(v, now);
+                if !keep {
+                    removed += len(k) + len(v);
+                }
+                keep
+            });
+            self.lists[s].retain(|k, l| {
+                let alive = alive_elements(l, now).len();
+                if alive < l.len() {
+                    let before = list_bytes(l);
+                    l.retain(|v| !expired(v, now));
+                    removed += before - list_bytes(l);
+                }
+                if l.is_empty() {
+                    removed += len(k);
+                }
+                !l.is_empty()
+            });
+            self.maps[s].retain(|k, m| {
+                m.retain(|mk, v| {
+                    let keep = !expired(v, now);
+                    if !keep {
+                        removed += len(mk) + len(v);
+                    }
+                    keep
+                });
+                if m.is_empty() {
+                    removed += len(k);
+                }
+                !m.is_empty()
+            });
+        }
+        self.bytes = self.bytes.saturating_sub(removed);
+    }
+
     /// Number of keyed entries held (values, lists and maps).
     pub fn len(&self) -> usize {
         self.values.iter().map(HashMap::len).sum::<usize>()
@@ -123,11 +171,16 @@ fn slot_mut<T>(maps: &mut [PerKey<T>], state: u32) -> anyhow::Result<&mut PerKey
 }
 
 impl StateBackend for MemoryStateBackend {
-    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
-        if let Some(known) = crate::declared(&self.names, name, kind) {
+    fn declare(&mut self, name: &str, kind: StateKind, stamped: bool) -> Result<u32, String> {
+        if let Some(known) = crate::declared(&self.names, name, kind, stamped) {
             return known;
         }
-        self.names.push((name.to_owned(), kind));
+        self.expiry.declare(self.names.len() as u32, kind, stamped);
+        self.names.push(Declared {
+            name: name.to_owned(),
+            kind,
+            stamped,
+        });
         // Every id has a slot of each shape; only the declared one is used.
         self.values.push(PerKey::default());
         self.lists.push(PerKey::default());
@@ -339,12 +392,20 @@ impl StateBackend for MemoryStateBackend {
         }
     }
 
+    fn expiry(&self) -> std::sync::Arc<Expiry> {
+        self.expiry.clone()
+    }
+
     fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {
         crate::canonical::write_snapshot(self, dir)
     }
 
     fn export(&mut self, path: &Path) -> anyhow::Result<u64> {
-        let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names)?;
+        let now = self.expiry.now();
+        if self.names.iter().any(|d| d.stamped) {
+            self.purge_expired(now);
+        }
+        let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names, now)?;
         for (s, values) in self.values.iter().enumerate() {
             for (k, v) in values {
                 w.entry(s as u32, k, EntryRef::Value(v))?;

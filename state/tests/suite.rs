@@ -1,7 +1,11 @@
 //! One suite of state-backend tests, run against every backend: what a
 //! guest sees of its state and timers must not depend on where they live.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use weir_state::snapshot::{LocalSnapshot, SnapshotFormat};
+use weir_state::ttl::{StateTtl, TtlBackend};
 use weir_state::{
     MemoryStateBackend, Packed, PackedPuts, RocksDbStateBackend, StateBackend, StateKey, StateKind,
     StateOp, TimeDomain, Timer, TimerOp,
@@ -573,6 +577,8 @@ suite!(
     many_values_read_back_their_newest_versions,
     timers_registered_across_snapshots_fire_once,
     a_savepoint_restores_into_either_backend_at_any_parallelism,
+    values_lists_and_map_entries_expire_by_their_time_to_live,
+    expired_values_leave_full_snapshots_and_a_restore_keeps_the_time_to_live,
 );
 
 /// A savepoint of either backend is one canonical file that restores into
@@ -776,4 +782,270 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         let e = e.unwrap();
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
+}
+
+/// A manual clock: processing time under the test's control.
+fn manual_clock() -> (Arc<AtomicI64>, weir_state::ttl::Clock) {
+    let now = Arc::new(AtomicI64::new(0));
+    let read = now.clone();
+    (now, Arc::new(move || read.load(Ordering::Relaxed)))
+}
+
+fn ttl(ms: u64, refresh_on_read: bool) -> Option<StateTtl> {
+    Some(StateTtl {
+        ttl_ms: ms,
+        refresh_on_read,
+    })
+}
+
+fn values_lists_and_map_entries_expire_by_their_time_to_live(s: Subject) {
+    let (now, clock) = manual_clock();
+    let mut b = TtlBackend::new(s.backend).with_clock(clock);
+    let at = |t: i64| now.store(t, Ordering::Relaxed);
+    let v = b
+        .declare_ttl("v", StateKind::Value, ttl(100, false))
+        .unwrap();
+    let r = b
+        .declare_ttl("r", StateKind::Value, ttl(100, true))
+        .unwrap();
+    let l = b
+        .declare_ttl("l", StateKind::List, ttl(100, false))
+        .unwrap();
+    let m = b.declare_ttl("m", StateKind::Map, ttl(100, false)).unwrap();
+    let plain = b.register("plain", StateKind::Value).unwrap();
+    assert!(
+        b.declare_ttl("zero", StateKind::Value, ttl(0, false))
+            .is_err()
+    );
+    b.apply_all(
+        vec![
+            put(v, "k1", "v1"),
+            put(r, "k1", "r1"),
+            StateOp::AppendList {
+                target: key(l, "k1"),
+                values: bytes(&["a"]),
+            },
+            StateOp::PutEntry {
+                target: key(m, "k1"),
+                map_key: b"x".to_vec(),
+                value: b"1".to_vec(),
+            },
+            put(plain, "k1", "p"),
+        ],
+        Vec::new(),
+    )
+    .unwrap();
+    at(50);
+    // A write renews; a read renews only the state that says so.
+    assert_eq!(b.get_value(r, b"k1").unwrap(), Some(b"r1".to_vec()));
+    assert_eq!(b.get_value(v, b"k1").unwrap(), Some(b"v1".to_vec()));
+    b.apply_all(
+        vec![
+            put(v, "k2", "v2"),
+            StateOp::AppendList {
+                target: key(l, "k1"),
+                values: bytes(&["b"]),
+            },
+            StateOp::PutEntry {
+                target: key(m, "k1"),
+                map_key: b"y".to_vec(),
+                value: b"2".to_vec(),
+            },
+        ],
+        Vec::new(),
+    )
+    .unwrap();
+    at(99);
+    assert_eq!(b.get_value(v, b"k1").unwrap(), Some(b"v1".to_vec()));
+    assert_eq!(b.get_list(l, b"k1").unwrap(), bytes(&["a", "b"]));
+    at(100);
+    assert_eq!(b.get_value(v, b"k1").unwrap(), None, "expired at 100");
+    assert_eq!(b.get_value(v, b"k2").unwrap(), Some(b"v2".to_vec()));
+    assert_eq!(b.get_value(r, b"k1").unwrap(), Some(b"r1".to_vec()));
+    assert_eq!(b.get_list(l, b"k1").unwrap(), bytes(&["b"]));
+    assert_eq!(b.get_entry(m, b"k1", b"x").unwrap(), None);
+    assert_eq!(
+        b.get_entries(m, b"k1").unwrap(),
+        vec![(b"y".to_vec(), b"2".to_vec())]
+    );
+    assert_eq!(b.get_value(plain, b"k1").unwrap(), Some(b"p".to_vec()));
+    // The bulk read of a batch: expired and never-set alike are absent.
+    let (mut data, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
+    let keys: [&[u8]; 3] = [b"k1", b"k2", b"k3"];
+    b.read_values(
+        &[v, plain],
+        &mut keys.iter().copied(),
+        &mut data,
+        &mut ends,
+        &mut present,
+    )
+    .unwrap();
+    assert_eq!(present, [false, true, true, false, false, false]);
+    assert_eq!(&data[..], b"pv2");
+    b.apply_all(Vec::new(), Vec::new()).unwrap();
+    at(150);
+    assert_eq!(b.get_value(v, b"k2").unwrap(), None);
+    // Renewed by the read at 100, until 200.
+    assert_eq!(b.get_value(r, b"k1").unwrap(), Some(b"r1".to_vec()));
+    assert_eq!(b.get_list(l, b"k1").unwrap(), Vec::<Vec<u8>>::new());
+    assert!(b.get_entries(m, b"k1").unwrap().is_empty());
+    // Written again, a key starts over.
+    b.apply(put(v, "k1", "again")).unwrap();
+    assert_eq!(b.get_value(v, b"k1").unwrap(), Some(b"again".to_vec()));
+    at(249);
+    assert_eq!(b.get_value(v, b"k1").unwrap(), Some(b"again".to_vec()));
+    at(250);
+    // Renewed by the read at 150, until 250.
+    assert_eq!(b.get_value(r, b"k1").unwrap(), None);
+    // Packed puts are stamped as well.
+    let puts = PackedPuts::new(v, packed(&["p1", "p2"]), packed(&["1", "2"])).unwrap();
+    b.apply(StateOp::PutValues(puts)).unwrap();
+    assert_eq!(b.get_value(v, b"p2").unwrap(), Some(b"2".to_vec()));
+    at(349);
+    assert_eq!(b.get_value(v, b"p1").unwrap(), Some(b"1".to_vec()));
+    at(350);
+    assert_eq!(b.get_value(v, b"p2").unwrap(), None);
+}
+
+/// Counts a canonical file's entries per state name.
+#[derive(Default)]
+struct Count {
+    names: Vec<(String, bool)>,
+    entries: std::collections::BTreeMap<String, usize>,
+}
+
+impl weir_state::canonical::Visitor for Count {
+    fn state(&mut self, name: &str, _: StateKind, stamped: bool) -> anyhow::Result<u32> {
+        self.names.push((name.to_owned(), stamped));
+        Ok(self.names.len() as u32 - 1)
+    }
+    fn entry(
+        &mut self,
+        state: u32,
+        _: Vec<u8>,
+        _: weir_state::canonical::Entry,
+    ) -> anyhow::Result<()> {
+        *self
+            .entries
+            .entry(self.names[state as usize].0.clone())
+            .or_default() += 1;
+        Ok(())
+    }
+    fn timer(&mut self, _: Timer) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+fn expired_values_leave_full_snapshots_and_a_restore_keeps_the_time_to_live(s: Subject) {
+    let (now, clock) = manual_clock();
+    let mut b = TtlBackend::new(s.backend).with_clock(clock);
+    let v = b
+        .declare_ttl("v", StateKind::Value, ttl(10, false))
+        .unwrap();
+    let l = b.declare_ttl("l", StateKind::List, ttl(10, false)).unwrap();
+    let plain = b.register("plain", StateKind::Value).unwrap();
+    for i in 0..200 {
+        let k = format!("k{i}");
+        b.apply_all(
+            vec![
+                put(v, &k, "x"),
+                put(plain, &k, "y"),
+                StateOp::AppendList {
+                    target: key(l, &k),
+                    values: bytes(&["old"]),
+                },
+            ],
+            Vec::new(),
+        )
+        .unwrap();
+    }
+    now.store(5, Ordering::Relaxed);
+    b.apply_all(
+        (0..50)
+            .map(|i| put(v, &format!("k{i}"), "fresh"))
+            .chain((0..20).map(|i| StateOp::AppendList {
+                target: key(l, &format!("k{i}")),
+                values: bytes(&["new"]),
+            }))
+            .collect(),
+        Vec::new(),
+    )
+    .unwrap();
+    now.store(12, Ordering::Relaxed);
+    let dir = tempfile::tempdir().unwrap();
+    let snap = b.savepoint(dir.path()).unwrap();
+    let mut count = Count::default();
+    weir_state::canonical::read(&snap.files[0].path, &mut count).unwrap();
+    assert_eq!(
+        count.names,
+        [
+            ("v".to_owned(), true),
+            ("l".to_owned(), true),
+            ("plain".to_owned(), false)
+        ]
+    );
+    let entries = |n: &str| count.entries.get(n).copied().unwrap_or(0);
+    assert_eq!(entries("v"), 50, "only the values written at 5 live at 12");
+    assert_eq!(
+        entries("l"),
+        20,
+        "only the lists with an element added at 5"
+    );
+    assert_eq!(entries("plain"), 200);
+    // Restored, the states keep their stamps: declared without a
+    // time-to-live they are refused, and with one they expire on time.
+    let mut r = MemoryStateBackend::restore(&[snap.files[0].path.clone()], 128, 0..128).unwrap();
+    let err = r.declare_ttl("v", StateKind::Value, None).unwrap_err();
+    assert!(err.contains("time-to-live"), "{err}");
+    let (later, clock) = manual_clock();
+    later.store(12, Ordering::Relaxed);
+    let mut r = TtlBackend::new(Box::new(r)).with_clock(clock);
+    let err = r.register("v", StateKind::Value).unwrap_err();
+    assert!(err.contains("time-to-live"), "{err}");
+    let v = r
+        .declare_ttl("v", StateKind::Value, ttl(1000, false))
+        .unwrap();
+    assert_eq!(r.get_value(v, b"k0").unwrap(), Some(b"fresh".to_vec()));
+    let l = r
+        .declare_ttl("l", StateKind::List, ttl(1000, false))
+        .unwrap();
+    assert_eq!(r.get_list(l, b"k0").unwrap(), bytes(&["new"]));
+    later.store(15, Ordering::Relaxed);
+    assert_eq!(r.get_value(v, b"k0").unwrap(), None, "stamped at 5 + 10");
+    let err = r
+        .declare_ttl("plain", StateKind::Value, ttl(5, false))
+        .unwrap_err();
+    assert!(err.contains("time-to-live"), "{err}");
+}
+
+/// RocksDB drops expired values when it compacts: state whose keys never
+/// come back stops growing.
+#[test]
+fn rocksdb_compactions_drop_expired_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = RocksDbStateBackend::open(&dir.path().join("db"), 128).unwrap();
+    let (now, clock) = manual_clock();
+    db.expiry().set_clock(clock);
+    let v = db.declare("v", StateKind::Value, true).unwrap();
+    let plain = db.declare("plain", StateKind::Value, false).unwrap();
+    let mut ops = Vec::new();
+    for i in 0..2000 {
+        let k = format!("k{i}");
+        let at = if i < 100 { 1_000 } else { 10 };
+        ops.push(StateOp::PutValue {
+            target: key(v, &k),
+            value: weir_state::ttl::stamp(at, b"x"),
+        });
+        if i < 10 {
+            ops.push(put(plain, &k, "y"));
+        }
+    }
+    db.apply_all(ops, Vec::new()).unwrap();
+    db.flush().unwrap();
+    assert!(db.size().entries >= 2000, "{:?}", db.size());
+    now.store(500, Ordering::Relaxed);
+    db.compact().unwrap();
+    assert_eq!(db.size().entries, 110, "{:?}", db.size());
+    assert!(db.get_value(v, b"k0").unwrap().is_some());
+    assert!(db.get_value(plain, b"k5").unwrap().is_some());
 }

@@ -62,8 +62,19 @@ impl StateSetup {
 
     /// A backend for subtask `subtask` (of `parallelism`) of vertex
     /// `vertex`: empty, or holding the key groups it owns in the
-    /// checkpoint the job starts from.
+    /// checkpoint the job starts from; its states' time-to-live kept over
+    /// it ([`weir_state::ttl`]).
     pub fn open(
+        &self,
+        vertex: usize,
+        subtask: u32,
+        parallelism: u32,
+    ) -> anyhow::Result<Box<dyn StateBackend>> {
+        let backend = self.open_backend(vertex, subtask, parallelism)?;
+        Ok(Box::new(weir_state::ttl::TtlBackend::new(backend)))
+    }
+
+    fn open_backend(
         &self,
         vertex: usize,
         subtask: u32,

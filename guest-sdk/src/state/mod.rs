@@ -870,3 +870,68 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
         })
     }
 }
+
+/// How long a keyed state's values live (Flink's `StateTtlConfig`): given
+/// to [`crate::OpenContext::value_state_ttl`] and its list and map
+/// siblings. A value expires this long, in processing time, after it was
+/// last written (or, [`Ttl::refreshed_on_read`], read); an expired value is
+/// never read again, and the runtime cleans it out of the state (on every
+/// snapshot of the memory backend, in RocksDB's compactions).
+///
+/// A state keeps or lacks its time-to-live for its whole life (a savepoint
+/// restored into an operator that declares it the other way is refused);
+/// the duration may change from one version of the operator to the next.
+///
+/// # Example
+///
+/// ```
+/// use weir::Ttl;
+/// let day = Ttl::secs(24 * 3600).refreshed_on_read();
+/// assert_eq!(day.millis(), 86_400_000);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl {
+    ms: u64,
+    refresh_on_read: bool,
+}
+
+impl Ttl {
+    /// Values live `ms` milliseconds (at least 1).
+    pub fn ms(ms: u64) -> Ttl {
+        Ttl {
+            ms: ms.max(1),
+            refresh_on_read: false,
+        }
+    }
+
+    /// Values live `secs` seconds.
+    pub fn secs(secs: u64) -> Ttl {
+        Ttl::ms(secs.saturating_mul(1000))
+    }
+
+    /// A read that finds a value alive renews it too (Flink's
+    /// `OnReadAndWrite`).
+    pub fn refreshed_on_read(self) -> Ttl {
+        Ttl {
+            refresh_on_read: true,
+            ..self
+        }
+    }
+
+    /// How long values live, in milliseconds.
+    pub fn millis(&self) -> u64 {
+        self.ms
+    }
+
+    /// Whether reads renew values.
+    pub fn refreshes_on_read(&self) -> bool {
+        self.refresh_on_read
+    }
+
+    pub(crate) fn wit(self) -> crate::__private::bindings::weir::operator::types::StateTtl {
+        crate::__private::bindings::weir::operator::types::StateTtl {
+            ttl_ms: self.ms,
+            refresh_on_read: self.refresh_on_read,
+        }
+    }
+}

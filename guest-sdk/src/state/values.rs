@@ -317,6 +317,14 @@ mod tests {
         fn declare_state(&mut self, _: &str, _: StateKind) -> Result<u32, String> {
             unreachable!()
         }
+        fn declare_state_ttl(
+            &mut self,
+            _: &str,
+            _: StateKind,
+            _: crate::__private::bindings::weir::operator::types::StateTtl,
+        ) -> Result<u32, String> {
+            unreachable!()
+        }
         fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
             let mut present = Vec::new();
             let mut answers = Vec::new();

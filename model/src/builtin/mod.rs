@@ -88,6 +88,10 @@ pub enum Builtin {
         field: Option<String>,
         /// When it emits.
         emit: Emit,
+        /// How long, in processing time, a key's aggregate lives after its
+        /// last update (`ttl-ms`): a key seen again after it starts over.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
     },
     /// Columns computed from each record that passes `filter`: a JSON
     /// object of the columns, in order.
@@ -117,6 +121,8 @@ pub struct BuiltinTable<'a> {
     pub keyed: bool,
     /// Whether it has a `window`.
     pub windowed: bool,
+    /// `ttl-ms`.
+    pub ttl_ms: Option<u64>,
 }
 
 impl Builtin {
@@ -148,6 +154,7 @@ impl Builtin {
                 }
                 unused("field", t.field.is_some())?;
                 unused("emit", t.emit.is_some())?;
+                unused("ttl-ms", t.ttl_ms.is_some())?;
                 let columns = t.columns.ok_or_else(|| {
                     format!("operator `{name}`: builtin = \"select\" needs `columns` (e.g. [\"id = /id\"])")
                 })?;
@@ -192,6 +199,17 @@ impl Builtin {
         };
         unused("where", t.filter.is_some())?;
         unused("columns", t.columns.is_some())?;
+        if t.windowed && t.ttl_ms.is_some() {
+            return Err(format!(
+                "operator `{name}`: a windowed builtin = \"{}\" keeps a key's state until its window fires; `ttl-ms` is for running aggregates",
+                t.builtin
+            ));
+        }
+        if t.ttl_ms == Some(0) {
+            return Err(format!(
+                "operator `{name}`: `ttl-ms` = 0 keeps nothing (give at least 1)"
+            ));
+        }
         if t.windowed && t.emit.is_some() {
             return Err(format!(
                 "operator `{name}`: a windowed builtin = \"{}\" emits once per window when it fires; `emit` is for running aggregates",
@@ -232,6 +250,7 @@ impl Builtin {
             function,
             field,
             emit,
+            ttl_ms: t.ttl_ms,
         })
     }
 
@@ -309,6 +328,7 @@ mod tests {
             columns: None,
             keyed: true,
             windowed: false,
+            ttl_ms: None,
         }
     }
 
@@ -319,7 +339,8 @@ mod tests {
             Builtin::Aggregate {
                 function: AggregateFunction::Count,
                 field: None,
-                emit: Emit::Record
+                emit: Emit::Record,
+                ttl_ms: None,
             }
         );
         let sum = BuiltinTable {

@@ -493,6 +493,7 @@ impl JobGraph {
                         columns: o.columns.as_deref(),
                         keyed: key_by.is_some(),
                         windowed: window.is_some(),
+                        ttl_ms: o.ttl_ms,
                     })
                     .map_err(invalid)?;
                     (b.clone(), Some(planned))
@@ -516,6 +517,7 @@ impl JobGraph {
                     ("emit", o.emit.is_some()),
                     ("where", o.filter.is_some()),
                     ("columns", o.columns.is_some()),
+                    ("ttl-ms", o.ttl_ms.is_some()),
                 ] {
                     if given {
                         return Err(invalid(format!(

@@ -31,7 +31,9 @@ mod timers;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rocksdb::compaction_filter::Decision as CompactionDecision;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompactionStyle,
     DBCompressionType, Direction, IteratorMode, MergeOperands, Options, ReadOptions, WriteBatch,
@@ -42,7 +44,10 @@ use weir_model::keygroup::key_group;
 use self::cache::ValueCache;
 use self::timers::{Heads, TimerBuffer};
 use crate::snapshot::{LocalSnapshot, SnapshotFormat, files_of};
-use crate::{StateBackend, StateKey, StateKind, StateOp, StateSize, TimeDomain, Timer, TimerOp};
+use crate::ttl::{Expiry, expired};
+use crate::{
+    Declared, StateBackend, StateKey, StateKind, StateOp, StateSize, TimeDomain, Timer, TimerOp,
+};
 
 const META: &str = "meta";
 const STATE: &str = "state";
@@ -60,7 +65,10 @@ pub struct RocksDbStateBackend {
     db: Option<DB>,
     path: PathBuf,
     max_parallelism: u32,
-    names: Vec<(String, StateKind)>,
+    names: Vec<Declared>,
+    /// Which states carry expiry stamps (shared with the compaction
+    /// filter, which drops what expired).
+    expiry: Arc<Expiry>,
     heads: [Heads; 2],
     /// Timers registered since the last drain, not yet in the database.
     buffered: TimerBuffer,
@@ -114,16 +122,24 @@ fn encode_list(values: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-fn decode_list(mut bytes: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    while !bytes.is_empty() {
-        anyhow::ensure!(bytes.len() >= 4, "a stored list is truncated");
-        let n = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
-        anyhow::ensure!(bytes.len() >= 4 + n, "a stored list is truncated");
-        out.push(bytes[4..4 + n].to_vec());
-        bytes = &bytes[4 + n..];
+/// Whether the compaction filter drops the stored entry `key` → `value`:
+/// its state has a time-to-live and it expired (a list: all its elements).
+fn expires(expiry: &Expiry, key: &[u8], value: &[u8]) -> bool {
+    let Some(state) = key.get(4..8) else {
+        return false;
+    };
+    let state = u32::from_be_bytes(state.try_into().expect("4 bytes"));
+    let now = || expiry.now();
+    match expiry.stamped(state) {
+        None => false,
+        Some(StateKind::List) => crate::canonical::decode_list(value).is_ok_and(|l| {
+            !l.is_empty() && {
+                let now = now();
+                l.iter().all(|v| expired(v, now))
+            }
+        }),
+        Some(_) => expired(value, now()),
     }
-    Ok(out)
 }
 
 /// Appending to a list is concatenating its encodings.
@@ -170,6 +186,15 @@ impl RocksDbStateBackend {
         opts.set_memtable_prefix_bloom_ratio(0.02);
         let mut state = opts.clone();
         state.set_merge_operator_associative("weir-list-append", concat);
+        let expiry = Arc::new(Expiry::default());
+        let filter = expiry.clone();
+        state.set_compaction_filter("weir-ttl", move |_level: u32, key: &[u8], value: &[u8]| {
+            if expires(&filter, key, value) {
+                CompactionDecision::Remove
+            } else {
+                CompactionDecision::Keep
+            }
+        });
         let families = vec![
             ColumnFamilyDescriptor::new(META, opts.clone()),
             ColumnFamilyDescriptor::new(STATE, state),
@@ -184,6 +209,7 @@ impl RocksDbStateBackend {
             path: dir.to_owned(),
             max_parallelism,
             names: Vec::new(),
+            expiry,
             heads: Default::default(),
             buffered: Default::default(),
             write,
@@ -216,6 +242,15 @@ impl RocksDbStateBackend {
         Ok(())
     }
 
+    /// Compact all of its state (what a compaction drops — values whose
+    /// time-to-live ran out — goes from the files now).
+    pub fn compact(&mut self) -> anyhow::Result<()> {
+        self.flush()?;
+        self.db()
+            .compact_range_cf(self.cf(STATE), None::<&[u8]>, None::<&[u8]>);
+        Ok(())
+    }
+
     fn db(&self) -> &DB {
         self.db.as_ref().expect("open until dropped")
     }
@@ -226,21 +261,35 @@ impl RocksDbStateBackend {
 
     /// Read the registry of states and the timers' heads back.
     fn load(&mut self) -> anyhow::Result<()> {
-        let mut names: Vec<(u32, String, StateKind)> = Vec::new();
+        let mut names: Vec<(u32, Declared)> = Vec::new();
         for item in self.db().iterator_cf(self.cf(META), IteratorMode::Start) {
             let (k, v) = item?;
             let Some(name) = k.strip_prefix(b"state/") else {
                 continue;
             };
-            anyhow::ensure!(v.len() == 5, "a corrupt state registry entry");
+            // id (u32) · kind (u8) [· stamped (u8), since time-to-live]
+            anyhow::ensure!(
+                v.len() == 5 || v.len() == 6,
+                "a corrupt state registry entry"
+            );
             let id = u32::from_be_bytes(v[..4].try_into().expect("4 bytes"));
             let kind = StateKind::from_byte(v[4])?;
-            names.push((id, String::from_utf8_lossy(name).into_owned(), kind));
+            let stamped = v.get(5).is_some_and(|&b| b == 1);
+            let name = String::from_utf8_lossy(name).into_owned();
+            names.push((
+                id,
+                Declared {
+                    name,
+                    kind,
+                    stamped,
+                },
+            ));
         }
-        names.sort_by_key(|(id, _, _)| *id);
-        for (i, (id, name, kind)) in names.into_iter().enumerate() {
+        names.sort_by_key(|(id, _)| *id);
+        for (i, (id, d)) in names.into_iter().enumerate() {
             anyhow::ensure!(id as usize == i, "the state registry misses id {i}");
-            self.names.push((name, kind));
+            self.expiry.declare(id, d.kind, d.stamped);
+            self.names.push(d);
         }
         for domain in [TimeDomain::EventTime, TimeDomain::ProcessingTime] {
             for group in 0..self.max_parallelism {
@@ -258,7 +307,7 @@ impl RocksDbStateBackend {
     fn kind(&self, state: u32) -> anyhow::Result<StateKind> {
         self.names
             .get(state as usize)
-            .map(|(_, k)| *k)
+            .map(|d| d.kind)
             .ok_or_else(|| anyhow::anyhow!("state id {state} was never declared"))
     }
 
@@ -465,20 +514,32 @@ impl Drop for RocksDbStateBackend {
 }
 
 impl StateBackend for RocksDbStateBackend {
-    fn register(&mut self, name: &str, kind: StateKind) -> Result<u32, String> {
-        if let Some(known) = crate::declared(&self.names, name, kind) {
+    fn declare(&mut self, name: &str, kind: StateKind, stamped: bool) -> Result<u32, String> {
+        if let Some(known) = crate::declared(&self.names, name, kind, stamped) {
             return known;
         }
         let id = self.names.len() as u32;
         let mut v = id.to_be_bytes().to_vec();
         v.push(kind.byte());
+        if stamped {
+            v.push(1);
+        }
         let mut key = b"state/".to_vec();
         key.extend_from_slice(name.as_bytes());
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(META), key, v);
         self.commit(batch).map_err(|e| format!("{e:#}"))?;
-        self.names.push((name.to_owned(), kind));
+        self.expiry.declare(id, kind, stamped);
+        self.names.push(Declared {
+            name: name.to_owned(),
+            kind,
+            stamped,
+        });
         Ok(id)
+    }
+
+    fn expiry(&self) -> Arc<Expiry> {
+        self.expiry.clone()
     }
 
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
@@ -527,7 +588,7 @@ impl StateBackend for RocksDbStateBackend {
             .db()
             .get_cf(self.cf(STATE), self.entry_key(state, key)?)?
         {
-            Some(bytes) => decode_list(&bytes),
+            Some(bytes) => crate::canonical::decode_list(&bytes),
             None => Ok(Vec::new()),
         }
     }
@@ -702,7 +763,8 @@ impl StateBackend for RocksDbStateBackend {
         // Everything in the database first (the cache's values, the
         // buffered timers), then one pass over each family, in key order.
         self.drain()?;
-        let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names)?;
+        let now = self.expiry.now();
+        let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names, now)?;
         let corrupt = || anyhow::anyhow!("a corrupt state key in {}", self.path.display());
         for item in self.db().iterator_cf(self.cf(STATE), IteratorMode::Start) {
             let (k, v) = item?;
@@ -762,8 +824,8 @@ mod tests {
     #[test]
     fn lists_encode_and_successors_bound_prefixes() {
         let l = vec![b"a".to_vec(), Vec::new(), b"xyz".to_vec()];
-        assert_eq!(decode_list(&encode_list(&l)).unwrap(), l);
-        assert!(decode_list(b"\0\0\0\x05ab").is_err());
+        assert_eq!(crate::canonical::decode_list(&encode_list(&l)).unwrap(), l);
+        assert!(crate::canonical::decode_list(b"\0\0\0\x05ab").is_err());
         assert_eq!(successor(b"ab"), Some(b"ac".to_vec()));
         assert_eq!(successor(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(successor(b"\xff\xff"), None);

@@ -314,11 +314,17 @@ impl RunningAggregate {
         ident: TaskIdent,
         mut backend: Box<dyn StateBackend>,
         keys: KeyText,
+        ttl_ms: Option<u64>,
     ) -> Result<RunningAggregate, OperatorError> {
+        let ttl = ttl_ms.map(|ttl_ms| weir_state::ttl::StateTtl {
+            ttl_ms,
+            refresh_on_read: false,
+        });
         let state = backend
-            .register(
+            .declare_ttl(
                 &format!("weir.builtin.{}", function.name()),
                 StateKind::Value,
+                ttl,
             )
             .map_err(|e| state_error(&ident, anyhow::anyhow!(e)))?;
         Ok(RunningAggregate {

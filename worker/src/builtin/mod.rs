@@ -28,6 +28,7 @@ pub fn create(
             function,
             field,
             emit,
+            ttl_ms,
         } => Box::new(aggregate::RunningAggregate::new(
             *function,
             aggregate::ValueOf::new(*function, field.clone(), input.clone()),
@@ -35,6 +36,7 @@ pub fn create(
             ident,
             backend,
             aggregate::KeyText::of(key_by, &input),
+            *ttl_ms,
         )?),
         Builtin::Select { columns, filter } => Box::new(select::Select::new(
             columns.clone(),
