@@ -741,3 +741,45 @@ fn javascript_operators_keep_64_bit_ids_exact() {
     expected.sort();
     assert_eq!(got, expected, "{text}");
 }
+
+#[test]
+fn python_and_javascript_state_with_a_time_to_live_reads_back_what_it_wrote() {
+    // Every state of the guests' counts lives an hour: the host stamps
+    // each value with its expiry time and strips it on every read, so a
+    // count must go 1, 2, 3 per word as a plain one does (and the guests
+    // check their list and map against it).
+    let dir = tempfile::tempdir().unwrap();
+    let text = sample_text(600);
+    let expected = expected_counts(&text);
+    let words: String = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("{}\n", w.to_lowercase()))
+        .collect();
+    let input = dir.path().join("words.txt");
+    std::fs::write(&input, words).unwrap();
+    for (language, function) in [("python", "py-ttl-count"), ("js", "js-ttl-count")] {
+        let bundle = dir.path().join(function);
+        std::fs::create_dir_all(&bundle).unwrap();
+        let output = dir.path().join(format!("{function}.jsonl"));
+        std::fs::write(
+            bundle.join("weir.toml"),
+            format!(
+                "[job]\nname = '{function}'\n[component]\npath = '{}'\n\
+                 [[source]]\nname = 'words'\ntype = 'text-file'\npath = '{}'\n\
+                 [[operator]]\nname = 'count'\nfunction = '{function}'\nkey-by = 'value'\n\
+                 [[sink]]\nname = 'out'\ntype = 'json-lines-file'\npath = '{}'\n",
+                guests(language).display(),
+                input.display(),
+                output.display()
+            ),
+        )
+        .unwrap();
+        let out = weir(
+            &["run", bundle.to_str().unwrap(), "--parallelism", "2"],
+            Duration::from_secs(300),
+        );
+        assert!(out.status.success(), "{language}: {}", said(&out));
+        assert_eq!(counted(&output), expected, "{language}");
+    }
+}

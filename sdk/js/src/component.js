@@ -38,6 +38,9 @@ export const wasmHost = {
   declareState(name, kind) {
     return host.declareState(name, kind);
   },
+  declareStateTtl(name, kind, ttlMs, refreshOnRead) {
+    return host.declareStateTtl(name, kind, { ttlMs: s64(ttlMs), refreshOnRead });
+  },
   getValues(states, keys) {
     const [answer, present] = host.getValues(u32s(states), packed(pack(keys)));
     const strings = unpack(answer.data, Array.from(answer.ends));

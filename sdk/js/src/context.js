@@ -197,23 +197,33 @@ export class OpenContext {
     return Number(this.config.get('weir.attempt') ?? 0) || 0;
   }
 
-  declare(name, kind) {
+  declare(name, kind, options = {}) {
     if (!this.keyed) throw new Error(`state \`${name}\`: keyed state needs a keyed process operator`);
-    return this.cache.declare(name, kind);
+    const { ttlMs = null, refreshOnRead = false } = options ?? {};
+    if (ttlMs == null) return this.cache.declare(name, kind);
+    if (!Number.isSafeInteger(ttlMs) || ttlMs < 1) {
+      throw new Error(`state \`${name}\`: ttlMs is a whole number of milliseconds, at least 1 (got ${String(ttlMs)})`);
+    }
+    return this.cache.declare(name, kind, { ttlMs, refreshOnRead: Boolean(refreshOnRead) });
   }
 
-  /** Declare the value state `name`. */
-  valueState(name) {
-    return new ValueState(this.cache, this.declare(name, 'value'));
+  /** Declare the value state `name`. With `{ ttlMs }` its value expires that
+   * many milliseconds of processing time after it was last written (with
+   * `refreshOnRead: true`, also read): an expired value reads as absent and
+   * is cleaned out of the state (Flink's state time-to-live). */
+  valueState(name, options = {}) {
+    return new ValueState(this.cache, this.declare(name, 'value', options));
   }
 
-  /** Declare the list state `name`. */
-  listState(name) {
-    return new ListState(this.cache, this.declare(name, 'list'));
+  /** Declare the list state `name`; with `{ ttlMs }` each element expires on
+   * its own (see `valueState`). */
+  listState(name, options = {}) {
+    return new ListState(this.cache, this.declare(name, 'list', options));
   }
 
-  /** Declare the map state `name`. */
-  mapState(name) {
-    return new MapState(this.cache, this.declare(name, 'map'));
+  /** Declare the map state `name`; with `{ ttlMs }` each entry expires on its
+   * own (see `valueState`). */
+  mapState(name, options = {}) {
+    return new MapState(this.cache, this.declare(name, 'map', options));
   }
 }

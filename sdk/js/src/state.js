@@ -37,8 +37,8 @@ export class StateCache {
     this.maps = [];
   }
 
-  declare(name, kind) {
-    const id = this.host.declareState(name, kind);
+  declare(name, kind, ttl = null) {
+    const id = ttl == null ? this.host.declareState(name, kind) : this.host.declareStateTtl(name, kind, ttl.ttlMs, ttl.refreshOnRead);
     const [ids, slots] = kind === 'value' ? [this.valueIds, this.values] : kind === 'list' ? [this.listIds, this.lists] : [this.mapIds, this.maps];
     ids.push(id);
     slots.push(new Map());

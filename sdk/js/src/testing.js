@@ -42,6 +42,32 @@ class MemoryHost {
     this.maps = new Map();
     this.timers = new Map();
     this.staged = [];
+    // States declared with a time-to-live: their values are kept stamped
+    // with their expiry time, as the runtime keeps them.
+    this.ttls = new Map();
+    this.now = 0;
+  }
+  declareStateTtl(name, kind, ttlMs, refreshOnRead) {
+    const i = this.declareState(name, kind);
+    this.ttls.set(i, { ttlMs, refreshOnRead });
+    return i;
+  }
+  stamp(state, value) {
+    const ttl = this.ttls.get(state);
+    if (!ttl) return value;
+    const out = new Uint8Array(8 + value.length);
+    new DataView(out.buffer).setBigInt64(0, BigInt(this.now + ttl.ttlMs));
+    out.set(value, 8);
+    return out;
+  }
+  /** A stored value as read, and what stays stored (null: it expired). */
+  read(state, stored) {
+    const ttl = this.ttls.get(state);
+    if (!ttl || stored == null) return [stored ?? null, stored ?? null];
+    const view = new DataView(stored.buffer, stored.byteOffset, stored.byteLength);
+    if (Number(view.getBigInt64(0)) <= this.now) return [null, null];
+    const value = stored.slice(8);
+    return [value, ttl.refreshOnRead ? this.stamp(state, value) : stored];
   }
   addr(state, key) {
     return `${state}/${keyString(key)}`;
@@ -57,19 +83,38 @@ class MemoryHost {
   }
   getValues(states, keys) {
     const out = [];
-    for (const k of keys) for (const s of states) out.push(this.values.get(this.addr(s, k)) ?? null);
+    for (const k of keys) {
+      for (const s of states) {
+        const a = this.addr(s, k);
+        const [value, kept] = this.read(s, this.values.get(a));
+        if (kept == null) this.values.delete(a);
+        else this.values.set(a, kept);
+        out.push(value);
+      }
+    }
     return out;
   }
   getList(state, key) {
-    return [...(this.lists.get(this.addr(state, key)) ?? [])];
+    const a = this.addr(state, key);
+    const read = (this.lists.get(a) ?? []).map((v) => this.read(state, v));
+    if (this.ttls.has(state) && this.lists.has(a)) this.lists.set(a, read.map(([, kept]) => kept).filter((v) => v != null));
+    return read.map(([value]) => value).filter((v) => v != null);
   }
   getEntry(state, key, mapKey) {
-    return this.maps.get(this.addr(state, key))?.get(keyString(mapKey))?.[1] ?? null;
+    const m = this.maps.get(this.addr(state, key));
+    const id = keyString(mapKey);
+    const [value, kept] = this.read(state, m?.get(id)?.[1]);
+    if (kept == null) m?.delete(id);
+    else m.set(id, [mapKey, kept]);
+    return value;
   }
   getEntries(state, key) {
     const m = this.maps.get(this.addr(state, key));
     if (!m) return [];
-    return [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([, kv]) => kv);
+    return [...m.entries()]
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+      .map(([, [k]]) => [k, this.getEntry(state, key, k)])
+      .filter(([, v]) => v != null);
   }
   emit(batch) {
     this.staged.push(['emit', batch.records().map((r) => ({ ...r, value: r.value.slice() }))]);
@@ -99,7 +144,7 @@ class MemoryHost {
         const [state, keys, values] = arg;
         const ks = unpack(keys.data, keys.ends);
         const vs = unpack(values.data, values.ends);
-        ks.forEach((k, i) => this.values.set(this.addr(state, k), vs[i].slice()));
+        ks.forEach((k, i) => this.values.set(this.addr(state, k), this.stamp(state, vs[i].slice())));
       } else if (what === 'state') {
         for (const o of arg) {
           const a = this.addr(o.state, o.key);
@@ -107,11 +152,11 @@ class MemoryHost {
             this.values.delete(a);
             this.lists.delete(a);
             this.maps.delete(a);
-          } else if (o.op === 'append-list') this.lists.set(a, [...(this.lists.get(a) ?? []), ...o.values]);
-          else if (o.op === 'replace-list') this.lists.set(a, [...o.values]);
+          } else if (o.op === 'append-list') this.lists.set(a, [...(this.lists.get(a) ?? []), ...o.values.map((v) => this.stamp(o.state, v))]);
+          else if (o.op === 'replace-list') this.lists.set(a, o.values.map((v) => this.stamp(o.state, v)));
           else if (o.op === 'put-entry') {
             if (!this.maps.has(a)) this.maps.set(a, new Map());
-            this.maps.get(a).set(keyString(o.mapKey), [o.mapKey, o.value]);
+            this.maps.get(a).set(keyString(o.mapKey), [o.mapKey, this.stamp(o.state, o.value)]);
           } else this.maps.get(a)?.delete(keyString(o.mapKey));
         }
       } else {
@@ -208,6 +253,7 @@ export class Harness {
   /** Move the processing time; fire due processing-time timers and windows. */
   advanceProcessingTime(time) {
     this.processingTime = time;
+    this.host.now = time;
     return this.fireDue(TimeDomain.PROCESSING_TIME, time);
   }
 

@@ -235,3 +235,51 @@ test('a value state that cannot be encoded fails the call', () => {
   assert.throws(() => h.process('bad', { key: 'k' }), /operator `t-unencodable`: CodecError: cannot encode/);
   assert.deepEqual(h.process('again', { key: 'k' }), ['again']);
 });
+
+weir.keyedProcess('t-ttl', class {
+  open(ctx) {
+    this.count = ctx.valueState('count', { ttlMs: 1000 });
+    this.recent = ctx.listState('recent', { ttlMs: 10000 });
+    this.flags = ctx.mapState('flags', { ttlMs: 1000, refreshOnRead: true });
+  }
+  process(r, ctx) {
+    if (r === 'read') {
+      ctx.emit({ recent: this.recent.get(), flags: Object.fromEntries(this.flags.entries()) });
+      return;
+    }
+    const n = (this.count.value() ?? 0) + 1;
+    this.count.update(n);
+    this.recent.add(r);
+    this.flags.put(r, true);
+    ctx.emit(n);
+  }
+});
+
+for (const msgpack of [false, true]) {
+  test(`state with a time-to-live expires by processing time (msgpack: ${msgpack})`, () => {
+    const h = new Harness('t-ttl', { msgpack });
+    assert.deepEqual(h.process('a', { key: 'k' }), [1]);
+    h.advanceProcessingTime(999);
+    assert.deepEqual(h.process('b', { key: 'k' }), [2]);
+    h.advanceProcessingTime(1998);
+    // Flag `a`, put at 0, expired at 1,000; `b` is read (renewed) at 1,998.
+    assert.deepEqual(h.process('read', { key: 'k' }), [{ recent: ['a', 'b'], flags: { b: true } }]);
+    // The count, written at 999, expired at 1,999.
+    h.advanceProcessingTime(2500);
+    assert.deepEqual(h.process('c', { key: 'k' }), [1]);
+    h.advanceProcessingTime(10000);
+    assert.deepEqual(h.process('read', { key: 'k' }), [{ recent: ['b', 'c'], flags: {} }]);
+    h.advanceProcessingTime(12500);
+    assert.deepEqual(h.process('read', { key: 'k' }), [{ recent: [], flags: {} }]);
+  });
+}
+
+test('a time-to-live is a positive number of milliseconds', () => {
+  weir.keyedProcess('t-ttl-bad', class {
+    open(ctx) {
+      this.v = ctx.valueState('v', { ttlMs: 0 });
+    }
+    process() {}
+  });
+  assert.throws(() => new Harness('t-ttl-bad').process(1, { key: 'k' }), /ttlMs/);
+});

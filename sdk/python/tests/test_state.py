@@ -147,3 +147,55 @@ def test_a_value_state_that_cannot_be_encoded_fails_the_call():
     with pytest.raises(weir.OperatorError, match="operator `s-unencodable`: CodecError: cannot encode"):
         h.process("bad", key="k")
     assert h.process("again", key="k") == ["again"]
+
+
+@weir.keyed_process("s-ttl")
+class Expiring(weir.KeyedProcess):
+    """Counts per key, forgetting a key quiet for 1 s; remembers the last
+    10 s of values; a map of flags renewed by reads."""
+
+    def open(self, ctx):
+        self.count = ctx.value_state("count", ttl_ms=1_000)
+        self.recent = ctx.list_state("recent", ttl_ms=10_000)
+        self.flags = ctx.map_state("flags", ttl_ms=1_000, refresh_on_read=True)
+
+    def process(self, record, ctx):
+        if record == "read":
+            ctx.emit({"recent": self.recent.get(), "flags": dict(self.flags.items())})
+            return
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        self.recent.add(record)
+        self.flags.put(record, True)
+        ctx.emit(n)
+
+
+@pytest.mark.parametrize("msgpack", [False, True])
+def test_state_with_a_time_to_live_expires_by_processing_time(msgpack):
+    h = Harness("s-ttl", msgpack=msgpack)
+    assert h.process("a", key="k") == [1]
+    h.advance_processing_time(999)
+    assert h.process("b", key="k") == [2]
+    h.advance_processing_time(1_998)
+    # Flag `a`, put at 0, expired at 1,000; `b` is read (renewed) at 1,998.
+    assert h.process("read", key="k") == [{"recent": ["a", "b"], "flags": {"b": True}}]
+    # The count, written at 999, expired at 1,999.
+    h.advance_processing_time(2_500)
+    assert h.process("c", key="k") == [1]
+    h.advance_processing_time(10_000)
+    assert h.process("read", key="k") == [{"recent": ["b", "c"], "flags": {}}]
+    h.advance_processing_time(12_500)
+    assert h.process("read", key="k") == [{"recent": [], "flags": {}}]
+
+
+def test_a_time_to_live_is_a_positive_number_of_milliseconds():
+    @weir.keyed_process("s-ttl-bad")
+    class Bad(weir.KeyedProcess):
+        def open(self, ctx):
+            self.v = ctx.value_state("v", ttl_ms=0)
+
+        def process(self, record, ctx):
+            pass
+
+    with pytest.raises(Exception, match="ttl_ms"):
+        Harness("s-ttl-bad").process(1, key="k")

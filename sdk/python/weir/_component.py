@@ -58,6 +58,13 @@ class WasmHost:
         except Err as e:
             raise ValueError(e.value) from None
 
+    def declare_state_ttl(self, name: str, kind: str, ttl_ms: int, refresh_on_read: bool) -> int:
+        try:
+            return _host.declare_state_ttl(name, _STATE_KINDS[kind],
+                                           _t.StateTtl(ttl_ms, refresh_on_read))
+        except Err as e:
+            raise ValueError(e.value) from None
+
     def get_values(self, states: List[int], keys: List[bytes]) -> List[Optional[bytes]]:
         answer, present = _host.get_values(states, _packed(pack(keys)))
         strings = unpack(answer.data, answer.ends)

@@ -268,19 +268,36 @@ class OpenContext:
         except ValueError:
             return 0
 
-    def _declare(self, name: str, kind: str) -> int:
+    def _declare(self, name: str, kind: str, ttl_ms: Optional[int] = None,
+                 refresh_on_read: bool = False) -> int:
         if not self._keyed:
             raise ValueError(f"state `{name}`: keyed state needs a keyed_process operator")
-        return self._cache.declare(name, kind)
+        if ttl_ms is None:
+            return self._cache.declare(name, kind)
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+            raise ValueError(
+                f"state `{name}`: ttl_ms is a whole number of milliseconds, at least 1 "
+                f"(got {ttl_ms!r})")
+        return self._cache.declare(name, kind, (ttl_ms, bool(refresh_on_read)))
 
-    def value_state(self, name: str) -> ValueState:
-        """Declare the value state ``name``."""
-        return ValueState(self._cache, self._declare(name, "value"))
+    def value_state(self, name: str, ttl_ms: Optional[int] = None,
+                    refresh_on_read: bool = False) -> ValueState:
+        """Declare the value state ``name``.
 
-    def list_state(self, name: str) -> ListState:
-        """Declare the list state ``name``."""
-        return ListState(self._cache, self._declare(name, "list"))
+        With ``ttl_ms`` its value expires that many milliseconds of
+        processing time after it was last written (with
+        ``refresh_on_read``, also read): an expired value reads as ``None``
+        and is cleaned out of the state (Flink's state time-to-live)."""
+        return ValueState(self._cache, self._declare(name, "value", ttl_ms, refresh_on_read))
 
-    def map_state(self, name: str) -> MapState:
-        """Declare the map state ``name``."""
-        return MapState(self._cache, self._declare(name, "map"))
+    def list_state(self, name: str, ttl_ms: Optional[int] = None,
+                   refresh_on_read: bool = False) -> ListState:
+        """Declare the list state ``name``; with ``ttl_ms``, each element
+        expires on its own (see :meth:`value_state`)."""
+        return ListState(self._cache, self._declare(name, "list", ttl_ms, refresh_on_read))
+
+    def map_state(self, name: str, ttl_ms: Optional[int] = None,
+                  refresh_on_read: bool = False) -> MapState:
+        """Declare the map state ``name``; with ``ttl_ms``, each entry
+        expires on its own (see :meth:`value_state`)."""
+        return MapState(self._cache, self._declare(name, "map", ttl_ms, refresh_on_read))

@@ -53,8 +53,11 @@ class StateCache:
         self.map_ids: List[int] = []
         self.maps: List[Dict[bytes, _MapSlot]] = []
 
-    def declare(self, name: str, kind: str) -> int:
-        state = self.host.declare_state(name, kind)
+    def declare(self, name: str, kind: str, ttl: Optional[Tuple[int, bool]] = None) -> int:
+        if ttl is None:
+            state = self.host.declare_state(name, kind)
+        else:
+            state = self.host.declare_state_ttl(name, kind, ttl[0], ttl[1])
         if kind == "value":
             self.value_ids.append(state)
             self.values.append({})

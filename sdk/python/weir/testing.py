@@ -16,6 +16,7 @@ cache, the same codecs), so what passes here behaves the same on a cluster.
 
 from __future__ import annotations
 
+import struct
 import sys
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -61,6 +62,30 @@ class _MemoryHost:
         self.maps: Dict[Tuple[int, bytes], Dict[bytes, bytes]] = {}
         self.timers: set = set()
         self.staged: List[Tuple[str, Any]] = []
+        # States declared with a time-to-live: their values are kept
+        # stamped with their expiry time, as the runtime keeps them.
+        self.ttls: Dict[int, Tuple[int, bool]] = {}
+        self.now = 0
+
+    def declare_state_ttl(self, name: str, kind: str, ttl_ms: int, refresh_on_read: bool) -> int:
+        state = self.declare_state(name, kind)
+        self.ttls[state] = (ttl_ms, refresh_on_read)
+        return state
+
+    def _stamp(self, state: int, value: bytes) -> bytes:
+        ttl = self.ttls.get(state)
+        return value if ttl is None else struct.pack(">q", self.now + ttl[0]) + bytes(value)
+
+    def _read(self, state: int, stored: Optional[bytes]) -> Tuple[Optional[bytes], Optional[bytes]]:
+        """A stored value as read, and what stays stored (``None``: it expired)."""
+        ttl = self.ttls.get(state)
+        if ttl is None or stored is None:
+            return stored, stored
+        if struct.unpack(">q", stored[:8])[0] <= self.now:
+            return None, None
+        if ttl[1]:
+            stored = struct.pack(">q", self.now + ttl[0]) + stored[8:]
+        return stored[8:], stored
 
     def declare_state(self, name: str, kind: str) -> int:
         for i, (n, k) in enumerate(self.declared):
@@ -72,16 +97,36 @@ class _MemoryHost:
         return len(self.declared) - 1
 
     def get_values(self, states: List[int], keys: List[bytes]) -> List[Optional[bytes]]:
-        return [self.values.get((s, k)) for k in keys for s in states]
+        out = []
+        for k in keys:
+            for s in states:
+                value, kept = self._read(s, self.values.get((s, k)))
+                if kept is None:
+                    self.values.pop((s, k), None)
+                else:
+                    self.values[(s, k)] = kept
+                out.append(value)
+        return out
 
     def get_list(self, state: int, key: bytes) -> List[bytes]:
-        return list(self.lists.get((state, key), []))
+        read = [self._read(state, v) for v in self.lists.get((state, key), [])]
+        if state in self.ttls and (state, key) in self.lists:
+            self.lists[(state, key)] = [kept for _, kept in read if kept is not None]
+        return [value for value, _ in read if value is not None]
 
     def get_entry(self, state: int, key: bytes, map_key: bytes) -> Optional[bytes]:
-        return self.maps.get((state, key), {}).get(map_key)
+        entries = self.maps.get((state, key), {})
+        value, kept = self._read(state, entries.get(map_key))
+        if kept is None:
+            entries.pop(map_key, None)
+        else:
+            entries[map_key] = kept
+        return value
 
     def get_entries(self, state: int, key: bytes) -> List[Tuple[bytes, bytes]]:
-        return sorted(self.maps.get((state, key), {}).items())
+        entries = self.maps.get((state, key), {})
+        return [(k, v) for k in sorted(entries)
+                if (v := self.get_entry(state, key, k)) is not None]
 
     def emit(self, batch: OutBatch) -> None:
         self.staged.append(("emit", batch.records()))
@@ -113,7 +158,7 @@ class _MemoryHost:
             elif what == "puts":
                 state, keys, values = arg
                 for k, v in zip(unpack(*keys), unpack(*values)):
-                    self.values[(state, k)] = v
+                    self.values[(state, k)] = self._stamp(state, v)
             elif what == "state":
                 for op in arg:
                     addr = (op[1], op[2])
@@ -122,11 +167,12 @@ class _MemoryHost:
                         self.lists.pop(addr, None)
                         self.maps.pop(addr, None)
                     elif op[0] == "append-list":
-                        self.lists.setdefault(addr, []).extend(op[3])
+                        self.lists.setdefault(addr, []).extend(
+                            self._stamp(op[1], v) for v in op[3])
                     elif op[0] == "replace-list":
-                        self.lists[addr] = list(op[3])
+                        self.lists[addr] = [self._stamp(op[1], v) for v in op[3]]
                     elif op[0] == "put-entry":
-                        self.maps.setdefault(addr, {})[op[3]] = op[4]
+                        self.maps.setdefault(addr, {})[op[3]] = self._stamp(op[1], op[4])
                     else:
                         self.maps.get(addr, {}).pop(op[3], None)
             else:
@@ -274,6 +320,7 @@ class Harness:
     def advance_processing_time(self, time: int) -> list:
         """Move the processing time; fire due processing-time timers and windows."""
         self.processing_time = time
+        self._host.now = time
         return self._fire(TimeDomain.PROCESSING_TIME, time)
 
     def _fire(self, domain: TimeDomain, upto: int) -> list:

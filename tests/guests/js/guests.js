@@ -83,3 +83,23 @@ weir.map(
   (e) => ({ id: e.id, delta: typeof e.delta === 'bigint' ? e.delta - 1n : e.delta - 1 }),
   { input: Ids, output: Ids },
 );
+
+// A running count per word in states that live an hour: what it reads back
+// is what it wrote (the expiry stamps the runtime keeps are never seen).
+weir.keyedProcess('js-ttl-count', class {
+  open(ctx) {
+    this.count = ctx.valueState('count', { ttlMs: 3_600_000 });
+    this.seen = ctx.listState('seen', { ttlMs: 3_600_000 });
+    this.last = ctx.mapState('last', { ttlMs: 3_600_000, refreshOnRead: true });
+  }
+  *process(word) {
+    const n = (this.count.value() ?? 0) + 1;
+    const last = this.last.get('n') ?? null;
+    if (last !== (n > 1 ? n - 1 : null)) throw new Error(`${word}: map says ${last}, count ${n - 1}`);
+    if (this.seen.get().length !== n - 1) throw new Error(`${word}: list holds ${this.seen.get().length}, count ${n - 1}`);
+    this.count.update(n);
+    this.seen.add(n);
+    this.last.put('n', n);
+    yield { word, count: n };
+  }
+});

@@ -129,3 +129,26 @@ def vectorized_q1(c):
         "doubled": [2 * p for p in c["price"]],
         weir.KEEP: [i % 2 == 0 for i in c["id"]],
     }
+
+
+@weir.keyed_process("py-ttl-count")
+class TtlCount(weir.KeyedProcess):
+    """A running count per word in states that live an hour: what it reads
+    back is what it wrote (the expiry stamps the runtime keeps are never
+    seen)."""
+
+    def open(self, ctx):
+        self.count = ctx.value_state("count", ttl_ms=3_600_000)
+        self.seen = ctx.list_state("seen", ttl_ms=3_600_000)
+        self.last = ctx.map_state("last", ttl_ms=3_600_000, refresh_on_read=True)
+
+    def process(self, word, ctx):
+        n = (self.count.value() or 0) + 1
+        if self.last.get("n") != (n - 1 if n > 1 else None):
+            raise AssertionError(f"{word}: map says {self.last.get('n')}, count {n - 1}")
+        if len(self.seen.get()) != n - 1:
+            raise AssertionError(f"{word}: list holds {len(self.seen.get())}, count {n - 1}")
+        self.count.update(n)
+        self.seen.add(n)
+        self.last.put("n", n)
+        yield {"word": word, "count": n}
