@@ -320,6 +320,12 @@ pub trait StateBackend: Send {
     }
     /// Which of its states carry stamps, and the clock they expire by.
     fn expiry(&self) -> std::sync::Arc<ttl::Expiry>;
+    /// Remove what expired at `now` from the states with a time-to-live, if
+    /// the backend has no cleanup of its own (RocksDB's compactions are
+    /// one); called now and then ([`ttl::TtlBackend`]).
+    fn purge_expired(&mut self, now: i64) {
+        let _ = now;
+    }
     /// A value state's value.
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
     /// Many value states at once, one answer per request, in order (the

@@ -90,9 +90,9 @@ impl MemoryStateBackend {
     }
 
     /// Remove what expired at `now` from the states with a time-to-live
-    /// (before a snapshot: state whose keys never come back stops
-    /// growing).
-    fn purge_expired(&mut self, now: i64) {
+    /// (before a snapshot, and now and then: state whose keys never come
+    /// back stops growing).
+    fn purge(&mut self, now: i64) {
         let mut removed = 0u64;
         for (s, d) in self.names.iter().enumerate() {
             if !d.stamped {
@@ -396,6 +396,12 @@ impl StateBackend for MemoryStateBackend {
         self.expiry.clone()
     }
 
+    fn purge_expired(&mut self, now: i64) {
+        if self.names.iter().any(|d| d.stamped) {
+            self.purge(now);
+        }
+    }
+
     fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {
         crate::canonical::write_snapshot(self, dir)
     }
@@ -403,7 +409,7 @@ impl StateBackend for MemoryStateBackend {
     fn export(&mut self, path: &Path) -> anyhow::Result<u64> {
         let now = self.expiry.now();
         if self.names.iter().any(|d| d.stamped) {
-            self.purge_expired(now);
+            self.purge(now);
         }
         let mut w = crate::canonical::Writer::create(path, self.max_parallelism, &self.names, now)?;
         for (s, values) in self.values.iter().enumerate() {

@@ -150,7 +150,14 @@ pub struct TtlBackend {
     /// Changes that reads found due (expired values to clear, values to
     /// renew), applied before the next batch's changes.
     due: RefCell<Vec<StateOp>>,
+    /// When the backend last removed what expired ([`PURGE_EVERY_MS`]).
+    purged_at: i64,
 }
+
+/// How often (ms of processing time) a backend without a cleanup of its
+/// own removes what expired, snapshots aside (a job without checkpoints
+/// must not grow either): a pass over its states with a time-to-live.
+pub const PURGE_EVERY_MS: i64 = 60_000;
 
 impl TtlBackend {
     /// `inner`, its states' time-to-live kept by this layer.
@@ -159,14 +166,16 @@ impl TtlBackend {
         TtlBackend {
             inner,
             ttls: Vec::new(),
+            purged_at: expiry.now(),
             expiry,
             due: RefCell::default(),
         }
     }
 
     /// Expire by `clock` (processing time under a test's control).
-    pub fn with_clock(self, clock: Clock) -> TtlBackend {
+    pub fn with_clock(mut self, clock: Clock) -> TtlBackend {
         self.expiry.set_clock(clock);
+        self.purged_at = self.expiry.now();
         self
     }
 
@@ -452,7 +461,15 @@ impl StateBackend for TtlBackend {
         for op in ops {
             all.push(self.stamped(op)?);
         }
-        self.inner.apply_all(all, timers)
+        self.inner.apply_all(all, timers)?;
+        if self.ttls.iter().any(Option::is_some) {
+            let now = self.expiry.now();
+            if now.saturating_sub(self.purged_at) >= PURGE_EVERY_MS {
+                self.purged_at = now;
+                self.inner.purge_expired(now);
+            }
+        }
+        Ok(())
     }
 
     fn take_due_timers(

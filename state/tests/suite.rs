@@ -1049,3 +1049,28 @@ fn rocksdb_compactions_drop_expired_values() {
     assert!(db.get_value(v, b"k0").unwrap().is_some());
     assert!(db.get_value(plain, b"k5").unwrap().is_some());
 }
+
+/// In memory, what expired goes now and then even without snapshots (a job
+/// without checkpoints does not grow either).
+#[test]
+fn the_memory_backend_drops_expired_values_between_snapshots() {
+    let (now, clock) = manual_clock();
+    let mut b = TtlBackend::new(Box::new(MemoryStateBackend::new())).with_clock(clock);
+    let v = b
+        .declare_ttl("v", StateKind::Value, ttl(10, false))
+        .unwrap();
+    let plain = b.register("plain", StateKind::Value).unwrap();
+    let ops = (0..100)
+        .map(|i| put(v, &format!("k{i}"), "x"))
+        .chain([put(plain, "p", "y")])
+        .collect();
+    b.apply_all(ops, Vec::new()).unwrap();
+    assert_eq!(b.size().entries, 101);
+    now.store(weir_state::ttl::PURGE_EVERY_MS - 1, Ordering::Relaxed);
+    b.apply_all(Vec::new(), Vec::new()).unwrap();
+    assert_eq!(b.size().entries, 101, "not yet its turn");
+    now.store(weir_state::ttl::PURGE_EVERY_MS, Ordering::Relaxed);
+    b.apply_all(Vec::new(), Vec::new()).unwrap();
+    assert_eq!(b.size().entries, 1);
+    assert_eq!(b.get_value(plain, b"p").unwrap(), Some(b"y".to_vec()));
+}
