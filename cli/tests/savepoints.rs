@@ -911,3 +911,80 @@ async fn a_drained_stop_fires_the_open_windows_into_its_output() {
         assert_eq!(counted, if drain { 105 } else { 100 }, "drain: {drain}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_jobs_latest_checkpoint_state_reads_as_json_lines_on_either_backend() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input_path = dir.join("input.jsonl");
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    let mut text = String::new();
+    for i in 0..600u64 {
+        let key = format!("k{}", (i * 7919 + i / 3) % KEYS);
+        text.push_str(&format!("{{\"k\":\"{key}\",\"i\":{i}}}\n"));
+        *want.entry(key).or_default() += 1;
+    }
+    std::fs::write(&input_path, text).unwrap();
+    let client = reqwest::Client::new();
+    let get = |url: String| {
+        let client = client.clone();
+        async move {
+            let r = client.get(url).send().await.unwrap();
+            let status = r.status().as_u16();
+            let kind = r
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (status, kind, r.text().await.unwrap())
+        }
+    };
+    let (s, _, body) = get(format!("{rest}/v1/jobs/nope/checkpoints/latest/state")).await;
+    assert_eq!(s, 404, "{body}");
+    for backend in ["memory", "rocksdb"] {
+        let output = dir.join(format!("out-{backend}"));
+        let b = bundle(&dir, backend, &input_path, &output, backend);
+        let id = common::submit(&rest, &b);
+        running(&rest, &id, 600).await;
+        let state = format!("{rest}/v1/jobs/{id}/checkpoints/latest/state");
+        // Checkpoints go on while the job waits for more input: one soon
+        // holds every line's count.
+        let started = Instant::now();
+        loop {
+            let (s, kind, body) = get(state.clone()).await;
+            assert_eq!(s, 200, "{backend}: {body}");
+            assert_eq!(kind.as_deref(), Some("application/x-ndjson"));
+            let mut got = BTreeMap::new();
+            for line in body.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert_eq!(v["operator"], "count", "{line}");
+                let key = v["key"].as_str().unwrap().to_owned();
+                let n = v["value"].as_u64().unwrap_or_else(|| panic!("{line}"));
+                assert!(n <= want[&key], "{backend}: {line}: more than its lines");
+                assert!(
+                    got.insert(key, n).is_none(),
+                    "{backend}: a key twice: {body}"
+                );
+            }
+            if got == want {
+                break;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{backend}: the latest checkpoint's counts reach the input's: {got:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // One operator's, one state's; unknown ones are named.
+        let (s, _, body) = get(format!("{state}?operator=count&state=weir.builtin.count")).await;
+        assert_eq!((s, body.lines().count()), (200, want.len()), "{body}");
+        let (s, _, body) = get(format!("{state}?operator=nope")).await;
+        assert_eq!(s, 404, "{body}");
+        assert!(body.contains("nope") && body.contains("count"), "{body}");
+        let (s, _, body) = get(format!("{state}?state=nope")).await;
+        assert_eq!(s, 404, "{body}");
+        assert!(body.contains("nope"), "{body}");
+        let o = common::weir(&["cancel", &id, "--coordinator", &rest]);
+        assert!(o.status.success());
+    }
+}

@@ -100,6 +100,10 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/jobs/{id}/metrics", get(job_metrics))
         .route("/v1/jobs/{id}/checkpoints", get(job_checkpoints))
+        .route(
+            "/v1/jobs/{id}/checkpoints/latest/state",
+            get(latest_checkpoint_state),
+        )
         .route("/v1/cluster", get(cluster))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(prometheus_metrics))
@@ -285,6 +289,32 @@ async fn job_checkpoints(
     Path(id): Path<String>,
 ) -> Result<Json<crate::checkpoint::CheckpointStats>, CoordinatorError> {
     Ok(Json(state.jobs.checkpoints(&id).await?))
+}
+
+/// `?operator=NAME&state=NAME` of a state read.
+#[derive(Debug, serde::Deserialize)]
+struct StateParams {
+    operator: Option<String>,
+    state: Option<String>,
+}
+
+async fn latest_checkpoint_state(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<axum::extract::Query<StateParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, CoordinatorError> {
+    let axum::extract::Query(q) =
+        q.map_err(|e| CoordinatorError::invalid("query_invalid", e.body_text()))?;
+    let query = crate::checkpoint::inspect::StateQuery {
+        operator: q.operator,
+        state: q.state,
+    };
+    let lines = state.jobs.latest_state(&id, &query).await?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        lines,
+    )
+        .into_response())
 }
 
 async fn job_metrics(
@@ -521,6 +551,18 @@ pub fn openapi_document() -> serde_json::Value {
                 "history": {"type": "array", "items": {"type": "object", "properties": {"at_ms": {"type": "integer"}, "vertices": {"type": "array", "items": {"type": "object"}}}}}
             }}}}}, "404": err("No such job")}}},
             "/v1/jobs/{id}/checkpoints": checkpoints,
+            "/v1/jobs/{id}/checkpoints/latest/state": {"parameters": id_param, "get": {
+                "summary": "The keyed state of a running job's latest completed checkpoint, as JSON lines (one per entry and timer, as `weir state` prints a savepoint's)",
+                "parameters": [
+                    {"name": "operator", "in": "query", "required": false, "schema": {"type": "string"}},
+                    {"name": "state", "in": "query", "required": false, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+                    "400": err("A malformed query"),
+                    "404": err("No such job, operator or state"),
+                    "409": err("The job is not running, takes no checkpoints or has completed none yet")
+                }}},
             "/metrics": {"get": {"summary": "Prometheus text: running jobs' subtasks, workers, slots, jobs per state", "responses": {"200": {"description": "Prometheus text format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/v1/cluster": {"get": {"summary": "Workers, their slots (free and used) and last heartbeats", "responses": {"200": {"description": "The cluster", "content": {"application/json": {"schema": {"type": "object", "properties": {
                 "workers": {"type": "array", "items": {"type": "object", "properties": {

@@ -24,6 +24,7 @@
 //! to is `weir_model::storage` (the coordinator reads it too).
 
 pub mod canonical;
+pub mod inspect;
 pub mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;

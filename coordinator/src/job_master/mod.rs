@@ -29,6 +29,7 @@ mod reports;
 mod restart;
 mod runner;
 mod savepoints;
+mod state;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -320,6 +321,14 @@ impl JobRunner for Arc<JobMasters> {
         drain: bool,
     ) -> Result<weir_model::savepoint::SavepointMetadata, CoordinatorError> {
         JobMasters::savepoint(self, id, dir, stop, drain).await
+    }
+
+    async fn latest_state(
+        &self,
+        id: &str,
+        query: &crate::checkpoint::inspect::StateQuery,
+    ) -> Result<Vec<u8>, CoordinatorError> {
+        JobMasters::latest_state(self, id, query).await
     }
 
     async fn resume(

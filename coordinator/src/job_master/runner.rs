@@ -137,6 +137,20 @@ pub trait JobRunner: Send + Sync {
         ))
     }
 
+    /// The keyed state of running job `id`'s latest completed checkpoint,
+    /// as JSON lines ([`crate::checkpoint::inspect`]).
+    async fn latest_state(
+        &self,
+        id: &str,
+        query: &crate::checkpoint::inspect::StateQuery,
+    ) -> Result<Vec<u8>, CoordinatorError> {
+        let _ = (id, query);
+        Err(CoordinatorError::unprocessable(
+            "no_checkpoints",
+            "this runner takes no checkpoints",
+        ))
+    }
+
     /// Resume job `id`, which ran when the coordinator stopped, as
     /// `resume` says; as [`JobRunner::start`] otherwise, except that the
     /// deployment happens after this returns (it waits for workers to

@@ -673,6 +673,17 @@ impl Jobs {
         Ok(job.info().checkpoints.clone().unwrap_or_default())
     }
 
+    /// The keyed state of job `id`'s latest completed checkpoint, as JSON
+    /// lines.
+    pub async fn latest_state(
+        &self,
+        id: &str,
+        query: &crate::checkpoint::inspect::StateQuery,
+    ) -> Result<Vec<u8>, CoordinatorError> {
+        self.get(id).await?;
+        self.runner.latest_state(id, query).await
+    }
+
     /// One job, with live counts.
     pub async fn get(&self, id: &str) -> Result<JobInfo, CoordinatorError> {
         self.entries

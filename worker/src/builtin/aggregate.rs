@@ -105,7 +105,8 @@ impl Acc {
         }
     }
 
-    /// As stored: a tag, then two 8-byte fields.
+    /// As stored: a tag, then two 8-byte fields (read for display by
+    /// `weir_state::inspect`: keep the two alike).
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(17);
         self.encode_into(&mut out);

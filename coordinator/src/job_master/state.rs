@@ -1,0 +1,65 @@
+//! The keyed state of a running job's latest checkpoint, read for the API
+//! (`GET /v1/jobs/{id}/checkpoints/latest/state`).
+
+use weir_model::checkpoint::CheckpointMetadata;
+
+use super::JobMasters;
+use crate::checkpoint::inspect::{self, StateQuery};
+use crate::error::{CoordinatorError, ErrorKind};
+
+/// How many times a read starts over when a newer checkpoint subsumed (and
+/// deleted) the one being read.
+const TRIES: usize = 3;
+
+impl JobMasters {
+    /// Job `id`'s latest completed checkpoint's keyed state, as JSON lines.
+    pub async fn latest_state(
+        &self,
+        id: &str,
+        query: &StateQuery,
+    ) -> Result<Vec<u8>, CoordinatorError> {
+        let conflict = |code: &'static str, message: String| {
+            CoordinatorError::new(ErrorKind::Conflict, code, message)
+        };
+        let master = self.master(id).ok_or_else(|| {
+            conflict(
+                "job_not_running",
+                format!(
+                    "job `{id}` is not running: the state of a job that ended is read from its savepoint (`weir state DIR`)"
+                ),
+            )
+        })?;
+        let mut last_error = None;
+        for _ in 0..TRIES {
+            let (latest, plan) = {
+                let m = master.lock().await;
+                let latest: Option<CheckpointMetadata> = match &m.checkpoints {
+                    Some(c) => c.latest().await,
+                    None => m.retained.last().cloned(),
+                };
+                (latest, m.plan.clone())
+            };
+            let Some(url) = plan.storage.as_deref() else {
+                return Err(conflict(
+                    "no_checkpoints",
+                    format!("job `{id}` takes no checkpoints (its manifest has no `[checkpoint]`)"),
+                ));
+            };
+            let Some(latest) = latest else {
+                return Err(conflict(
+                    "no_checkpoint_yet",
+                    format!(
+                        "job `{id}` has completed no checkpoint yet: try again after its first"
+                    ),
+                ));
+            };
+            let store = weir_model::storage::open(url)
+                .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
+            match inspect::read(store.as_ref(), &latest, &plan.graph, query).await {
+                Err(e) if e.kind == ErrorKind::Internal => last_error = Some(e),
+                answer => return answer,
+            }
+        }
+        Err(last_error.expect("tried"))
+    }
+}
