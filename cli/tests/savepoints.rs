@@ -988,3 +988,47 @@ async fn a_running_jobs_latest_checkpoint_state_reads_as_json_lines_on_either_ba
         assert!(o.status.success());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_declared_another_way_is_refused_at_submit_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input = dir.join("lines.jsonl");
+    let mut words = Words::start(&input);
+    let output = dir.join("out");
+    let v1 = tally_bundle(&dir, "v1", "tally-v1", &input, &output);
+    let first = common::submit(&rest, &v1);
+    running(&rest, &first, 50).await;
+    let savepoint = stop(&rest, &first);
+    words.stop();
+    for (function, says) in [
+        ("tally-as-map", ["`tally`", "Value", "Map"]),
+        ("tally-with-ttl", ["`tally`", "without", "time-to-live"]),
+    ] {
+        let bundle = tally_bundle(&dir, function, function, &input, &output);
+        let o = common::weir(&[
+            "submit",
+            bundle.to_str().unwrap(),
+            "--from-savepoint",
+            &savepoint,
+            "--coordinator",
+            &rest,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{function}: {err}");
+        assert!(
+            err.contains("state_incompatible") || err.contains("422"),
+            "{err}"
+        );
+        assert!(err.contains("`tally`") && err.contains("operator"), "{err}");
+        for s in says {
+            assert!(err.contains(s), "{function}: {s:?} in {err}");
+        }
+    }
+    // The version that declares it as it was starts from it.
+    let again = resume(&rest, &v1, 2, &savepoint);
+    running(&rest, &again, 1).await;
+    let o = common::weir(&["cancel", &again, "--coordinator", &rest]);
+    assert!(o.status.success());
+}

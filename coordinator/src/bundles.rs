@@ -122,6 +122,13 @@ pub struct BundleStore {
 /// Uploads unpacked and checked at once; others wait their turn.
 const CONCURRENT_UNPACKS: usize = 2;
 
+impl BundleStore {
+    /// The runtime components are loaded into.
+    pub fn runtime(&self) -> &Arc<WasmRuntime> {
+        &self.runtime
+    }
+}
+
 fn kind_name(kind: OperatorKind) -> &'static str {
     match kind {
         OperatorKind::Map => "map",

@@ -399,6 +399,32 @@ pub trait Visitor {
     fn timer(&mut self, timer: Timer) -> anyhow::Result<()>;
 }
 
+/// The states the canonical file at `path` declares (its header alone is
+/// read).
+pub fn declared_states(path: &Path) -> anyhow::Result<Vec<Declared>> {
+    let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open it: {e}"))?;
+    let mut r = Reader {
+        inner: BufReader::new(file),
+        path: path.to_owned(),
+    };
+    let mut magic = [0; MAGIC.len()];
+    r.take(&mut magic)?;
+    anyhow::ensure!(magic == MAGIC, "not a Weir state file");
+    r.u32()?;
+    let mut states = Vec::new();
+    for _ in 0..r.u32()? {
+        let name = String::from_utf8(r.bytes()?)
+            .map_err(|_| anyhow::anyhow!("a state name is not UTF-8"))?;
+        let byte = r.u8()?;
+        states.push(Declared {
+            name,
+            kind: StateKind::from_byte(byte & !STAMPED)?,
+            stamped: byte & STAMPED != 0,
+        });
+    }
+    Ok(states)
+}
+
 /// Read the canonical file at `path`, telling `visitor` what it holds.
 pub fn read(path: &Path, visitor: &mut dyn Visitor) -> anyhow::Result<()> {
     let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open it: {e}"))?;

@@ -152,6 +152,8 @@ pub struct TtlBackend {
     due: RefCell<Vec<StateOp>>,
     /// When the backend last removed what expired ([`PURGE_EVERY_MS`]).
     purged_at: i64,
+    /// Why declarations were refused ([`TtlBackend::refusals`]).
+    refused: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// How often (ms of processing time) a backend without a cleanup of its
@@ -169,6 +171,7 @@ impl TtlBackend {
             purged_at: expiry.now(),
             expiry,
             due: RefCell::default(),
+            refused: Arc::default(),
         }
     }
 
@@ -177,6 +180,21 @@ impl TtlBackend {
         self.expiry.set_clock(clock);
         self.purged_at = self.expiry.now();
         self
+    }
+
+    /// Why declarations of states were refused (a kind, or a
+    /// time-to-live, other than the state has): kept, as the operator may
+    /// not say why it failed.
+    pub fn refusals(&self) -> Arc<std::sync::Mutex<Vec<String>>> {
+        self.refused.clone()
+    }
+
+    fn refuse(&self, why: String) -> String {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(why.clone());
+        why
     }
 
     fn ttl(&self, state: u32) -> Option<StateTtl> {
@@ -324,7 +342,10 @@ impl StateBackend for TtlBackend {
     fn declare(&mut self, name: &str, kind: StateKind, stamped: bool) -> Result<u32, String> {
         // A restore's declaration: what it writes is stored as it was
         // (stamps and all); the operator declares the time-to-live.
-        let id = self.inner.declare(name, kind, stamped)?;
+        let id = self
+            .inner
+            .declare(name, kind, stamped)
+            .map_err(|why| self.refuse(why))?;
         if self.ttls.len() <= id as usize {
             self.ttls.resize(id as usize + 1, None);
         }
@@ -344,7 +365,10 @@ impl StateBackend for TtlBackend {
                 "state `{name}`: a time-to-live of 0 ms keeps nothing (give at least 1 ms)"
             ));
         }
-        let id = self.inner.declare(name, kind, ttl.is_some())?;
+        let id = self
+            .inner
+            .declare(name, kind, ttl.is_some())
+            .map_err(|why| self.refuse(why))?;
         if self.ttls.len() <= id as usize {
             self.ttls.resize(id as usize + 1, None);
         }

@@ -177,6 +177,16 @@ impl Jobs {
             Some(path) => Some(self.savepoint_to_start(path, request.allow_non_restored_state)?),
             None => None,
         };
+        if let Some(from) = &from {
+            crate::savepoint::declared::check(
+                self.bundles.runtime(),
+                &graph,
+                &components,
+                &from.dir,
+                &from.metadata,
+            )
+            .await?;
+        }
         let id = self.new_id();
         // The jobs that may own a sink's output, and whether each ended.
         let known: BTreeMap<String, bool> = self

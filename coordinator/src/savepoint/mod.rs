@@ -19,6 +19,7 @@
 //! each sink subtask the pre-commits of the savepoint's subtasks `j` with
 //! `j % parallelism == subtask`.
 
+pub mod declared;
 pub mod triggers;
 
 use std::collections::BTreeMap;
