@@ -299,7 +299,7 @@ fn a_running_count_with_a_time_to_live_starts_over_for_a_key_that_went_quiet() {
     // A windowed count keeps its keys until the window fires: refused.
     std::fs::write(
         bundle.join("weir.toml"),
-        manifest("ttl-ms = 300\nwindow = { type = 'tumbling', size-ms = 1000 }"),
+        manifest("ttl-ms = 2000\nwindow = { type = 'tumbling', size-ms = 1000 }"),
     )
     .unwrap();
     let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", c]);
@@ -307,7 +307,7 @@ fn a_running_count_with_a_time_to_live_starts_over_for_a_key_that_went_quiet() {
     assert!(!o.status.success());
     assert!(err.contains("per-key") && err.contains("ttl-ms"), "{err}");
 
-    std::fs::write(bundle.join("weir.toml"), manifest("ttl-ms = 300")).unwrap();
+    std::fs::write(bundle.join("weir.toml"), manifest("ttl-ms = 2000")).unwrap();
     let o = weir(&["submit", bundle.to_str().unwrap(), "--coordinator", c]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -337,7 +337,7 @@ fn a_running_count_with_a_time_to_live_starts_over_for_a_key_that_went_quiet() {
         [1, 2, 3]
     );
     // Quiet for well past its time-to-live: key `a` counts from 1 again.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(4000));
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&input)

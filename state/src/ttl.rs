@@ -75,6 +75,8 @@ pub fn expired(stored: &[u8], now: i64) -> bool {
 /// shared by the backend, its cleanup (a compaction filter runs on other
 /// threads) and the [`TtlBackend`] over it.
 pub struct Expiry {
+    /// Whether any state carries stamps (a compaction's fast path).
+    any: std::sync::atomic::AtomicBool,
     /// Per state id: its kind, if its values carry stamps.
     stamped: RwLock<Vec<Option<StateKind>>>,
     clock: RwLock<Clock>,
@@ -83,6 +85,7 @@ pub struct Expiry {
 impl Default for Expiry {
     fn default() -> Self {
         Expiry {
+            any: std::sync::atomic::AtomicBool::new(false),
             stamped: RwLock::default(),
             clock: RwLock::new(system_clock()),
         }
@@ -113,6 +116,9 @@ impl Expiry {
 
     /// State `state`'s kind, if its values carry stamps.
     pub fn stamped(&self, state: u32) -> Option<StateKind> {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         self.stamped
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -128,6 +134,9 @@ impl Expiry {
             s.resize(state as usize + 1, None);
         }
         s[state as usize] = stamped.then_some(kind);
+        if stamped {
+            self.any.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -256,6 +265,44 @@ impl TtlBackend {
         values.iter().map(|v| stamp(at, v)).collect()
     }
 
+    /// A list replaced by `values`: an element the stored list holds, alive,
+    /// keeps its expiry time (the SDKs replace a list they read and added
+    /// to, or took elements out of: its old elements are not written
+    /// again); the others are stamped now. With `refresh_on_read`, all are
+    /// (the list was read).
+    fn restamp_list(
+        &self,
+        ttl: StateTtl,
+        target: &StateKey,
+        values: Vec<Vec<u8>>,
+    ) -> anyhow::Result<Vec<Vec<u8>>> {
+        if ttl.refresh_on_read || values.is_empty() {
+            return Ok(self.stamp_values(ttl, values));
+        }
+        let stored = self.inner.get_list(target.state, &target.key)?;
+        let now = self.expiry.now();
+        let alive = alive_elements(&stored, now);
+        let at = self.expires_at(ttl);
+        // Each stored element stands for one equal new one, in order.
+        let mut kept: std::collections::HashMap<&[u8], std::collections::VecDeque<&[u8]>> =
+            std::collections::HashMap::new();
+        for old in &alive {
+            kept.entry(&old[STAMP..]).or_default().push_back(old);
+        }
+        Ok(values
+            .iter()
+            .map(|v| {
+                match kept
+                    .get_mut(v.as_slice())
+                    .and_then(std::collections::VecDeque::pop_front)
+                {
+                    Some(old) => old.to_vec(),
+                    None => stamp(at, v),
+                }
+            })
+            .collect())
+    }
+
     /// `op`, its values stamped if its state has a time-to-live.
     fn stamped(&self, op: StateOp) -> anyhow::Result<StateOp> {
         let state = match &op {
@@ -275,10 +322,10 @@ impl TtlBackend {
                 target,
                 value: stamp(at, &value),
             },
-            StateOp::ReplaceList { target, values } => StateOp::ReplaceList {
-                target,
-                values: self.stamp_values(ttl, values),
-            },
+            StateOp::ReplaceList { target, values } => {
+                let values = self.restamp_list(ttl, &target, values)?;
+                StateOp::ReplaceList { target, values }
+            }
             StateOp::AppendList { target, values } => StateOp::AppendList {
                 target,
                 values: self.stamp_values(ttl, values),
@@ -479,6 +526,10 @@ impl StateBackend for TtlBackend {
     }
 
     fn apply_all(&mut self, ops: Vec<StateOp>, timers: Vec<TimerOp>) -> anyhow::Result<()> {
+        if self.ttls.iter().all(Option::is_none) && self.due.borrow().is_empty() {
+            // No state with a time-to-live: nothing to stamp.
+            return self.inner.apply_all(ops, timers);
+        }
         // What reads found due first: the batch's own changes come after.
         let mut all = std::mem::take(&mut *self.due.borrow_mut());
         all.reserve(ops.len());

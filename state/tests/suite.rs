@@ -579,6 +579,7 @@ suite!(
     a_savepoint_restores_into_either_backend_at_any_parallelism,
     values_lists_and_map_entries_expire_by_their_time_to_live,
     expired_values_leave_full_snapshots_and_a_restore_keeps_the_time_to_live,
+    a_list_read_and_added_to_keeps_its_elements_expiry,
 );
 
 /// A savepoint of either backend is one canonical file that restores into
@@ -1073,4 +1074,58 @@ fn the_memory_backend_drops_expired_values_between_snapshots() {
     b.apply_all(Vec::new(), Vec::new()).unwrap();
     assert_eq!(b.size().entries, 1);
     assert_eq!(b.get_value(plain, b"p").unwrap(), Some(b"y".to_vec()));
+}
+
+/// The SDKs hand a list they read and added to over as a replacement: its
+/// old elements keep the expiry time they were added with (unless reads
+/// renew them).
+fn a_list_read_and_added_to_keeps_its_elements_expiry(s: Subject) {
+    let (now, clock) = manual_clock();
+    let mut b = TtlBackend::new(s.backend).with_clock(clock);
+    let at = |t: i64| now.store(t, Ordering::Relaxed);
+    let l = b
+        .declare_ttl("l", StateKind::List, ttl(100, false))
+        .unwrap();
+    let r = b.declare_ttl("r", StateKind::List, ttl(100, true)).unwrap();
+    let append = |state, v: &[&str]| StateOp::AppendList {
+        target: key(state, "k"),
+        values: bytes(v),
+    };
+    b.apply_all(vec![append(l, &["a"]), append(r, &["a"])], Vec::new())
+        .unwrap();
+    at(50);
+    assert_eq!(b.get_list(l, b"k").unwrap(), bytes(&["a"]));
+    assert_eq!(b.get_list(r, b"k").unwrap(), bytes(&["a"]));
+    let replace = |state, v: &[&str]| StateOp::ReplaceList {
+        target: key(state, "k"),
+        values: bytes(v),
+    };
+    b.apply_all(
+        vec![replace(l, &["a", "b"]), replace(r, &["a", "b"])],
+        Vec::new(),
+    )
+    .unwrap();
+    at(100);
+    assert_eq!(
+        b.get_list(l, b"k").unwrap(),
+        bytes(&["b"]),
+        "`a` added at 0"
+    );
+    assert_eq!(
+        b.get_list(r, b"k").unwrap(),
+        bytes(&["a", "b"]),
+        "read at 50"
+    );
+    b.apply_all(vec![replace(l, &["c", "b"])], Vec::new())
+        .unwrap();
+    at(150);
+    assert_eq!(
+        b.get_list(l, b"k").unwrap(),
+        bytes(&["c"]),
+        "`b` added at 50"
+    );
+    at(200);
+    assert_eq!(b.get_list(r, b"k").unwrap(), Vec::<Vec<u8>>::new());
+    at(199);
+    assert_eq!(b.get_list(l, b"k").unwrap(), bytes(&["c"]));
 }

@@ -620,6 +620,12 @@ impl CheckpointCoordinator {
         drop(inner);
         self.record_completed(&pending);
         tracing::info!(job = %self.topology.job, checkpoint = id, "checkpoint completed");
+        // Given up before the workers are told (whatever happens to this
+        // call meanwhile, their files go).
+        for old in older {
+            self.discard(old, &format!("subsumed by checkpoint {id}"))
+                .await;
+        }
         if let Some(w) = stop_waiter {
             // The job ends once its workers know: they commit what it holds
             // before they are canceled.
@@ -627,10 +633,6 @@ impl CheckpointCoordinator {
             let _ = w.send(Ok(metadata));
         } else {
             self.gateway.notify_complete(id).await;
-        }
-        for old in older {
-            self.discard(old, &format!("subsumed by checkpoint {id}"))
-                .await;
         }
         self.delete(unused).await;
     }

@@ -80,6 +80,12 @@ pub async fn read(
         let db = scratch.path().join("db");
         std::fs::create_dir_all(&db).map_err(|e| failed(e.into()))?;
         for f in &handle.files {
+            if f.name.is_empty() || f.name.contains(['/', '\\']) || f.name == ".." {
+                return Err(failed(anyhow::anyhow!(
+                    "a state file named {:?} in its metadata",
+                    f.name
+                )));
+            }
             let bytes = store
                 .get(&ObjectPath::from(f.path.as_str()))
                 .await

@@ -8,7 +8,8 @@ use crate::checkpoint::inspect::{self, StateQuery};
 use crate::error::{CoordinatorError, ErrorKind};
 
 /// How many times a read starts over when a newer checkpoint subsumed (and
-/// deleted) the one being read.
+/// deleted) the one being read (a read that fails again on the same
+/// checkpoint stops there).
 const TRIES: usize = 3;
 
 impl JobMasters {
@@ -29,7 +30,7 @@ impl JobMasters {
                 ),
             )
         })?;
-        let mut last_error = None;
+        let mut last_error: Option<(u64, CoordinatorError)> = None;
         for _ in 0..TRIES {
             let (latest, plan) = {
                 let m = master.lock().await;
@@ -55,11 +56,17 @@ impl JobMasters {
             };
             let store = weir_model::storage::open(url)
                 .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
+            if let Some((id, e)) = last_error.take()
+                && id == latest.id
+            {
+                // It failed on this very checkpoint: not for a newer one.
+                return Err(e);
+            }
             match inspect::read(store.as_ref(), &latest, &plan.graph, query).await {
-                Err(e) if e.kind == ErrorKind::Internal => last_error = Some(e),
+                Err(e) if e.kind == ErrorKind::Internal => last_error = Some((latest.id, e)),
                 answer => return answer,
             }
         }
-        Err(last_error.expect("tried"))
+        Err(last_error.expect("tried").1)
     }
 }

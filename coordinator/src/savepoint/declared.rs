@@ -38,7 +38,7 @@ pub async fn check(
             component,
             key_by: Some(_),
             window,
-            builtin: None,
+            builtin,
         } = &v.kind
         else {
             continue;
@@ -62,6 +62,10 @@ pub async fn check(
             }
         }
         if states.is_empty() {
+            continue;
+        }
+        if let Some(builtin) = builtin {
+            builtin_takes(&v.name, builtin, window.is_some(), &states)?;
             continue;
         }
         let Some(wasm) = components
@@ -125,4 +129,77 @@ pub async fn check(
         }
     }
     Ok(())
+}
+
+/// A built-in running aggregate keeps one value state,
+/// `weir.builtin.<function>`, with a time-to-live when it has `ttl-ms`:
+/// refuse a savepoint whose state of that name is kept the other way.
+fn builtin_takes(
+    operator: &str,
+    builtin: &weir_model::builtin::Builtin,
+    windowed: bool,
+    states: &[Declared],
+) -> Result<(), CoordinatorError> {
+    let weir_model::builtin::Builtin::Aggregate {
+        function, ttl_ms, ..
+    } = builtin
+    else {
+        return Ok(());
+    };
+    if windowed {
+        return Ok(());
+    }
+    let name = format!("weir.builtin.{}", function.name());
+    let Some(saved) = states.iter().find(|d| d.name == name) else {
+        return Ok(());
+    };
+    if saved.stamped != ttl_ms.is_some() {
+        let (was, now) = if saved.stamped {
+            ("with", "without")
+        } else {
+            ("without", "with")
+        };
+        return Err(CoordinatorError::unprocessable(
+            "state_incompatible",
+            format!(
+                "operator `{operator}` cannot take the savepoint's state: its aggregates were kept {was} a time-to-live, and it now runs {now} `ttl-ms` (keep it as it was, or give the operator another name)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_model::builtin::{AggregateFunction, Builtin, Emit};
+    use weir_state::StateKind;
+
+    #[test]
+    fn a_running_aggregate_keeps_or_lacks_its_time_to_live() {
+        let count = |ttl_ms| Builtin::Aggregate {
+            function: AggregateFunction::Count,
+            field: None,
+            emit: Emit::Record,
+            ttl_ms,
+        };
+        let saved = |stamped| {
+            vec![Declared {
+                name: "weir.builtin.count".into(),
+                kind: StateKind::Value,
+                stamped,
+            }]
+        };
+        assert!(builtin_takes("c", &count(None), false, &saved(false)).is_ok());
+        assert!(builtin_takes("c", &count(Some(5)), false, &saved(true)).is_ok());
+        let e = builtin_takes("c", &count(Some(5)), false, &saved(false)).unwrap_err();
+        assert_eq!(e.code, "state_incompatible");
+        assert!(
+            e.message.contains("`c`") && e.message.contains("ttl-ms"),
+            "{e}"
+        );
+        assert!(builtin_takes("c", &count(None), false, &saved(true)).is_err());
+        // Windows keep their own state.
+        assert!(builtin_takes("c", &count(None), true, &saved(true)).is_ok());
+    }
 }
