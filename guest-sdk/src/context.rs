@@ -801,7 +801,26 @@ impl OpenContext {
     }
 
     /// Declare a [`ListState`] called `name` whose every element expires
-    /// `ttl` after it was added (see [`OpenContext::value_state_ttl`]).
+    /// `ttl` after it was added (see [`OpenContext::value_state_ttl`]); an
+    /// element keeps its time while the list is read and added to.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// struct Recent { seen: ListState<i64> }
+    /// # impl KeyedProcess for Recent { type In = i64; type Out = usize;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Recent { seen: ctx.list_state_ttl("seen", Ttl::ms(1_000))? })
+    /// }
+    /// # fn process(&mut self, n: i64, ctx: &mut Context<usize>) -> weir::Result<()> { let before = self.seen.get()?.len(); self.seen.add(n)?; ctx.emit(before + 1); Ok(()) } }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Recent>(&[]).unwrap();
+    /// # assert_eq!(h.process::<_, _, usize>("k", &1, None).unwrap(), [1]);
+    /// # h.advance_processing_time::<usize>(600).unwrap();
+    /// # assert_eq!(h.process::<_, _, usize>("k", &2, None).unwrap(), [2]);
+    /// # h.advance_processing_time::<usize>(1_000).unwrap();
+    /// # assert_eq!(h.process::<_, _, usize>("k", &3, None).unwrap(), [2], "the first, added at 0, expired");
+    /// ```
     pub fn list_state_ttl<T>(&mut self, name: &str, ttl: crate::Ttl) -> crate::Result<ListState<T>>
     where
         T: Serialize + DeserializeOwned,

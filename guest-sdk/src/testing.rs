@@ -65,6 +65,38 @@ impl Store {
         }
     }
 
+    /// A list of `state` replaced by `values`, as stored: an element the
+    /// stored list holds, alive, keeps its expiry time (as the runtime
+    /// keeps it); the others are stamped now (all, when reads renew).
+    fn restamped(&self, state: u32, addr: &Addr, values: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let Some(ttl) = self.ttls.get(&state) else {
+            return values;
+        };
+        let mut kept: HashMap<&[u8], std::collections::VecDeque<&Vec<u8>>> = HashMap::new();
+        if !ttl.refresh_on_read {
+            for old in self.lists.get(addr).into_iter().flatten() {
+                let alive = old
+                    .get(..8)
+                    .is_some_and(|at| i64::from_be_bytes(at.try_into().unwrap()) > self.now);
+                if alive {
+                    kept.entry(&old[8..]).or_default().push_back(old);
+                }
+            }
+        }
+        let out: Vec<Option<Vec<u8>>> = values
+            .iter()
+            .map(|v| {
+                kept.get_mut(v.as_slice())
+                    .and_then(std::collections::VecDeque::pop_front)
+                    .cloned()
+            })
+            .collect();
+        out.into_iter()
+            .zip(values)
+            .map(|(old, v)| old.unwrap_or_else(|| self.stored(state, v)))
+            .collect()
+    }
+
     /// A stored value of `state` as read: `None` once expired; renewed in
     /// `renew` when reads renew it.
     fn read<'a>(&self, state: u32, stored: &'a mut Vec<u8>) -> Option<&'a [u8]> {
@@ -708,12 +740,9 @@ impl Harness {
                     s.values.insert(entry(&p.target), value);
                 }
                 StateOp::ReplaceList(l) => {
-                    let values = l
-                        .values
-                        .into_iter()
-                        .map(|v| s.stored(l.target.state, v))
-                        .collect();
-                    s.lists.insert(entry(&l.target), values);
+                    let addr = entry(&l.target);
+                    let values = s.restamped(l.target.state, &addr, l.values);
+                    s.lists.insert(addr, values);
                 }
                 StateOp::AppendList(l) => {
                     let values: Vec<_> = l

@@ -60,6 +60,24 @@ class MemoryHost {
     out.set(value, 8);
     return out;
   }
+  /** A list replaced by `values`, as stored: an element the stored list
+   * holds, alive, keeps its expiry time (as the runtime keeps it); the others
+   * are stamped now (all, when reads renew). */
+  restamp(state, a, values) {
+    const ttl = this.ttls.get(state);
+    if (!ttl) return [...values];
+    const kept = new Map();
+    if (!ttl.refreshOnRead) {
+      for (const old of this.lists.get(a) ?? []) {
+        const at = Number(new DataView(old.buffer, old.byteOffset, old.byteLength).getBigInt64(0));
+        if (at > this.now) {
+          const id = keyString(old.slice(8));
+          kept.set(id, [...(kept.get(id) ?? []), old]);
+        }
+      }
+    }
+    return values.map((v) => kept.get(keyString(v))?.shift() ?? this.stamp(state, v));
+  }
   /** A stored value as read, and what stays stored (null: it expired). */
   read(state, stored) {
     const ttl = this.ttls.get(state);
@@ -153,7 +171,7 @@ class MemoryHost {
             this.lists.delete(a);
             this.maps.delete(a);
           } else if (o.op === 'append-list') this.lists.set(a, [...(this.lists.get(a) ?? []), ...o.values.map((v) => this.stamp(o.state, v))]);
-          else if (o.op === 'replace-list') this.lists.set(a, o.values.map((v) => this.stamp(o.state, v)));
+          else if (o.op === 'replace-list') this.lists.set(a, this.restamp(o.state, a, o.values));
           else if (o.op === 'put-entry') {
             if (!this.maps.has(a)) this.maps.set(a, new Map());
             this.maps.get(a).set(keyString(o.mapKey), [o.mapKey, this.stamp(o.state, o.value)]);

@@ -249,6 +249,9 @@ weir.keyedProcess('t-ttl', class {
     }
     const n = (this.count.value() ?? 0) + 1;
     this.count.update(n);
+    // Read, then added to: written back whole, its old elements keep the
+    // time they were added at.
+    if (this.recent.get().includes(r)) throw new Error(`${r} twice`);
     this.recent.add(r);
     this.flags.put(r, true);
     ctx.emit(n);

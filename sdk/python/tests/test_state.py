@@ -165,6 +165,9 @@ class Expiring(weir.KeyedProcess):
             return
         n = (self.count.value() or 0) + 1
         self.count.update(n)
+        # Read, then added to: written back whole, its old elements keep
+        # the time they were added at.
+        assert record not in self.recent.get()
         self.recent.add(record)
         self.flags.put(record, True)
         ctx.emit(n)

@@ -76,6 +76,24 @@ class _MemoryHost:
         ttl = self.ttls.get(state)
         return value if ttl is None else struct.pack(">q", self.now + ttl[0]) + bytes(value)
 
+    def _restamp(self, state: int, addr: Tuple[int, bytes], values: List[bytes]) -> List[bytes]:
+        """A list replaced by ``values``, as stored: an element the stored
+        list holds, alive, keeps its expiry time (as the runtime keeps it);
+        the others are stamped now (all, when reads renew)."""
+        ttl = self.ttls.get(state)
+        if ttl is None:
+            return list(values)
+        kept: Dict[bytes, List[bytes]] = {}
+        if not ttl[1]:
+            for old in self.lists.get(addr, []):
+                if struct.unpack(">q", old[:8])[0] > self.now:
+                    kept.setdefault(bytes(old[8:]), []).append(old)
+        out = []
+        for v in values:
+            same = kept.get(bytes(v))
+            out.append(same.pop(0) if same else self._stamp(state, v))
+        return out
+
     def _read(self, state: int, stored: Optional[bytes]) -> Tuple[Optional[bytes], Optional[bytes]]:
         """A stored value as read, and what stays stored (``None``: it expired)."""
         ttl = self.ttls.get(state)
@@ -170,7 +188,7 @@ class _MemoryHost:
                         self.lists.setdefault(addr, []).extend(
                             self._stamp(op[1], v) for v in op[3])
                     elif op[0] == "replace-list":
-                        self.lists[addr] = [self._stamp(op[1], v) for v in op[3]]
+                        self.lists[addr] = self._restamp(op[1], addr, op[3])
                     elif op[0] == "put-entry":
                         self.maps.setdefault(addr, {})[op[3]] = self._stamp(op[1], op[4])
                     else:
