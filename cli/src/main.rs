@@ -150,7 +150,9 @@ enum Command {
         #[arg(long)]
         wait: bool,
         /// Start from the savepoint in this directory (on the coordinator's
-        /// machine): state is matched by operator name, at any parallelism.
+        /// machine), or from a retained checkpoint's
+        /// (`<data-dir>/checkpoints/<job>/chk-<id>`): state is matched by
+        /// operator name, at any parallelism.
         #[arg(long, value_name = "PATH")]
         from_savepoint: Option<PathBuf>,
         /// With --from-savepoint: drop the savepoint's state that no

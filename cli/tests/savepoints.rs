@@ -3,8 +3,9 @@
 //! stopped with a savepoint mid-input and started again from it at
 //! another parallelism and on another state backend, twice (2 → 3 → 1,
 //! RocksDB → memory → RocksDB); the committed output of the three jobs
-//! together holds every key's counts 1..n exactly once. And the requests
-//! a savepoint refuses, each a 4xx naming what is wrong.
+//! together holds every key's counts 1..n exactly once; the same from a
+//! canceled job's retained checkpoint. And the requests a savepoint
+//! refuses, each a 4xx naming what is wrong.
 
 mod common;
 
@@ -168,6 +169,41 @@ fn resume(rest: &str, bundle: &Path, parallelism: u32, savepoint: &str) -> Strin
     ]))
 }
 
+/// Wait until the committed counts in `output` are every key's 1..n of
+/// `want` (`jobs`: whose output it is), failing at once on a count
+/// committed twice or one above the key's lines.
+async fn counted_exactly(output: &Path, want: &BTreeMap<String, u64>, jobs: &str) {
+    let started = Instant::now();
+    loop {
+        let got = common::committed_counts(output);
+        for (k, c) in &got {
+            let mut seen = c.clone();
+            seen.dedup();
+            assert_eq!(seen.len(), c.len(), "`{k}`: a count committed twice: {c:?}");
+            assert!(
+                c.len() as u64 <= want[k],
+                "`{k}`: more counts than lines: {c:?}"
+            );
+        }
+        if got.len() == want.len()
+            && got
+                .iter()
+                .all(|(k, c)| *c == (1..=want[k]).collect::<Vec<_>>())
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{jobs} committed output catches up with the input ({} lines): {:?}",
+            want.values().sum::<u64>(),
+            got.iter()
+                .map(|(k, c)| (k, c.len(), want.get(k)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_exact() {
     let tmp = tempfile::tempdir().unwrap();
@@ -215,38 +251,84 @@ async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_ex
     let want = input.stop();
     let total: u64 = want.values().sum();
     assert!(total > read_by_first, "the input grew between the jobs");
-    let started = Instant::now();
-    loop {
-        let got = common::committed_counts(&output);
-        for (k, c) in &got {
-            let mut seen = c.clone();
-            seen.dedup();
-            assert_eq!(seen.len(), c.len(), "`{k}`: a count committed twice: {c:?}");
-            assert!(
-                c.len() as u64 <= want[k],
-                "`{k}`: more counts than lines: {c:?}"
-            );
-        }
-        if got.len() == want.len()
-            && got
-                .iter()
-                .all(|(k, c)| *c == (1..=want[k]).collect::<Vec<_>>())
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the four jobs' committed output catches up with the input ({total} lines): {:?}",
-            got.iter()
-                .map(|(k, c)| (k, c.len(), want.get(k)))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    counted_exactly(&output, &want, "the four jobs'").await;
     eprintln!(
         "{total} lines counted exactly once by four jobs: parallelism 2 (RocksDB) → 3 (memory) → 1 (RocksDB) → 2"
     );
     let o = common::weir(&["cancel", &fourth, "--coordinator", &rest]);
+    assert!(o.status.success());
+}
+
+/// Job `id`'s newest retained checkpoint's directory in the coordinator's
+/// data directory `data`.
+fn latest_checkpoint(data: &Path, id: &str) -> PathBuf {
+    std::fs::read_dir(data.join("checkpoints").join(id))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("_metadata").is_file())
+        .max_by_key(|p| {
+            p.file_name().unwrap().to_str().unwrap()["chk-".len()..]
+                .parse::<u64>()
+                .unwrap()
+        })
+        .unwrap_or_else(|| panic!("job {id} retained no checkpoint"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canceled_jobs_retained_checkpoint_restores_at_another_parallelism_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let data = dir.join("data");
+    let (_local, rest) = common::local(&data);
+    let input_path = dir.join("input.jsonl");
+    let output = dir.join("out");
+    let mut input = Input::start(&input_path);
+
+    // Parallelism 2 on RocksDB (incremental checkpoints: their files are
+    // shared between checkpoints), canceled mid-input: no savepoint.
+    let rocks = bundle(&dir, "rocks", &input_path, &output, "rocksdb");
+    let first = common::submit(&rest, &rocks);
+    running(&rest, &first, 200).await;
+    let o = common::weir(&["cancel", &first, "--coordinator", &rest]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::job_until(&rest, &first, "the job is canceled", |j| {
+        j.state == JobState::Canceled
+    })
+    .await;
+    let retained = latest_checkpoint(&data, &first);
+
+    // Its metadata anywhere else is refused, naming where it belongs.
+    let moved = dir.join("moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    std::fs::copy(retained.join("_metadata"), moved.join("_metadata")).unwrap();
+    let memory = bundle(&dir, "memory", &input_path, &output, "memory");
+    let o = common::weir(&[
+        "submit",
+        memory.to_str().unwrap(),
+        "--from-savepoint",
+        moved.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("keeps in `{first}/chk-")), "{err}");
+
+    // Parallelism 3 in memory from its latest checkpoint: it takes the
+    // canceled job's output over and goes on from where it was.
+    let second = resume(&rest, &memory, 3, retained.to_str().unwrap());
+    let started = job(&rest, &second).await;
+    assert_eq!(started.vertices[1].parallelism, 3, "{started:#?}");
+    running(&rest, &second, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let want = input.stop();
+    counted_exactly(&output, &want, "the two jobs'").await;
+    // The scratch savepoint it was written out as is gone.
+    let left: Vec<_> = std::fs::read_dir(data.join("savepoints"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    let o = common::weir(&["cancel", &second, "--coordinator", &rest]);
     assert!(o.status.success());
 }
 
@@ -417,7 +499,7 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("did not stop the job"), "{err}");
+    assert!(err.contains("did not end that job"), "{err}");
     // Allowed to drop the renamed operator's state, it starts.
     let o = common::weir(&[
         "submit",

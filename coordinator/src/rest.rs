@@ -529,7 +529,7 @@ pub fn openapi_document() -> serde_json::Value {
                             "bundle": {"type": "string", "description": "A bundle id"},
                             "parallelism": {"type": "integer", "minimum": 1},
                             "params": {"type": "object", "additionalProperties": {"type": "string"}},
-                            "from_savepoint": {"type": "string", "description": "A savepoint's directory on the coordinator's machine: the job starts with its state (matched by vertex name), at any parallelism"},
+                            "from_savepoint": {"type": "string", "description": "A savepoint's directory on the coordinator's machine, or a retained checkpoint's (`<data-dir>/checkpoints/<job>/chk-<id>`): the job starts with its state (matched by vertex name), at any parallelism"},
                             "allow_non_restored_state": {"type": "boolean", "description": "Drop the savepoint's state that no vertex of this job claims"}
                         }
                     }}}},

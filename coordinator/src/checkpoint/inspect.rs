@@ -1,13 +1,9 @@
 //! A completed checkpoint's keyed state as JSON lines (what `weir state`
 //! prints of a savepoint, [`weir_state::inspect`]): each operator
-//! subtask's files are fetched from the checkpoint storage into a scratch
-//! directory and read — a RocksDB snapshot is opened there and written out
-//! in the canonical format first.
+//! subtask's state is fetched from the checkpoint storage as a canonical
+//! file ([`super::export`]) and read.
 
-use std::path::Path;
-
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 use weir_model::JobGraph;
 use weir_model::checkpoint::{CheckpointMetadata, OperatorStateHandle};
 use weir_state::inspect::Printer;
@@ -76,34 +72,16 @@ pub async fn read(
         .into_iter()
         .filter(|(n, _, _)| query.operator.as_ref().is_none_or(|o| o == n))
     {
-        let scratch = tempfile::tempdir().map_err(|e| failed(e.into()))?;
-        let db = scratch.path().join("db");
-        std::fs::create_dir_all(&db).map_err(|e| failed(e.into()))?;
-        for f in &handle.files {
-            if f.name.is_empty() || f.name.contains(['/', '\\']) || f.name == ".." {
-                return Err(failed(anyhow::anyhow!(
-                    "a state file named {:?} in its metadata",
-                    f.name
-                )));
-            }
-            let bytes = store
-                .get(&ObjectPath::from(f.path.as_str()))
-                .await
-                .map_err(|e| failed(anyhow::anyhow!("{}: {e}", f.path)))?
-                .bytes()
-                .await
-                .map_err(|e| failed(anyhow::anyhow!("{}: {e}", f.path)))?;
-            std::fs::write(db.join(&f.name), bytes).map_err(|e| failed(e.into()))?;
-        }
-        let (format, max_parallelism) = (handle.format.clone(), graph.max_parallelism);
+        let canonical = super::export::canonical(store, handle, graph.max_parallelism)
+            .await
+            .map_err(failed)?;
         let (codec, wanted) = (graph.codec, query.state.clone());
         let (printed, saw) = tokio::task::spawn_blocking(move || {
-            let file = canonical_file(&format, &db, max_parallelism)?;
             let mut out = Vec::new();
             let mut p = Printer::new(&operator, subtask, wanted.as_deref(), codec, &mut out);
-            weir_state::canonical::read(&file, &mut p)?;
+            weir_state::canonical::read(&canonical.file, &mut p)?;
             let saw = p.seen();
-            drop(scratch);
+            drop(canonical);
             anyhow::Ok((out, saw))
         })
         .await
@@ -124,32 +102,4 @@ pub async fn read(
         ));
     }
     Ok(out)
-}
-
-/// The canonical file of a snapshot whose files are in `dir`: the memory
-/// backend's own, or a RocksDB snapshot's written out.
-fn canonical_file(
-    format: &str,
-    dir: &Path,
-    max_parallelism: u32,
-) -> anyhow::Result<std::path::PathBuf> {
-    match format {
-        "full" => Ok(dir.join(weir_state::canonical::FILE)),
-        #[cfg(feature = "rocksdb")]
-        "rocksdb" => {
-            use weir_state::StateBackend;
-            let out = dir.with_extension("state.bin");
-            let mut db = weir_state::RocksDbStateBackend::open(dir, max_parallelism)?;
-            db.export(&out)?;
-            Ok(out)
-        }
-        #[cfg(not(feature = "rocksdb"))]
-        "rocksdb" => {
-            let _ = max_parallelism;
-            anyhow::bail!(
-                "its state is in RocksDB's format, and this coordinator was built without RocksDB"
-            )
-        }
-        other => anyhow::bail!("unknown state format {other:?}"),
-    }
 }

@@ -18,6 +18,7 @@
 
 pub mod completed;
 pub mod coordinator;
+pub mod export;
 pub mod inspect;
 pub mod pending;
 pub mod shared_registry;

@@ -84,6 +84,9 @@ pub struct SavepointStart {
     /// Whether state of the savepoint that no vertex of the job claims may
     /// be dropped.
     pub allow_non_restored: bool,
+    /// The scratch directory `dir` is, when the savepoint was written out
+    /// of a retained checkpoint for this start (removed once it is done).
+    pub scratch: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 /// Runs jobs. It reports the end of a job through `done`.

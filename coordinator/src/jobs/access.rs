@@ -121,7 +121,7 @@ fn claim(
     let inherited = owners.predecessor == Some((owner.as_str(), true));
     if owners.predecessor == Some((owner.as_str(), false)) && !overwrite {
         return Err(conflict(format!(
-            "{what}: {shown} belongs to job {owner}, whose savepoint this job starts from; that savepoint did not stop the job, which may have committed output after it: give another path (or stop job {owner} with a savepoint, `weir stop`, and start from that one)"
+            "{what}: {shown} belongs to job {owner}, whose savepoint or checkpoint this job starts from; it did not end that job (a savepoint that did not stop it; a checkpoint not its latest, or of a job that still runs or finished), which may have committed output after it: give another path (or stop job {owner} with a savepoint, `weir stop`, and start from that one)"
         )));
     }
     match ended {
@@ -135,7 +135,7 @@ fn claim(
         }
         Some(false) if inherited => {
             return Err(conflict(format!(
-                "{what}: {shown} belongs to job {owner}, whose savepoint this job starts from, and which has not ended: stop it first (`weir stop`), so that one job writes there"
+                "{what}: {shown} belongs to job {owner}, whose savepoint or checkpoint this job starts from, and which has not ended: stop it first (`weir stop`), so that one job writes there"
             )));
         }
         Some(false) => {

@@ -46,6 +46,9 @@ pub struct Jobs {
     pub(super) triggers: crate::savepoint::triggers::Triggers,
     /// Where savepoints go when their trigger names no directory.
     pub(super) savepoints_dir: std::path::PathBuf,
+    /// Where the jobs' checkpoints are kept (retained checkpoints there
+    /// may start a job as savepoints do).
+    pub(super) checkpoints_dir: std::path::PathBuf,
 }
 
 fn unknown(id: &str) -> CoordinatorError {
@@ -110,6 +113,8 @@ impl Jobs {
             triggers: Default::default(),
             savepoints_dir: std::path::absolute(data_dir.join("savepoints"))
                 .unwrap_or_else(|_| data_dir.join("savepoints")),
+            checkpoints_dir: std::path::absolute(data_dir.join("checkpoints"))
+                .unwrap_or_else(|_| data_dir.join("checkpoints")),
         });
         // A sample of every running job's metrics a second, for rates and
         // the dashboard's charts; it stops with the last reference.
@@ -174,7 +179,10 @@ impl Jobs {
     ) -> Result<JobInfo, CoordinatorError> {
         let (graph, components) = self.plan(&request).await?;
         let from = match &request.from_savepoint {
-            Some(path) => Some(self.savepoint_to_start(path, request.allow_non_restored_state)?),
+            Some(path) => Some(
+                self.savepoint_to_start(path, request.allow_non_restored_state)
+                    .await?,
+            ),
             None => None,
         };
         if let Some(from) = &from {

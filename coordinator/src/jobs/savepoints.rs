@@ -56,9 +56,10 @@ impl Jobs {
             ));
         }
         let given = Path::new(path);
-        // The coordinator's own savepoints (where they go by default), and
-        // anything the granted directories hold.
-        let own = given.starts_with(&self.savepoints_dir)
+        // The coordinator's own savepoints (where they go by default) and
+        // checkpoints, and anything the granted directories hold.
+        let own = (given.starts_with(&self.savepoints_dir)
+            || given.starts_with(&self.checkpoints_dir))
             && !given
                 .components()
                 .any(|c| c == std::path::Component::ParentDir);
@@ -70,19 +71,69 @@ impl Jobs {
             .map_err(|e| unprocessable("path_not_allowed", e.to_string()))
     }
 
-    /// The savepoint a submission starts from, read and checked.
-    pub(super) fn savepoint_to_start(
+    /// The savepoint a submission starts from, read and checked: a
+    /// savepoint's directory, or a retained checkpoint's (written out as a
+    /// savepoint first).
+    pub(super) async fn savepoint_to_start(
         &self,
         path: &str,
         allow_non_restored: bool,
     ) -> Result<SavepointStart, CoordinatorError> {
         // (A directory: checked as a sink's directory is.)
         let dir = self.savepoint_path("the savepoint", path, Use::Write)?;
+        if let Some(retained) = crate::savepoint::retained::read(&dir) {
+            return self.retained_to_start(&retained?, allow_non_restored).await;
+        }
         let metadata = crate::savepoint::read(&dir)?;
         Ok(SavepointStart {
             dir,
             metadata,
             allow_non_restored,
+            scratch: None,
+        })
+    }
+
+    /// A retained checkpoint of a job this coordinator knows, written out
+    /// as a savepoint of it (its job planned again from its bundle, with
+    /// its parameters and parallelism, names the checkpoint's vertices).
+    async fn retained_to_start(
+        &self,
+        retained: &crate::savepoint::retained::Retained,
+        allow_non_restored: bool,
+    ) -> Result<SavepointStart, CoordinatorError> {
+        let c = &retained.checkpoint;
+        let info = self.get(&c.job).await.map_err(|_| {
+            unprocessable(
+                "checkpoint_job_unknown",
+                format!(
+                    "checkpoint {} is of job `{}`, which this coordinator does not know: its vertices cannot be named (take a savepoint instead: it names them)",
+                    c.id, c.job
+                ),
+            )
+        })?;
+        let (graph, _) = self.plan(&JobRequest::of(&info)).await.map_err(|e| {
+            unprocessable(
+                "checkpoint_job_unplannable",
+                format!(
+                    "checkpoint {} of job `{}`: that job cannot be planned again to name its vertices: {}",
+                    c.id, c.job, e.message
+                ),
+            )
+        })?;
+        let ended = info.state.is_terminal() && info.state != JobState::Finished;
+        let stopped = crate::savepoint::retained::ends_its_job(retained, ended).await?;
+        let (scratch, metadata) = crate::savepoint::retained::as_savepoint(
+            retained,
+            &graph,
+            &self.savepoints_dir,
+            stopped,
+        )
+        .await?;
+        Ok(SavepointStart {
+            dir: scratch.path().to_owned(),
+            metadata,
+            allow_non_restored,
+            scratch: Some(Arc::new(scratch)),
         })
     }
 

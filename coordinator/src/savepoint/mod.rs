@@ -18,8 +18,12 @@
 //! subtask every split's position (its connector picks its splits), and
 //! each sink subtask the pre-commits of the savepoint's subtasks `j` with
 //! `j % parallelism == subtask`.
+//!
+//! A retained checkpoint starts a job the same way, once written out as a
+//! savepoint ([`retained`]).
 
 pub mod declared;
+pub mod retained;
 pub mod triggers;
 
 use std::collections::BTreeMap;
@@ -74,6 +78,19 @@ pub async fn write(
     dir: &Path,
     stopped: bool,
 ) -> anyhow::Result<SavepointMetadata> {
+    if let Some(s) = checkpoint
+        .subtasks
+        .iter()
+        .find(|s| s.state.inflight.is_some() && s.state.inflight_bytes > 0)
+    {
+        anyhow::bail!(
+            "checkpoint {} was taken unaligned: task {} [{}] stored {} bytes of records in flight with it, which only a restore of the same job at the same parallelism replays (take a savepoint, or pick an aligned checkpoint)",
+            checkpoint.id,
+            s.task,
+            s.subtask,
+            s.state.inflight_bytes
+        );
+    }
     let target = weir_model::storage::open(&weir_model::storage::file_url(dir)?)?;
     let mut vertices = Vec::new();
     for v in &graph.vertices {
@@ -102,34 +119,10 @@ pub async fn write(
                 });
             }
             for o in s.state.operators.iter().filter(|o| o.vertex == v.id) {
-                let [f] = &o.files[..] else {
-                    anyhow::bail!(
-                        "operator `{}` [{}]: its state is not in one canonical file ({} files, format {})",
-                        v.name,
-                        s.subtask,
-                        o.files.len(),
-                        o.format
-                    );
-                };
-                anyhow::ensure!(
-                    o.format == "full",
-                    "operator `{}` [{}]: its state is in the {} format, not the canonical one",
-                    v.name,
-                    s.subtask,
-                    o.format
-                );
-                let bytes = storage
-                    .get(&ObjectPath::from(f.path.as_str()))
+                let bytes = canonical_bytes(storage, o, graph.max_parallelism)
                     .await
-                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", f.path))?
-                    .bytes()
-                    .await?;
+                    .map_err(|e| anyhow::anyhow!("operator `{}` [{}]: {e:#}", v.name, s.subtask))?;
                 let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
-                anyhow::ensure!(
-                    f.sha256.is_empty() || f.sha256 == sha256,
-                    "{} changed since it was uploaded",
-                    f.path
-                );
                 let file = state_file_name(&v.name, s.subtask);
                 let size = bytes.len() as u64;
                 target
@@ -168,6 +161,32 @@ pub async fn write(
         .await
         .map_err(|e| anyhow::anyhow!("writing {METADATA} in {}: {e}", dir.display()))?;
     Ok(metadata)
+}
+
+/// The state of one operator subtask (`handle`) in the canonical format:
+/// a savepoint's file as it is (checked against its sha256), any other
+/// snapshot (a retained RocksDB checkpoint's) written out.
+async fn canonical_bytes(
+    storage: &dyn ObjectStore,
+    handle: &OperatorStateHandle,
+    max_parallelism: u32,
+) -> anyhow::Result<bytes::Bytes> {
+    if let ("full", [f]) = (handle.format.as_str(), &handle.files[..]) {
+        let bytes = storage
+            .get(&ObjectPath::from(f.path.as_str()))
+            .await
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", f.path))?
+            .bytes()
+            .await?;
+        anyhow::ensure!(
+            f.sha256.is_empty() || f.sha256 == hex::encode(sha2::Sha256::digest(&bytes)),
+            "{} changed since it was uploaded",
+            f.path
+        );
+        return Ok(bytes);
+    }
+    let exported = crate::checkpoint::export::canonical(storage, handle, max_parallelism).await?;
+    Ok(tokio::fs::read(&exported.file).await?.into())
 }
 
 /// What a savepoint of `graph` would hold, its files and positions aside

@@ -1,0 +1,177 @@
+//! A retained checkpoint taken in as a savepoint (Flink's restore from a
+//! retained checkpoint, `-s <dir>/chk-<n>`): a job's completed checkpoints
+//! stay in the checkpoint storage after it ended, and one of them can start
+//! a job as a savepoint does — at any parallelism, on either backend, with
+//! a new bundle. It is written out as a savepoint first ([`super::write`]:
+//! a RocksDB snapshot in the canonical format), into a scratch directory
+//! the restore reads and drops.
+
+use std::path::{Path, PathBuf};
+
+use weir_model::JobGraph;
+use weir_model::checkpoint::CheckpointMetadata;
+use weir_model::savepoint::{FORMAT, METADATA, SavepointMetadata};
+
+use crate::error::CoordinatorError;
+
+/// A job's completed checkpoint, where its storage keeps it
+/// (`<root>/<job>/chk-<id>`).
+#[derive(Debug)]
+pub struct Retained {
+    /// The checkpoint storage it is in.
+    pub root: PathBuf,
+    /// Its metadata.
+    pub checkpoint: CheckpointMetadata,
+}
+
+fn invalid(dir: &Path, why: String) -> CoordinatorError {
+    CoordinatorError::unprocessable(
+        "savepoint_invalid",
+        format!("{} is not a savepoint: {why}", dir.display()),
+    )
+}
+
+/// The retained checkpoint in `dir`, if that is what it holds (`None`: a
+/// savepoint, or nothing this reads — [`super::read`] says what).
+pub fn read(dir: &Path) -> Option<Result<Retained, CoordinatorError>> {
+    let bytes = std::fs::read(dir.join(METADATA)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    if value.get("format").and_then(|f| f.as_str()) == Some(FORMAT) {
+        return None;
+    }
+    let checkpoint: CheckpointMetadata = serde_json::from_value(value).ok()?;
+    let (Some(name), Some(job)) = (
+        dir.file_name().and_then(|n| n.to_str()),
+        dir.parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str()),
+    ) else {
+        return Some(Err(invalid(dir, "no checkpoint's directory".into())));
+    };
+    if name != format!("chk-{}", checkpoint.id) || job != checkpoint.job {
+        return Some(Err(invalid(
+            dir,
+            format!(
+                "its {METADATA} is checkpoint {} of job `{}`, which a checkpoint storage keeps in `{}/chk-{}` (a retained checkpoint is restored from where its job's storage keeps it: the files it refers to are named from there)",
+                checkpoint.id, checkpoint.job, checkpoint.job, checkpoint.id
+            ),
+        )));
+    }
+    let root = dir.parent()?.parent()?.to_owned();
+    Some(Ok(Retained { root, checkpoint }))
+}
+
+/// Whether a job starting from `retained` may take its sinks' output
+/// over (as from a savepoint that stopped its job): the job that took it
+/// has ended (`ended`, not finished: a finished job committed everything
+/// after its last checkpoint), and no checkpoint of it completed after it
+/// (else output was committed after it).
+pub async fn ends_its_job(retained: &Retained, ended: bool) -> Result<bool, CoordinatorError> {
+    if !ended {
+        return Ok(false);
+    }
+    let c = &retained.checkpoint;
+    let unreadable = |e: anyhow::Error| {
+        CoordinatorError::internal(format!(
+            "reading the checkpoints of job `{}` in {}: {e:#}",
+            c.job,
+            retained.root.display()
+        ))
+    };
+    let store = weir_model::storage::open(
+        &weir_model::storage::file_url(&retained.root).map_err(unreadable)?,
+    )
+    .map_err(unreadable)?;
+    let stored = crate::checkpoint::completed::read_back(store.as_ref(), &c.job, usize::MAX)
+        .await
+        .map_err(unreadable)?;
+    let latest = stored.completed.iter().map(|s| s.id).max();
+    Ok(latest == Some(c.id) && stored.unreadable.iter().all(|(id, _)| *id < c.id))
+}
+
+/// Write `retained`, a checkpoint of `graph` (its job planned again), as a
+/// savepoint into a scratch directory under `under`: the directory (gone
+/// when dropped) and the savepoint's metadata. `stopped`: whether it ends
+/// its job ([`ends_its_job`]).
+pub async fn as_savepoint(
+    retained: &Retained,
+    graph: &JobGraph,
+    under: &Path,
+    stopped: bool,
+) -> Result<(tempfile::TempDir, SavepointMetadata), CoordinatorError> {
+    let c = &retained.checkpoint;
+    let failed = |e: anyhow::Error| {
+        CoordinatorError::unprocessable(
+            "checkpoint_unreadable",
+            format!(
+                "checkpoint {} of job `{}` cannot be restored: {e:#}",
+                c.id, c.job
+            ),
+        )
+    };
+    std::fs::create_dir_all(under).map_err(|e| failed(e.into()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(".from-checkpoint-")
+        .tempdir_in(under)
+        .map_err(|e| failed(e.into()))?;
+    let store =
+        weir_model::storage::open(&weir_model::storage::file_url(&retained.root).map_err(failed)?)
+            .map_err(failed)?;
+    let metadata = super::write(store.as_ref(), c, graph, scratch.path(), stopped)
+        .await
+        .map_err(failed)?;
+    Ok((scratch, metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_model::{CheckpointKind, CheckpointMode};
+
+    fn checkpoint(job: &str, id: u64) -> Vec<u8> {
+        serde_json::to_vec(&CheckpointMetadata {
+            job: job.into(),
+            id,
+            kind: CheckpointKind::Checkpoint,
+            mode: CheckpointMode::ExactlyOnce,
+            attempt: 0,
+            triggered_at_ms: 0,
+            completed_at_ms: 0,
+            subtasks: Vec::new(),
+            predecessor: None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_checkpoint_is_read_where_its_storage_keeps_it_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let at = tmp.path().join("storage/j1/chk-7");
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join(METADATA), checkpoint("j1", 7)).unwrap();
+        let found = read(&at).unwrap().unwrap();
+        assert_eq!(found.root, tmp.path().join("storage"));
+        assert_eq!(
+            (found.checkpoint.job.as_str(), found.checkpoint.id),
+            ("j1", 7)
+        );
+
+        let elsewhere = tmp.path().join("copy");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join(METADATA), checkpoint("j1", 7)).unwrap();
+        let e = read(&elsewhere).unwrap().unwrap_err();
+        assert_eq!(e.code, "savepoint_invalid");
+        assert!(e.message.contains("keeps in `j1/chk-7`"), "{}", e.message);
+
+        // A savepoint, or anything else, is not this module's to read.
+        std::fs::write(
+            elsewhere.join(METADATA),
+            format!(r#"{{"format": "{FORMAT}"}}"#),
+        )
+        .unwrap();
+        assert!(read(&elsewhere).is_none());
+        std::fs::write(elsewhere.join(METADATA), b"{}").unwrap();
+        assert!(read(&elsewhere).is_none());
+        assert!(read(&tmp.path().join("nothing")).is_none());
+    }
+}
