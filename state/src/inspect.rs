@@ -8,6 +8,7 @@
 use std::io::Write;
 
 use serde_json::{Value, json};
+use weir_model::builtin::accumulator::StoredAccumulator;
 use weir_model::codec::Codec;
 
 use crate::StateKind;
@@ -16,27 +17,6 @@ use crate::canonical::{Entry, Visitor};
 /// The prefix of a built-in running aggregate's state name
 /// (`weir.builtin.count`, …).
 const BUILTIN: &str = "weir.builtin.";
-
-/// A built-in running aggregate's accumulator as the value it stands for:
-/// stored as a tag and two 8-byte big-endian fields (count: 0, n; sum, min,
-/// max: 1 none, 2 a whole number, 3 a float; avg: 4, the sum's bits and the
-/// count). `None`: not one.
-fn builtin_value(bytes: &[u8]) -> Option<Value> {
-    if bytes.len() != 17 {
-        return None;
-    }
-    let a = u64::from_be_bytes(bytes[1..9].try_into().ok()?);
-    let b = u64::from_be_bytes(bytes[9..17].try_into().ok()?);
-    Some(match bytes[0] {
-        0 => json!(a),
-        1 => Value::Null,
-        2 => json!(a as i64),
-        3 => json!(f64::from_bits(a)),
-        4 if b == 0 => Value::Null,
-        4 => json!({"avg": f64::from_bits(a) / b as f64, "sum": f64::from_bits(a), "count": b}),
-        _ => return None,
-    })
-}
 
 /// A key or value as JSON: in `codec` when it reads so (MessagePack, or
 /// JSON text), else as text, else as hex.
@@ -131,7 +111,7 @@ impl Visitor for Printer<'_> {
         let builtin = name.starts_with(BUILTIN);
         let show = |bytes: &[u8]| {
             builtin
-                .then(|| builtin_value(bytes))
+                .then(|| StoredAccumulator::decode(bytes).map(|a| a.to_json()))
                 .flatten()
                 .unwrap_or_else(|| decode(bytes, codec))
         };

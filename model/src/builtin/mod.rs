@@ -29,6 +29,7 @@
 //!
 //! See [`expr`] for the expressions.
 
+pub mod accumulator;
 pub mod expr;
 
 use serde::{Deserialize, Serialize};

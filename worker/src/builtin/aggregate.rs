@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
 use weir_model::KeyBy;
+use weir_model::builtin::accumulator::StoredAccumulator;
 use weir_model::builtin::{AggregateFunction, Emit};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
@@ -105,49 +106,46 @@ impl Acc {
         }
     }
 
-    /// As stored: a tag, then two 8-byte fields (read for display by
-    /// `weir_state::inspect`: keep the two alike).
+    /// As stored ([`StoredAccumulator`]).
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(17);
+        let mut out = Vec::with_capacity(StoredAccumulator::LEN);
         self.encode_into(&mut out);
         out
     }
 
     /// Append its encoding to `out`.
     pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
-        let (tag, a, b): (u8, u64, u64) = match *self {
-            Acc::Count(n) => (0, n, 0),
-            Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => match v {
-                None => (1, 0, 0),
-                Some(Number::Int(i)) => (2, i as u64, 0),
-                Some(Number::Float(f)) => (3, f.to_bits(), 0),
-            },
-            Acc::Avg(s, n) => (4, s.to_bits(), n),
+        let number = |v: Option<Number>| match v {
+            None => StoredAccumulator::Empty,
+            Some(Number::Int(i)) => StoredAccumulator::Int(i),
+            Some(Number::Float(f)) => StoredAccumulator::Float(f),
         };
-        out.push(tag);
-        out.extend_from_slice(&a.to_be_bytes());
-        out.extend_from_slice(&b.to_be_bytes());
+        match *self {
+            Acc::Count(n) => StoredAccumulator::Count(n),
+            Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => number(v),
+            Acc::Avg(s, n) => StoredAccumulator::Avg(s, n),
+        }
+        .encode_into(out);
     }
 
+    /// An accumulator of `f` read back (`None`: the bytes are not one of
+    /// `f`'s).
     pub(crate) fn decode(f: AggregateFunction, bytes: &[u8]) -> Option<Acc> {
-        if bytes.len() != 17 {
-            return None;
-        }
-        let a = u64::from_be_bytes(bytes[1..9].try_into().ok()?);
-        let b = u64::from_be_bytes(bytes[9..17].try_into().ok()?);
-        let number = match bytes[0] {
-            1 => None,
-            2 => Some(Number::Int(a as i64)),
-            3 => Some(Number::Float(f64::from_bits(a))),
+        use AggregateFunction as F;
+        use StoredAccumulator as S;
+        let stored = S::decode(bytes)?;
+        let number = match stored {
+            S::Int(i) => Some(Number::Int(i)),
+            S::Float(x) => Some(Number::Float(x)),
             _ => None,
         };
-        Some(match (f, bytes[0]) {
-            (AggregateFunction::Count, 0) => Acc::Count(a),
-            (AggregateFunction::Sum, 1..=3) => Acc::Sum(number),
-            (AggregateFunction::Min, 1..=3) => Acc::Min(number),
-            (AggregateFunction::Max, 1..=3) => Acc::Max(number),
-            (AggregateFunction::Avg, 4) => Acc::Avg(f64::from_bits(a), b),
-            _ => return None,
+        Some(match (f, stored) {
+            (F::Count, S::Count(n)) => Acc::Count(n),
+            (F::Avg, S::Avg(s, n)) => Acc::Avg(s, n),
+            (F::Count | F::Avg, _) | (_, S::Count(_) | S::Avg(..)) => return None,
+            (F::Sum, _) => Acc::Sum(number),
+            (F::Min, _) => Acc::Min(number),
+            (F::Max, _) => Acc::Max(number),
         })
     }
 }
