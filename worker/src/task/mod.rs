@@ -196,20 +196,36 @@ impl Default for Timing {
 }
 
 /// What the input loop keeps across messages.
-struct Input<'a> {
-    tracker: &'a mut WatermarkTracker,
-    barriers: &'a mut BarrierHandler,
-    watermark: &'a mut Option<i64>,
-    idle: &'a mut bool,
+struct Input {
+    tracker: WatermarkTracker,
+    barriers: BarrierHandler,
+    /// The input's watermark (the least of its channels').
+    watermark: Option<i64>,
+    /// Whether every channel is idle.
+    idle: bool,
     /// The unaligned checkpoint still collecting what its barriers
     /// overtook.
-    inflight: &'a mut Option<InFlight>,
+    inflight: Option<InFlight>,
     /// A checkpoint aligned until its timeout, its barrier queued: it
     /// turns unaligned when the time is up.
-    timed: &'a mut Option<Barrier>,
+    timed: Option<Barrier>,
     /// The newest checkpoint sent to this subtask directly (taken once no
     /// barrier can come through the inputs any more).
-    sent: &'a mut Option<Barrier>,
+    sent: Option<Barrier>,
+}
+
+impl Input {
+    fn new(channels: usize) -> Input {
+        Input {
+            tracker: WatermarkTracker::new(channels),
+            barriers: BarrierHandler::new(channels),
+            watermark: None,
+            idle: false,
+            inflight: None,
+            timed: None,
+            sent: None,
+        }
+    }
 }
 
 /// Bytes of keys and values.
@@ -275,14 +291,7 @@ impl Subtask {
                 self.finish_source(source.as_mut())?;
             }
             Head::Input { mut rx, channels } => {
-                let mut tracker = WatermarkTracker::new(channels);
-                let mut barriers = BarrierHandler::new(channels);
-                let mut idle = false;
-                let mut inflight = None;
-                let mut timed = None;
-                // The newest checkpoint this subtask was sent directly (it
-                // takes it once every upstream subtask has ended).
-                let mut sent = None;
+                let mut input = Input::new(channels);
                 let has_sinks = self.nodes.iter().any(|n| matches!(n.op, NodeOp::Sink(_)));
                 loop {
                     // Wait for input at most until the next timer is due, and
@@ -302,18 +311,7 @@ impl Subtask {
                     };
                     // Unaligned checkpoints start on barriers still queued
                     // behind records.
-                    self.look_ahead(
-                        &mut rx,
-                        &mut Input {
-                            tracker: &mut tracker,
-                            barriers: &mut barriers,
-                            watermark: &mut watermark,
-                            idle: &mut idle,
-                            inflight: &mut inflight,
-                            timed: &mut timed,
-                            sent: &mut sent,
-                        },
-                    )?;
+                    self.look_ahead(&mut rx, &mut input)?;
                     let received = match rx.try_recv() {
                         Ok(m) => Some(Some(m)),
                         Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
@@ -338,30 +336,21 @@ impl Subtask {
                         return Err(Canceled.into());
                     };
                     if let Some((channel, message)) = message {
-                        if let Some(f) = &mut inflight {
+                        if let Some(f) = &mut input.inflight {
                             if f.processing(channel, &message) {
-                                self.give_up_unaligned(&mut inflight, &message);
+                                self.give_up_unaligned(&mut input.inflight, &message);
                             }
-                            self.complete_unaligned(&mut inflight)?;
+                            self.complete_unaligned(&mut input.inflight)?;
                         }
                         let channel = channel as usize;
-                        let mut next = Some((channel, barriers.handle(channel, message)));
+                        let mut next = Some((channel, input.barriers.handle(channel, message)));
                         while let Some((channel, handled)) = next {
-                            let mut input = Input {
-                                tracker: &mut tracker,
-                                barriers: &mut barriers,
-                                watermark: &mut watermark,
-                                idle: &mut idle,
-                                inflight: &mut inflight,
-                                timed: &mut timed,
-                                sent: &mut sent,
-                            };
                             self.on_input(channel, handled, &mut input)?;
-                            next = barriers.next_released();
+                            next = input.barriers.next_released();
                         }
                         self.flush()?;
                         self.flush_sinks(false)?;
-                        if tracker.all_ended() {
+                        if input.tracker.all_ended() {
                             break;
                         }
                     } else {
@@ -372,26 +361,26 @@ impl Subtask {
                     if self.cancel.load(Ordering::Relaxed) {
                         return Err(Canceled.into());
                     }
-                    self.processing_timers(watermark)?;
+                    self.processing_timers(input.watermark)?;
                     self.commit_completed()?;
-                    self.publish(watermark, false);
+                    self.publish(input.watermark, false);
                     // Barriers come through the inputs while they are open
                     // (those sent to the subtask itself are for when every
                     // upstream subtask has ended).
                     if let Some(link) = &self.checkpoints
                         && let Some(b) = link.pending_triggers().into_iter().max_by_key(|b| b.id)
                     {
-                        sent = Some(b);
+                        input.sent = Some(b);
                     }
                 }
                 // Nothing more comes to log: an unaligned checkpoint
                 // still collecting has all it overtook.
-                if let Some(f) = &mut inflight {
+                if let Some(f) = &mut input.inflight {
                     f.inputs_ended();
-                    self.complete_unaligned(&mut inflight)?;
+                    self.complete_unaligned(&mut input.inflight)?;
                 }
-                self.end_of_input(&mut watermark)?;
-                self.finish_input(&mut rx, &mut barriers, sent)?;
+                self.end_of_input(&mut input.watermark)?;
+                self.finish_input(&mut rx, &mut input.barriers, input.sent)?;
             }
         }
         // The end: the receivers are told. With checkpoints, the final
@@ -693,7 +682,7 @@ impl Subtask {
         &mut self,
         channel: usize,
         handled: Handled,
-        input: &mut Input<'_>,
+        input: &mut Input,
     ) -> anyhow::Result<()> {
         let message = match handled {
             Handled::Held | Handled::Waiting => return Ok(()),
@@ -725,7 +714,7 @@ impl Subtask {
         let advanced = match message {
             StreamMessage::Data(batch) => {
                 input.tracker.active(channel);
-                self.push(0, batch, *input.watermark)?;
+                self.push(0, batch, input.watermark)?;
                 None
             }
             StreamMessage::Signal(Signal::Watermark(wm)) => input.tracker.update(channel, wm),
@@ -737,15 +726,15 @@ impl Subtask {
             StreamMessage::Signal(Signal::Barrier(_)) => None,
         };
         if let Some(wm) = advanced {
-            *input.watermark = Some(wm);
+            input.watermark = Some(wm);
             self.advance_watermark(wm)?;
         }
         // Idle when every open input is: say so downstream.
         let now_idle = input.tracker.is_idle();
-        if now_idle && !*input.idle {
+        if now_idle && !input.idle {
             self.broadcast(StreamMessage::IDLE)?;
         }
-        *input.idle = now_idle;
+        input.idle = now_idle;
         // A checkpoint may be complete now that an input ended.
         if let Some(barrier) = input.barriers.after_end() {
             let alignment = input.barriers.last_alignment();
@@ -762,10 +751,10 @@ impl Subtask {
         &mut self,
         barrier: Barrier,
         alignment: Duration,
-        input: &mut Input<'_>,
+        input: &mut Input,
     ) -> anyhow::Result<()> {
         if input.tracker.all_ended() && self.checkpoints.is_some() {
-            self.end_of_input(input.watermark)?;
+            self.end_of_input(&mut input.watermark)?;
         }
         let finished = self.ended_input;
         self.checkpoint_as(barrier, Vec::new(), alignment, finished)

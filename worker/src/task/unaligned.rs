@@ -25,11 +25,7 @@ impl Subtask {
     /// Look at what is queued: a barrier of an unaligned checkpoint starts
     /// it (or completes a channel's share of the one started), and an
     /// aligned checkpoint whose alignment timed out turns unaligned.
-    pub(super) fn look_ahead(
-        &mut self,
-        rx: &mut Inbox,
-        input: &mut Input<'_>,
-    ) -> anyhow::Result<()> {
+    pub(super) fn look_ahead(&mut self, rx: &mut Inbox, input: &mut Input) -> anyhow::Result<()> {
         if self.checkpoints.is_none() {
             return Ok(());
         }
@@ -51,7 +47,7 @@ impl Subtask {
                 .max_by_key(|b| b.id);
             match due {
                 Some(b) if unaligned_now(&b) => self.start_unaligned(rx, b, input)?,
-                Some(b) if b.aligned_timeout_ms.is_some() => *input.timed = Some(b),
+                Some(b) if b.aligned_timeout_ms.is_some() => input.timed = Some(b),
                 _ => {}
             }
         }
@@ -64,8 +60,8 @@ impl Subtask {
     /// this subtask directly is taken now, everything queued before the
     /// ends logged (else the subtask could not take part in a checkpoint
     /// before it has worked through the queue).
-    fn take_sent(&mut self, rx: &Inbox, input: &mut Input<'_>) -> anyhow::Result<()> {
-        let Some(barrier) = *input.sent else {
+    fn take_sent(&mut self, rx: &Inbox, input: &mut Input) -> anyhow::Result<()> {
+        let Some(barrier) = input.sent else {
             return Ok(());
         };
         if barrier.aligned_timeout_ms.is_none()
@@ -82,15 +78,15 @@ impl Subtask {
         {
             return Ok(());
         }
-        *input.sent = None;
+        input.sent = None;
         let (closed, alignment) = input.barriers.take_over(barrier);
         let snapshot = self.snapshot_chain(barrier, Vec::new(), alignment, false)?;
         let mut f = InFlight::new(barrier, closed, snapshot);
         for (pos, channel) in ends {
             f.barrier_found(channel, rx.ahead_of(channel, pos));
         }
-        *input.inflight = Some(f);
-        self.complete_unaligned(input.inflight)
+        input.inflight = Some(f);
+        self.complete_unaligned(&mut input.inflight)
     }
 
     /// Channel `channel`'s barrier `barrier`, found at `pos` in the queue.
@@ -100,13 +96,13 @@ impl Subtask {
         pos: usize,
         channel: u32,
         barrier: Barrier,
-        input: &mut Input<'_>,
+        input: &mut Input,
     ) -> anyhow::Result<()> {
         if let Some(f) = input.inflight.as_mut() {
             if barrier.id <= f.barrier.id {
                 if barrier.id == f.barrier.id {
                     f.barrier_found(channel, rx.ahead_of(channel, pos));
-                    self.complete_unaligned(input.inflight)?;
+                    self.complete_unaligned(&mut input.inflight)?;
                 }
                 return Ok(());
             }
@@ -118,7 +114,7 @@ impl Subtask {
             // A newer checkpoint's barrier while this one still collects:
             // this one was given up upstream (one checkpoint at a time).
             let newer = weir_model::StreamMessage::Signal(weir_model::Signal::Barrier(barrier));
-            self.give_up_unaligned(input.inflight, &newer);
+            self.give_up_unaligned(&mut input.inflight, &newer);
         }
         if input.barriers.is_done(barrier.id) || input.tracker.all_ended() {
             return Ok(());
@@ -126,7 +122,7 @@ impl Subtask {
         if !unaligned_now(&barrier) {
             if barrier.aligned_timeout_ms.is_some() {
                 // Aligned for now: it switches when its time is up.
-                *input.timed = Some(barrier);
+                input.timed = Some(barrier);
             }
             return Ok(());
         }
@@ -139,7 +135,7 @@ impl Subtask {
         &mut self,
         rx: &Inbox,
         barrier: Barrier,
-        input: &mut Input<'_>,
+        input: &mut Input,
     ) -> anyhow::Result<()> {
         if input.barriers.pending().is_some_and(|p| p.id != barrier.id) {
             // Another checkpoint (a savepoint) is being aligned: what it
@@ -157,8 +153,8 @@ impl Subtask {
                 f.barrier_found(channel, rx.ahead_of(channel, pos));
             }
         }
-        *input.inflight = Some(f);
-        self.complete_unaligned(input.inflight)?;
+        input.inflight = Some(f);
+        self.complete_unaligned(&mut input.inflight)?;
         // What the alignment held back came after the barrier: it goes on.
         while let Some((channel, handled)) = input.barriers.next_released() {
             self.on_input(channel, handled, input)?;
