@@ -52,8 +52,13 @@ pub(crate) struct StateChanges {
 enum ListSlot {
     /// Contents unknown; values added since the batch began.
     Appended(Vec<Vec<u8>>),
-    /// Full contents known; `replaced` when they must be written back.
-    Known { items: Vec<Vec<u8>>, replaced: bool },
+    /// Full contents known. `stored`: how many leading items the host
+    /// holds as they are (those after them are appended when the batch
+    /// ends); `None` when the list was replaced (written back whole).
+    Known {
+        items: Vec<Vec<u8>>,
+        stored: Option<usize>,
+    },
 }
 
 #[derive(Default)]
@@ -128,13 +133,22 @@ impl StateCache {
         for (slots, &state) in self.lists.iter_mut().zip(&self.list_ids) {
             for (key, slot) in slots.drain() {
                 let target = StateKey { state, key };
+                // What was only added is appended: the host keeps what
+                // it holds as it is (a time-to-live's expiry times too).
                 match slot {
                     ListSlot::Appended(values) if !values.is_empty() => {
                         ops.push(StateOp::AppendList(ListWrite { target, values }))
                     }
                     ListSlot::Known {
+                        mut items,
+                        stored: Some(n),
+                    } if items.len() > n => ops.push(StateOp::AppendList(ListWrite {
+                        target,
+                        values: items.split_off(n),
+                    })),
+                    ListSlot::Known {
                         items,
-                        replaced: true,
+                        stored: None,
                     } => ops.push(if items.is_empty() {
                         StateOp::Clear(target)
                     } else {
@@ -438,10 +452,13 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
             let stored = host::with(|h| h.get_list(&StateKey { state, key }));
             self.with_slot(|slot| {
                 if let ListSlot::Appended(added) = slot {
-                    let replaced = !added.is_empty();
                     let mut items = stored;
+                    let held = items.len();
                     items.append(added);
-                    *slot = ListSlot::Known { items, replaced };
+                    *slot = ListSlot::Known {
+                        items,
+                        stored: Some(held),
+                    };
                 }
             })?;
         }
@@ -504,10 +521,7 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
         let bytes = wire::encode(codec, &value);
         self.with_slot(|slot| match slot {
             ListSlot::Appended(added) => added.push(bytes),
-            ListSlot::Known { items, replaced } => {
-                items.push(bytes);
-                *replaced = true;
-            }
+            ListSlot::Known { items, .. } => items.push(bytes),
         })
     }
 
@@ -542,7 +556,7 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
         self.with_slot(|slot| {
             *slot = ListSlot::Known {
                 items,
-                replaced: true,
+                stored: None,
             }
         })
     }
@@ -933,5 +947,69 @@ impl Ttl {
             ttl_ms: self.ms,
             refresh_on_read: self.refresh_on_read,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Context, KeyedProcess, OpenContext};
+
+    struct Op;
+
+    impl KeyedProcess for Op {
+        type In = i64;
+        type Out = i64;
+        fn open(ctx: &mut OpenContext) -> crate::Result<Self> {
+            ctx.list_state::<i64>("l")?;
+            Ok(Op)
+        }
+        fn process(&mut self, _: i64, _: &mut Context<i64>) -> crate::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The batch's list writes: (appended, values) per write.
+    fn written() -> Vec<(bool, usize)> {
+        with_cache(|c| {
+            let ops = c.take_ops().ops;
+            c.set_key(Some(b"k"));
+            ops.into_iter()
+                .map(|op| match op {
+                    StateOp::AppendList(l) => (true, l.values.len()),
+                    StateOp::ReplaceList(l) => (false, l.values.len()),
+                    StateOp::Clear(_) => (false, 0),
+                    _ => panic!("not a list's write"),
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn a_list_read_and_added_to_is_appended_to_and_a_list_updated_is_replaced() {
+        // The harness is the host.
+        let _h = crate::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+        let id = host::with(|h| h.declare_state("mine", StateKind::List)).unwrap();
+        let slot = with_cache(|c| {
+            c.set_key(Some(b"k"));
+            c.add(id, StateKind::List)
+        });
+        let l = ListState::<i64>::new(slot);
+        assert_eq!(l.get().unwrap(), Vec::<i64>::new());
+        l.add(1).unwrap();
+        // What the host holds is not written again (its elements keep
+        // their expiry times): what was added is appended.
+        assert_eq!(written(), [(true, 1)]);
+        l.get().unwrap();
+        assert_eq!(written(), []);
+        l.add(2).unwrap();
+        l.get().unwrap();
+        l.add(3).unwrap();
+        assert_eq!(written(), [(true, 2)]);
+        l.update(vec![2]).unwrap();
+        assert_eq!(written(), [(false, 1)]);
+        l.get().unwrap();
+        l.clear().unwrap();
+        assert_eq!(written(), [(false, 0)]);
     }
 }

@@ -30,7 +30,7 @@ export class StateCache {
     // Per value state: keyId -> {kind: RAW, raw} or {kind: DECODED, value, dirty, key}
     this.values = [];
     this.listIds = [];
-    // Per list state: keyId -> {known, items, replaced, key}
+    // Per list state: keyId -> {known, items, stored, key}
     this.lists = [];
     this.mapIds = [];
     // Per map state: keyId -> {cleared, changes: Map, reads: Map, key}
@@ -99,10 +99,15 @@ export class StateCache {
     this.lists.forEach((slots, s) => {
       const state = this.listIds[s];
       for (const slot of slots.values()) {
+        // What was only added is appended: the host keeps what it holds
+        // as it is (a time-to-live's expiry times too). `stored`: how many
+        // leading items the host holds, null when the list was replaced.
         if (!slot.known) {
           if (slot.items.length) ops.push({ op: 'append-list', state, key: slot.key, values: slot.items });
-        } else if (slot.replaced) {
+        } else if (slot.stored === null) {
           ops.push(slot.items.length ? { op: 'replace-list', state, key: slot.key, values: slot.items } : { op: 'clear', state, key: slot.key });
+        } else if (slot.items.length > slot.stored) {
+          ops.push({ op: 'append-list', state, key: slot.key, values: slot.items.slice(slot.stored) });
         }
       }
       slots.clear();
@@ -188,7 +193,7 @@ export class ListState {
     if (slot === undefined || !slot.known) {
       const stored = c.host.getList(c.listIds[this.slot], c.key);
       const appended = slot ? slot.items : [];
-      slot = { known: true, items: [...stored, ...appended], replaced: appended.length > 0, key: c.key };
+      slot = { known: true, items: [...stored, ...appended], stored: stored.length, key: c.key };
       slots.set(id, slot);
     }
     return slot;
@@ -211,18 +216,15 @@ export class ListState {
     const encoded = values.map((v) => encode(c.codec, v));
     const slots = c.lists[this.slot];
     const slot = slots.get(id);
-    if (slot === undefined) slots.set(id, { known: false, items: encoded, replaced: false, key: c.key });
-    else {
-      slot.items.push(...encoded);
-      if (slot.known) slot.replaced = true;
-    }
+    if (slot === undefined) slots.set(id, { known: false, items: encoded, stored: null, key: c.key });
+    else slot.items.push(...encoded);
   }
 
   /** Replace the current key's list with `values`. */
   update(values) {
     const c = this.cache;
     const id = c.current();
-    c.lists[this.slot].set(id, { known: true, items: values.map((v) => encode(c.codec, v)), replaced: true, key: c.key });
+    c.lists[this.slot].set(id, { known: true, items: values.map((v) => encode(c.codec, v)), stored: null, key: c.key });
   }
 
   /** Remove the current key's list. */

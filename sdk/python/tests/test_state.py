@@ -202,3 +202,47 @@ def test_a_time_to_live_is_a_positive_number_of_milliseconds():
 
     with pytest.raises(Exception, match="ttl_ms"):
         Harness("s-ttl-bad").process(1, key="k")
+
+
+class _ListHost:
+    """A host holding one stored list, for the cache's write-back."""
+
+    def __init__(self, stored):
+        self.stored = stored
+
+    def declare_state(self, name, kind):
+        return 7
+
+    def get_list(self, state, key):
+        return list(self.stored)
+
+
+def test_a_list_read_and_added_to_is_appended_to_and_a_list_updated_is_replaced():
+    from weir._state import ListState, StateCache
+
+    codec = "json"
+    old = [weir.codec.encode(codec, v) for v in ("a", "b")]
+    cache = StateCache(_ListHost(old), codec)
+    lst = ListState(cache, cache.declare("l", "list"))
+    cache.key = b"k"
+    assert lst.get() == ["a", "b"]
+    lst.add("c")
+    # The stored elements are not written again (they keep their expiry
+    # times): only what was added goes.
+    assert cache.take()[1] == [("append-list", 7, b"k", [weir.codec.encode(codec, "c")])]
+    lst.get()
+    assert cache.take()[1] == []
+    lst.add("c")
+    lst.get()
+    lst.add("d")
+    assert cache.take()[1] == [
+        ("append-list", 7, b"k", [weir.codec.encode(codec, v) for v in ("c", "d")])
+    ]
+    lst.update([v for v in lst.get() if v != "a"])
+    assert cache.take()[1] == [
+        ("replace-list", 7, b"k", [weir.codec.encode(codec, "b")])
+    ]
+    lst.get()
+    lst.clear()
+    lst.add("e")
+    assert cache.take()[1] == [("replace-list", 7, b"k", [weir.codec.encode(codec, "e")])]

@@ -48,8 +48,11 @@ class StateCache:
         # Per value state: key -> [_RAW, bytes | None] or [_DECODED, value, dirty]
         self.values: List[Dict[bytes, list]] = []
         self.list_ids: List[int] = []
-        # Per list state: key -> [appended values] or (known) [items, replaced]
-        self.lists: List[Dict[bytes, Tuple[bool, list, bool]]] = []
+        # Per list state: key -> (False, appended values, None), or when its
+        # contents are known (True, items, stored): the host holds the first
+        # ``stored`` items as they are (the rest are appended at the end of
+        # the batch), or ``stored`` is None and the list is written whole.
+        self.lists: List[Dict[bytes, Tuple[bool, list, Optional[int]]]] = []
         self.map_ids: List[int] = []
         self.maps: List[Dict[bytes, _MapSlot]] = []
 
@@ -115,12 +118,16 @@ class StateCache:
             if keys:
                 puts.append((state, pack(keys), pack(values)))
         for slots, state in zip(self.lists, self.list_ids):
-            for key, (known, items, replaced) in slots.items():
+            for key, (known, items, stored) in slots.items():
+                # What was only added is appended: the host keeps what it
+                # holds as it is (a time-to-live's expiry times too).
                 if not known:
                     if items:
                         ops.append(("append-list", state, key, items))
-                elif replaced:
+                elif stored is None:
                     ops.append(("replace-list", state, key, items) if items else ("clear", state, key))
+                elif len(items) > stored:
+                    ops.append(("append-list", state, key, items[stored:]))
             slots.clear()
         for slots, state in zip(self.maps, self.map_ids):
             for key, slot in slots.items():
@@ -197,7 +204,7 @@ class ListState(Generic[T]):
         self._cache = cache
         self._slot = slot
 
-    def _known(self) -> Tuple[bool, list, bool]:
+    def _known(self) -> Tuple[bool, list, Optional[int]]:
         cache = self._cache
         key = cache.current()
         slots = cache.lists[self._slot]
@@ -205,7 +212,7 @@ class ListState(Generic[T]):
         if slot is None or not slot[0]:
             stored = cache.host.get_list(cache.list_ids[self._slot], key)
             appended = slot[1] if slot is not None else []
-            slot = slots[key] = (True, list(stored) + appended, bool(appended))
+            slot = slots[key] = (True, list(stored) + appended, len(stored))
         return slot
 
     def get(self) -> List[T]:
@@ -226,9 +233,9 @@ class ListState(Generic[T]):
         slots = cache.lists[self._slot]
         slot = slots.get(key)
         if slot is None:
-            slots[key] = (False, encoded, False)
+            slots[key] = (False, encoded, None)
         elif slot[0]:
-            slots[key] = (True, slot[1] + encoded, True)
+            slots[key] = (True, slot[1] + encoded, slot[2])
         else:
             slot[1].extend(encoded)
 
@@ -237,7 +244,7 @@ class ListState(Generic[T]):
         cache = self._cache
         key = cache.current()
         encoded = [_codec.encode(cache.codec, v) for v in values]
-        cache.lists[self._slot][key] = (True, encoded, True)
+        cache.lists[self._slot][key] = (True, encoded, None)
 
     def clear(self) -> None:
         """Remove the current key's list."""
