@@ -10,6 +10,14 @@ use weir_state::inspect::Printer;
 
 use crate::error::CoordinatorError;
 
+/// JSON lines, spooled into an unnamed temporary file (a large state is
+/// never held in memory whole), rewound to their start.
+#[derive(Debug)]
+pub struct Lines {
+    /// The file.
+    pub file: std::fs::File,
+}
+
 /// What was asked for.
 #[derive(Debug, Clone, Default)]
 pub struct StateQuery {
@@ -26,7 +34,7 @@ pub async fn read(
     checkpoint: &CheckpointMetadata,
     graph: &JobGraph,
     query: &StateQuery,
-) -> Result<Vec<u8>, CoordinatorError> {
+) -> Result<Lines, CoordinatorError> {
     let name = |o: &OperatorStateHandle| {
         graph
             .vertices
@@ -66,7 +74,7 @@ pub async fn read(
             checkpoint.id, checkpoint.job
         ))
     };
-    let mut out = Vec::new();
+    let mut out = std::io::BufWriter::new(tempfile::tempfile().map_err(|e| failed(e.into()))?);
     let mut seen = false;
     for (operator, subtask, handle) in parts
         .into_iter()
@@ -76,18 +84,18 @@ pub async fn read(
             .await
             .map_err(failed)?;
         let (codec, wanted) = (graph.codec, query.state.clone());
-        let (printed, saw) = tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
+        let (written, saw) = tokio::task::spawn_blocking(move || {
             let mut p = Printer::new(&operator, subtask, wanted.as_deref(), codec, &mut out);
             weir_state::canonical::read(&canonical.file, &mut p)?;
             let saw = p.seen();
+            drop(p);
             drop(canonical);
             anyhow::Ok((out, saw))
         })
         .await
         .map_err(|e| failed(e.into()))?
         .map_err(failed)?;
-        out.extend(printed);
+        out = written;
         seen |= saw;
     }
     if let Some(s) = &query.state
@@ -101,5 +109,9 @@ pub async fn read(
             ),
         ));
     }
-    Ok(out)
+    let mut file = out
+        .into_inner()
+        .map_err(|e| failed(e.into_error().into()))?;
+    std::io::Seek::rewind(&mut file).map_err(|e| failed(e.into()))?;
+    Ok(Lines { file })
 }

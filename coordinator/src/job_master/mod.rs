@@ -327,7 +327,7 @@ impl JobRunner for Arc<JobMasters> {
         &self,
         id: &str,
         query: &crate::checkpoint::inspect::StateQuery,
-    ) -> Result<Vec<u8>, CoordinatorError> {
+    ) -> Result<crate::checkpoint::inspect::Lines, CoordinatorError> {
         JobMasters::latest_state(self, id, query).await
     }
 

@@ -146,7 +146,7 @@ pub trait JobRunner: Send + Sync {
         &self,
         id: &str,
         query: &crate::checkpoint::inspect::StateQuery,
-    ) -> Result<Vec<u8>, CoordinatorError> {
+    ) -> Result<crate::checkpoint::inspect::Lines, CoordinatorError> {
         let _ = (id, query);
         Err(CoordinatorError::unprocessable(
             "no_checkpoints",

@@ -18,7 +18,7 @@ impl JobMasters {
         &self,
         id: &str,
         query: &StateQuery,
-    ) -> Result<Vec<u8>, CoordinatorError> {
+    ) -> Result<crate::checkpoint::inspect::Lines, CoordinatorError> {
         let conflict = |code: &'static str, message: String| {
             CoordinatorError::new(ErrorKind::Conflict, code, message)
         };

@@ -697,7 +697,7 @@ impl Jobs {
         &self,
         id: &str,
         query: &crate::checkpoint::inspect::StateQuery,
-    ) -> Result<Vec<u8>, CoordinatorError> {
+    ) -> Result<crate::checkpoint::inspect::Lines, CoordinatorError> {
         self.get(id).await?;
         self.runner.latest_state(id, query).await
     }
