@@ -928,11 +928,26 @@ fn submit_slow(
     (format!("{rest}/v1/jobs/{id}"), output)
 }
 
+/// Cancel the job at `url` and wait until it has ended.
+async fn cancel_and_wait(rest: &str, url: &str) {
+    let job: JobInfo = get(url).await.unwrap();
+    common::weir(&["cancel", &job.id, "--coordinator", rest]);
+    let started = Instant::now();
+    while !get::<JobInfo>(url)
+        .await
+        .is_some_and(|j| j.state.is_terminal())
+    {
+        assert!(started.elapsed() < PATIENCE, "job {} is canceled", job.id);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Unaligned checkpoints under heavy backpressure. The slow stage's queue
 /// holds 16 batches of 1,024 records (8 s of its work) ahead of any
 /// barrier. Aligned, a checkpoint waits behind that queue and expires;
-/// unaligned, the barriers overtake the queue: checkpoints complete, storing
-/// the records they overtook. Then the worker of the slow stage is killed:
+/// aligned with a timeout, it turns unaligned and completes; unaligned,
+/// the barriers overtake the queue: checkpoints complete, storing the
+/// records they overtook. Then the worker of the slow stage is killed:
 /// the job restores an unaligned checkpoint, processes the records it
 /// stored first, and its committed output holds every generated record
 /// exactly once.
@@ -968,16 +983,35 @@ async fn unaligned_checkpoints_complete_under_backpressure_where_aligned_ones_ex
             .any(|f| f.contains("timed out")),
         "{stats:#?}"
     );
-    let job: JobInfo = get(&aligned).await.unwrap();
-    common::weir(&["cancel", &job.id, "--coordinator", &rest]);
+    cancel_and_wait(&rest, &aligned).await;
+
+    // Aligned until the alignment took 300 ms, then unaligned (Flink's
+    // aligned checkpoint timeout): they complete, switched.
+    let (timed, _) = submit_slow(
+        &rest,
+        &dir,
+        "timed",
+        0,
+        "unaligned = true\naligned-timeout-ms = 300\n",
+    );
     let started = Instant::now();
-    while !get::<JobInfo>(&aligned)
-        .await
-        .is_some_and(|j| j.state.is_terminal())
-    {
-        assert!(started.elapsed() < PATIENCE, "the aligned job is canceled");
+    let switched = loop {
+        let c: Option<CheckpointStats> = get(&format!("{timed}/checkpoints")).await;
+        if let Some(l) = c.as_ref().and_then(|c| c.latest_completed.clone()) {
+            break l;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "checkpoints switched to unaligned complete under backpressure: {c:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    assert!(switched.unaligned, "{switched:#?}");
+    assert!(
+        switched.duration_ms.unwrap_or_default() >= 300,
+        "aligned first: {switched:#?}"
+    );
+    cancel_and_wait(&rest, &timed).await;
 
     // Unaligned: the checkpoints complete, with records in flight.
     let count = 40_000;
