@@ -19,6 +19,7 @@ pub fn print(
     state: Option<&str>,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    let dir = weir_model::savepoint::directory_of(dir);
     let bytes = std::fs::read(dir.join(METADATA)).map_err(|e| {
         anyhow::anyhow!(
             "{} is not a savepoint: cannot read its {METADATA}: {e}",

@@ -314,9 +314,15 @@ async fn a_canceled_jobs_retained_checkpoint_restores_at_another_parallelism_exa
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&format!("keeps in `{first}/chk-")), "{err}");
 
-    // Parallelism 3 in memory from its latest checkpoint: it takes the
-    // canceled job's output over and goes on from where it was.
-    let second = resume(&rest, &memory, 3, retained.to_str().unwrap());
+    // Parallelism 3 in memory from its latest checkpoint (named by its
+    // `_metadata`, as Flink allows): it takes the canceled job's output
+    // over and goes on from where it was.
+    let second = resume(
+        &rest,
+        &memory,
+        3,
+        retained.join("_metadata").to_str().unwrap(),
+    );
     let started = job(&rest, &second).await;
     assert_eq!(started.vertices[1].parallelism, 3, "{started:#?}");
     running(&rest, &second, 1).await;

@@ -27,6 +27,24 @@ use crate::checkpoint::SplitPosition;
 /// The metadata's file name in a savepoint's directory.
 pub const METADATA: &str = "_metadata";
 
+/// The directory of a savepoint (or retained checkpoint) named by its
+/// directory or, as Flink allows, by its `_metadata` file.
+///
+/// ```
+/// use std::path::Path;
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("_metadata"), b"{}").unwrap();
+/// let file = dir.path().join("_metadata");
+/// assert_eq!(weir_model::savepoint::directory_of(&file), dir.path());
+/// assert_eq!(weir_model::savepoint::directory_of(dir.path()), dir.path());
+/// ```
+pub fn directory_of(path: &std::path::Path) -> &std::path::Path {
+    match path.parent() {
+        Some(dir) if path.file_name() == Some(METADATA.as_ref()) && path.is_file() => dir,
+        _ => path,
+    }
+}
+
 /// The name of a canonical state file in an operator's snapshot directory
 /// (`weir_state::canonical`).
 pub const STATE_FILE: &str = "state.bin";

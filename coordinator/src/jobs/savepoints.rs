@@ -81,6 +81,7 @@ impl Jobs {
     ) -> Result<SavepointStart, CoordinatorError> {
         // (A directory: checked as a sink's directory is.)
         let dir = self.savepoint_path("the savepoint", path, Use::Write)?;
+        let dir = weir_model::savepoint::directory_of(&dir).to_owned();
         if let Some(retained) = crate::savepoint::retained::read(&dir) {
             return self.retained_to_start(&retained?, allow_non_restored).await;
         }
