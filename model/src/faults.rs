@@ -247,7 +247,19 @@ impl ObjectStore for Faulty {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
+        let fault = self.take(location);
+        if fault == Some(Fault::Fail) {
+            return Err(injected(Fault::Fail, location));
+        }
+        let inner = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(match fault {
+            Some(Fault::Tear) => Box::new(TornUpload {
+                inner,
+                store: self.inner.clone(),
+                location: location.clone(),
+            }),
+            _ => inner,
+        })
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -290,6 +302,35 @@ impl ObjectStore for Faulty {
     }
 }
 
+/// A multipart upload torn as a put is: complete, its object cut to half
+/// of itself, and an error.
+#[derive(Debug)]
+struct TornUpload {
+    inner: Box<dyn MultipartUpload>,
+    store: Arc<dyn ObjectStore>,
+    location: Path,
+}
+
+#[async_trait::async_trait]
+impl MultipartUpload for TornUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.inner.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        use object_store::ObjectStoreExt;
+        self.inner.complete().await?;
+        let whole = self.store.get(&self.location).await?.bytes().await?;
+        let half = whole.slice(..whole.len() / 2);
+        self.store.put(&self.location, half.into()).await?;
+        Err(injected(Fault::Tear, &self.location))
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.inner.abort().await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +363,28 @@ mod tests {
         let torn = store.get(&a).await.unwrap().bytes().await.unwrap();
         assert_eq!(&torn[..], b"ab");
         assert_eq!(taken(&faults), 2);
+    }
+
+    #[tokio::test]
+    async fn a_large_file_fails_and_tears_as_a_small_one() {
+        use crate::storage::transfer::{PART, put_file};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, faults) = faulty(dir.path());
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![7u8; PART + 10]).unwrap();
+        let at = Path::from("big");
+        arm(&faults, Fault::Fail).unwrap();
+        assert!(put_file(&store, &at, &big).await.is_err());
+        assert!(store.get(&at).await.is_err(), "nothing written");
+        arm(&faults, Fault::Tear).unwrap();
+        assert!(put_file(&store, &at, &big).await.is_err());
+        let torn = store.get(&at).await.unwrap().bytes().await.unwrap();
+        assert_eq!(torn.len(), (PART + 10) / 2);
+        assert_eq!(taken(&faults), 2);
+        assert_eq!(
+            put_file(&store, &at, &big).await.unwrap().size,
+            PART as u64 + 10
+        );
     }
 
     #[tokio::test]

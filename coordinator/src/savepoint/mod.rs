@@ -32,7 +32,6 @@ use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use sha2::Digest;
 use weir_model::JobGraph;
 use weir_model::checkpoint::{
     CheckpointMetadata, OperatorStateHandle, StateFile, SubtaskState, TaskStateHandle,
@@ -43,6 +42,7 @@ use weir_model::savepoint::{
     FORMAT, METADATA, SavepointMetadata, SavepointVertex, SinkPreCommit, StateFileRef, VERSION,
     state_file_name,
 };
+use weir_model::storage::transfer::{Written, copy, put_file};
 use weir_model::{CheckpointKind, CheckpointMode};
 
 use crate::error::CoordinatorError;
@@ -81,10 +81,10 @@ pub async fn write(
     if let Some(s) = checkpoint
         .subtasks
         .iter()
-        .find(|s| s.state.inflight.is_some() && s.state.inflight_bytes > 0)
+        .find(|s| s.state.inflight.is_some())
     {
         anyhow::bail!(
-            "checkpoint {} was taken unaligned: task {} [{}] stored {} bytes of records in flight with it, which only a restore of the same job at the same parallelism replays (take a savepoint, or pick an aligned checkpoint)",
+            "checkpoint {} was taken unaligned: task {} [{}] stored what its barriers overtook ({} bytes of records, and watermarks), which only a restore of the same job at the same parallelism replays (take a savepoint, or pick an aligned checkpoint)",
             checkpoint.id,
             s.task,
             s.subtask,
@@ -119,16 +119,17 @@ pub async fn write(
                 });
             }
             for o in s.state.operators.iter().filter(|o| o.vertex == v.id) {
-                let bytes = canonical_bytes(storage, o, graph.max_parallelism)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("operator `{}` [{}]: {e:#}", v.name, s.subtask))?;
-                let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
                 let file = state_file_name(&v.name, s.subtask);
-                let size = bytes.len() as u64;
-                target
-                    .put(&ObjectPath::from(file.as_str()), PutPayload::from(bytes))
-                    .await
-                    .map_err(|e| anyhow::anyhow!("writing {file} in {}: {e}", dir.display()))?;
+                let written = copy_canonical(
+                    storage,
+                    o,
+                    graph.max_parallelism,
+                    target.as_ref(),
+                    &ObjectPath::from(file.as_str()),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("operator `{}` [{}]: {e:#}", v.name, s.subtask))?;
+                let (size, sha256) = (written.size, written.sha256);
                 out.state.push(StateFileRef {
                     subtask: s.subtask,
                     file,
@@ -163,30 +164,28 @@ pub async fn write(
     Ok(metadata)
 }
 
-/// The state of one operator subtask (`handle`) in the canonical format:
-/// a savepoint's file as it is (checked against its sha256), any other
-/// snapshot (a retained RocksDB checkpoint's) written out.
-async fn canonical_bytes(
+/// Copy the state of one operator subtask (`handle`) in the canonical
+/// format to `to` in `target`: a savepoint's file as it is (checked
+/// against its sha256), any other snapshot (a retained RocksDB
+/// checkpoint's) written out first. A chunk at a time.
+async fn copy_canonical(
     storage: &dyn ObjectStore,
     handle: &OperatorStateHandle,
     max_parallelism: u32,
-) -> anyhow::Result<bytes::Bytes> {
+    target: &dyn ObjectStore,
+    to: &ObjectPath,
+) -> anyhow::Result<Written> {
     if let ("full", [f]) = (handle.format.as_str(), &handle.files[..]) {
-        let bytes = storage
-            .get(&ObjectPath::from(f.path.as_str()))
-            .await
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", f.path))?
-            .bytes()
-            .await?;
+        let written = copy(storage, &ObjectPath::from(f.path.as_str()), target, to).await?;
         anyhow::ensure!(
-            f.sha256.is_empty() || f.sha256 == hex::encode(sha2::Sha256::digest(&bytes)),
+            f.sha256.is_empty() || f.sha256 == written.sha256,
             "{} changed since it was uploaded",
             f.path
         );
-        return Ok(bytes);
+        return Ok(written);
     }
     let exported = crate::checkpoint::export::canonical(storage, handle, max_parallelism).await?;
-    Ok(tokio::fs::read(&exported.file).await?.into())
+    put_file(target, to, &exported.file).await
 }
 
 /// What a savepoint of `graph` would hold, its files and positions aside
@@ -447,18 +446,16 @@ pub async fn import(
         )
     };
     for (file, path, sha256) in &plan.copies {
-        let bytes = tokio::fs::read(dir.join(file))
+        let at = ObjectPath::from(path.as_str());
+        let written = put_file(storage.as_ref(), &at, &dir.join(file))
             .await
-            .map_err(|e| unreadable(format!("cannot read {file}: {e}")))?;
-        if hex::encode(sha2::Sha256::digest(&bytes)) != *sha256 {
+            .map_err(|e| unreadable(format!("copying {file}: {e:#}")))?;
+        if written.sha256 != *sha256 {
+            let _ = storage.delete(&at).await;
             return Err(unreadable(format!(
                 "{file} is corrupt (its sha256 is not the one its _metadata recorded)"
             )));
         }
-        storage
-            .put(&ObjectPath::from(path.as_str()), PutPayload::from(bytes))
-            .await
-            .map_err(|e| CoordinatorError::internal(format!("copying {file}: {e}")))?;
     }
     let c = &plan.checkpoint;
     let bytes =

@@ -8,6 +8,8 @@
 //! was declared complete survives a crash of the machine, not only of the
 //! process ([`Durable`]).
 
+pub mod transfer;
+
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path as FsPath, PathBuf};
@@ -113,8 +115,13 @@ impl ObjectStore for Durable {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        // Not used by checkpoints (their files go up in one put each).
-        self.inner.put_multipart_opts(location, opts).await
+        // Synced as a put is, once complete.
+        let inner = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(DurableUpload {
+            inner,
+            file: self.inner.path_to_filesystem(location)?,
+            root: self.root.clone(),
+        }))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -156,6 +163,39 @@ impl ObjectStore for Durable {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         self.inner.rename_opts(from, to, options).await?;
         self.sync(to).await
+    }
+}
+
+/// A multipart upload to a [`Durable`] store: synced when it completes.
+#[derive(Debug)]
+struct DurableUpload {
+    inner: Box<dyn MultipartUpload>,
+    file: PathBuf,
+    root: PathBuf,
+}
+
+#[async_trait::async_trait]
+impl MultipartUpload for DurableUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.inner.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let put = self.inner.complete().await?;
+        let (file, root) = (self.file.clone(), self.root.clone());
+        let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
+            store: "Durable",
+            source: e,
+        };
+        tokio::task::spawn_blocking(move || sync_up(&file, &root))
+            .await
+            .map_err(|e| generic(Box::new(e)))?
+            .map_err(|e| generic(Box::new(e)))?;
+        Ok(put)
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.inner.abort().await
     }
 }
 

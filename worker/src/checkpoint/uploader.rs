@@ -12,9 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use sha2::Digest;
 use weir_model::checkpoint::{OperatorStateHandle, StateFile, TaskStateHandle};
 use weir_state::snapshot::SnapshotFormat;
 
@@ -94,15 +93,16 @@ impl Uploader {
 
     /// Upload `file` to `path`; returns its sha256.
     async fn put(&self, path: &str, file: &std::path::Path) -> anyhow::Result<String> {
-        let bytes = tokio::fs::read(file)
-            .await
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
-        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
-        self.store
-            .put(&ObjectPath::from(path), PutPayload::from(bytes))
-            .await
-            .map_err(|e| anyhow::anyhow!("uploading {path}: {e}"))?;
-        Ok(sha256)
+        // A chunk at a time: a large SST file or savepoint file is never
+        // held in memory whole.
+        let written = weir_model::storage::transfer::put_file(
+            self.store.as_ref(),
+            &ObjectPath::from(path),
+            file,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("uploading {path}: {e:#}"))?;
+        Ok(written.sha256)
     }
 
     /// Upload a subtask's snapshot; returns what its acknowledgement holds.
