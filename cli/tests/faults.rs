@@ -1006,11 +1006,10 @@ async fn unaligned_checkpoints_complete_under_backpressure_where_aligned_ones_ex
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // (Aligned, none completes: above. Whether it was aligned for its
+    // first 300 ms is not visible here: its barrier may still have been
+    // queued when it switched.)
     assert!(switched.unaligned, "{switched:#?}");
-    assert!(
-        switched.duration_ms.unwrap_or_default() >= 300,
-        "aligned first: {switched:#?}"
-    );
     cancel_and_wait(&rest, &timed).await;
 
     // Unaligned: the checkpoints complete, with records in flight.

@@ -102,6 +102,9 @@ impl Jobs {
             }
             entries.insert(job.info().id.clone(), job);
         }
+        let savepoints_dir = std::path::absolute(data_dir.join("savepoints"))
+            .unwrap_or_else(|_| data_dir.join("savepoints"));
+        crate::savepoint::retained::sweep(&savepoints_dir);
         let jobs = Arc::new(Jobs {
             store,
             bundles,
@@ -111,8 +114,7 @@ impl Jobs {
             next: AtomicU64::new(0),
             metrics: Default::default(),
             triggers: Default::default(),
-            savepoints_dir: std::path::absolute(data_dir.join("savepoints"))
-                .unwrap_or_else(|_| data_dir.join("savepoints")),
+            savepoints_dir,
             checkpoints_dir: std::path::absolute(data_dir.join("checkpoints"))
                 .unwrap_or_else(|_| data_dir.join("checkpoints")),
         });

@@ -56,10 +56,9 @@ impl Jobs {
             ));
         }
         let given = Path::new(path);
-        // The coordinator's own savepoints (where they go by default) and
-        // checkpoints, and anything the granted directories hold.
-        let own = (given.starts_with(&self.savepoints_dir)
-            || given.starts_with(&self.checkpoints_dir))
+        // The coordinator's own savepoints (where they go by default), and
+        // anything the granted directories hold.
+        let own = given.starts_with(&self.savepoints_dir)
             && !given
                 .components()
                 .any(|c| c == std::path::Component::ParentDir);
@@ -79,8 +78,19 @@ impl Jobs {
         path: &str,
         allow_non_restored: bool,
     ) -> Result<SavepointStart, CoordinatorError> {
-        // (A directory: checked as a sink's directory is.)
-        let dir = self.savepoint_path("the savepoint", path, Use::Write)?;
+        // (A directory: checked as a sink's directory is; the coordinator's
+        // own checkpoints are read only.)
+        let given = Path::new(path);
+        let dir = if given.is_absolute()
+            && given.starts_with(&self.checkpoints_dir)
+            && !given
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            given.to_owned()
+        } else {
+            self.savepoint_path("the savepoint", path, Use::Write)?
+        };
         let dir = weir_model::savepoint::directory_of(&dir).to_owned();
         if let Some(retained) = crate::savepoint::retained::read(&dir) {
             return self.retained_to_start(&retained?, allow_non_restored).await;
@@ -122,7 +132,9 @@ impl Jobs {
             )
         })?;
         let ended = info.state.is_terminal() && info.state != JobState::Finished;
-        let stopped = crate::savepoint::retained::ends_its_job(retained, ended).await?;
+        let stopped =
+            crate::savepoint::retained::ends_its_job(retained, ended, &self.checkpoints_dir)
+                .await?;
         let (scratch, metadata) = crate::savepoint::retained::as_savepoint(
             retained,
             &graph,

@@ -65,9 +65,16 @@ pub fn read(dir: &Path) -> Option<Result<Retained, CoordinatorError>> {
 /// over (as from a savepoint that stopped its job): the job that took it
 /// has ended (`ended`, not finished: a finished job committed everything
 /// after its last checkpoint), and no checkpoint of it completed after it
-/// (else output was committed after it).
-pub async fn ends_its_job(retained: &Retained, ended: bool) -> Result<bool, CoordinatorError> {
-    if !ended {
+/// (else output was committed after it) — as the coordinator's own
+/// checkpoint storage (`own`) knows it: a copy of a job's checkpoints
+/// elsewhere may lack its newer ones, and never hands output over.
+pub async fn ends_its_job(
+    retained: &Retained,
+    ended: bool,
+    own: &Path,
+) -> Result<bool, CoordinatorError> {
+    let same = |p: &Path| std::fs::canonicalize(p).ok();
+    if !ended || same(&retained.root).is_none() || same(&retained.root) != same(own) {
         return Ok(false);
     }
     let c = &retained.checkpoint;
@@ -87,6 +94,22 @@ pub async fn ends_its_job(retained: &Retained, ended: bool) -> Result<bool, Coor
         .map_err(unreadable)?;
     let latest = stored.completed.iter().map(|s| s.id).max();
     Ok(latest == Some(c.id) && stored.unreadable.iter().all(|(id, _)| *id < c.id))
+}
+
+/// The prefix of the scratch directories ([`as_savepoint`]).
+const SCRATCH: &str = ".from-checkpoint-";
+
+/// Remove the scratch directories a stopped coordinator left under
+/// `under` (it stopped while a job started from a retained checkpoint).
+pub fn sweep(under: &Path) {
+    let Ok(entries) = std::fs::read_dir(under) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(SCRATCH) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Write `retained`, a checkpoint of `graph` (its job planned again), as a
@@ -111,7 +134,7 @@ pub async fn as_savepoint(
     };
     std::fs::create_dir_all(under).map_err(|e| failed(e.into()))?;
     let scratch = tempfile::Builder::new()
-        .prefix(".from-checkpoint-")
+        .prefix(SCRATCH)
         .tempdir_in(under)
         .map_err(|e| failed(e.into()))?;
     let store =
@@ -141,6 +164,49 @@ mod tests {
             predecessor: None,
         })
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_the_latest_checkpoint_of_an_ended_job_in_the_own_storage_ends_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let storage = tmp.path().join("checkpoints");
+        let copy = tmp.path().join("copy");
+        for root in [&storage, &copy] {
+            for id in [5, 7] {
+                let at = root.join(format!("j1/chk-{id}"));
+                std::fs::create_dir_all(&at).unwrap();
+                std::fs::write(at.join(METADATA), checkpoint("j1", id)).unwrap();
+            }
+        }
+        // The copy lacks the newest.
+        std::fs::remove_dir_all(copy.join("j1/chk-7")).unwrap();
+        let at = |root: &Path, id| read(&root.join(format!("j1/chk-{id}"))).unwrap().unwrap();
+        assert!(
+            ends_its_job(&at(&storage, 7), true, &storage)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !ends_its_job(&at(&storage, 7), false, &storage)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !ends_its_job(&at(&storage, 5), true, &storage)
+                .await
+                .unwrap()
+        );
+        assert!(!ends_its_job(&at(&copy, 5), true, &storage).await.unwrap());
+        // A newer checkpoint whose metadata cannot be read may have
+        // committed output.
+        let corrupt = storage.join("j1/chk-9");
+        std::fs::create_dir_all(&corrupt).unwrap();
+        std::fs::write(corrupt.join(METADATA), b"{").unwrap();
+        assert!(
+            !ends_its_job(&at(&storage, 7), true, &storage)
+                .await
+                .unwrap()
+        );
     }
 
     #[test]

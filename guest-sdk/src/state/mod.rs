@@ -970,19 +970,26 @@ mod tests {
     }
 
     /// The batch's list writes: (appended, values) per write.
-    fn written() -> Vec<(bool, usize)> {
+    fn written() -> Vec<(bool, Vec<Vec<u8>>)> {
         with_cache(|c| {
             let ops = c.take_ops().ops;
             c.set_key(Some(b"k"));
             ops.into_iter()
                 .map(|op| match op {
-                    StateOp::AppendList(l) => (true, l.values.len()),
-                    StateOp::ReplaceList(l) => (false, l.values.len()),
-                    StateOp::Clear(_) => (false, 0),
+                    StateOp::AppendList(l) => (true, l.values),
+                    StateOp::ReplaceList(l) => (false, l.values),
+                    StateOp::Clear(_) => (false, Vec::new()),
                     _ => panic!("not a list's write"),
                 })
                 .collect()
         })
+    }
+
+    fn encoded(values: &[i64]) -> Vec<Vec<u8>> {
+        values
+            .iter()
+            .map(|v| wire::encode(state_codec(), v))
+            .collect()
     }
 
     #[test]
@@ -999,17 +1006,17 @@ mod tests {
         l.add(1).unwrap();
         // What the host holds is not written again (its elements keep
         // their expiry times): what was added is appended.
-        assert_eq!(written(), [(true, 1)]);
+        assert_eq!(written(), [(true, encoded(&[1]))]);
         l.get().unwrap();
         assert_eq!(written(), []);
         l.add(2).unwrap();
         l.get().unwrap();
         l.add(3).unwrap();
-        assert_eq!(written(), [(true, 2)]);
+        assert_eq!(written(), [(true, encoded(&[2, 3]))]);
         l.update(vec![2]).unwrap();
-        assert_eq!(written(), [(false, 1)]);
+        assert_eq!(written(), [(false, encoded(&[2]))]);
         l.get().unwrap();
         l.clear().unwrap();
-        assert_eq!(written(), [(false, 0)]);
+        assert_eq!(written(), [(false, Vec::new())]);
     }
 }
