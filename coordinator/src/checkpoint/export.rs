@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
 use weir_model::checkpoint::OperatorStateHandle;
 
 /// A subtask's state as one canonical file, in a scratch directory that
@@ -35,14 +35,12 @@ pub async fn canonical(
             "a state file named {:?} in its metadata",
             f.name
         );
-        let bytes = store
-            .get(&ObjectPath::from(f.path.as_str()))
-            .await
-            .map_err(|e| anyhow::anyhow!("{}: {e}", f.path))?
-            .bytes()
-            .await
-            .map_err(|e| anyhow::anyhow!("{}: {e}", f.path))?;
-        tokio::fs::write(db.join(&f.name), bytes).await?;
+        weir_model::storage::transfer::get_file(
+            store,
+            &ObjectPath::from(f.path.as_str()),
+            &db.join(&f.name),
+        )
+        .await?;
     }
     let format = handle.format.clone();
     let file = tokio::task::spawn_blocking(move || canonical_file(&format, &db, max_parallelism))

@@ -1,7 +1,8 @@
-//! Files written into a store without being held in memory whole: what
-//! fits in one part goes up in one put (as before), anything larger as a
-//! multipart upload of [`PART`]-sized parts, two in flight at most. Each
-//! write hashes what it wrote, for the checks a restore makes.
+//! Files moved between a store and local files (or another store) without
+//! being held in memory whole: what fits in one part goes up in one put
+//! (as before), anything larger as a multipart upload of [`PART`]-sized
+//! parts, two in flight at most; reads go a chunk at a time. Each move
+//! hashes what it moved, for the checks a restore makes.
 
 use std::path::Path as FsPath;
 
@@ -151,6 +152,41 @@ pub async fn copy(
     put_stream(target, to, Box::pin(chunks)).await
 }
 
+/// Read `location` in `store` into the local file `file` (made or
+/// replaced), a chunk at a time.
+pub async fn get_file(
+    store: &dyn ObjectStore,
+    location: &Path,
+    file: &FsPath,
+) -> anyhow::Result<Written> {
+    use tokio::io::AsyncWriteExt;
+    let got = store
+        .get(location)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading {location}: {e}"))?;
+    let mut chunks = got.into_stream();
+    let mut out = tokio::fs::File::create(file)
+        .await
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", file.display()))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut size = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| anyhow::anyhow!("reading {location}: {e}"))?;
+        hasher.update(&chunk);
+        size += chunk.len() as u64;
+        out.write_all(&chunk)
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", file.display()))?;
+    }
+    out.flush()
+        .await
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", file.display()))?;
+    Ok(Written {
+        size,
+        sha256: hex::encode(hasher.finalize()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +211,12 @@ mod tests {
             assert_eq!(again, written);
             let read = store.get(&copied).await.unwrap().bytes().await.unwrap();
             assert_eq!(read.as_ref(), bytes.as_slice(), "{len} bytes");
+            let back = dir.path().join(format!("back{len}"));
+            assert_eq!(
+                get_file(store.as_ref(), &copied, &back).await.unwrap(),
+                written
+            );
+            assert_eq!(std::fs::read(&back).unwrap(), bytes);
         }
         // Nothing staged is left behind.
         let mut left = Vec::new();

@@ -46,21 +46,51 @@ async fn fetch(store: &dyn ObjectStore, id: u64, f: &StateFile) -> anyhow::Resul
         })?
         .bytes()
         .await?;
-    if bytes.len() as u64 != f.size {
+    check(
+        id,
+        f,
+        bytes.len() as u64,
+        &hex::encode(sha2::Sha256::digest(&bytes)),
+    )?;
+    Ok(bytes)
+}
+
+/// Read `f` of checkpoint `id` from `store` into the local file `file`, a
+/// chunk at a time, checked against its size and sha256.
+async fn fetch_into(
+    store: &dyn ObjectStore,
+    id: u64,
+    f: &StateFile,
+    file: &Path,
+) -> anyhow::Result<()> {
+    let got =
+        weir_model::storage::transfer::get_file(store, &ObjectPath::from(f.path.as_str()), file)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "checkpoint {id}: cannot read it from the checkpoint storage: {e:#}"
+                )
+            })?;
+    check(id, f, got.size, &got.sha256)
+}
+
+/// That `f` of checkpoint `id` read back as `size` bytes hashing to
+/// `sha256` is what the checkpoint recorded.
+fn check(id: u64, f: &StateFile, size: u64, sha256: &str) -> anyhow::Result<()> {
+    if size != f.size {
         anyhow::bail!(
-            "checkpoint {id}: {} has {} bytes, the checkpoint says {}",
+            "checkpoint {id}: {} has {size} bytes, the checkpoint says {}",
             f.path,
-            bytes.len(),
             f.size
         );
     }
-    if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256 {
+    if !f.sha256.is_empty() && sha256 != f.sha256 {
         anyhow::bail!(
             "checkpoint {id}: {} is corrupt (its sha256 is not the one the checkpoint recorded)",
             f.path
         );
     }
-    Ok(bytes)
+    Ok(())
 }
 
 impl Restore {
@@ -83,8 +113,7 @@ impl Restore {
                 let into = dir.join(format!("{}-{}-{i}", o.vertex, s.subtask));
                 tokio::fs::create_dir_all(&into).await?;
                 for f in &o.files {
-                    let bytes = fetch(store.as_ref(), checkpoint.id, f).await?;
-                    tokio::fs::write(into.join(&f.name), &bytes).await?;
+                    fetch_into(store.as_ref(), checkpoint.id, f, &into.join(&f.name)).await?;
                 }
                 operators
                     .entry((o.vertex, s.subtask))
