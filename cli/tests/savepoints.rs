@@ -1074,6 +1074,25 @@ async fn a_running_jobs_latest_checkpoint_state_reads_as_json_lines_on_either_ba
         assert!(body.contains("nope"), "{body}");
         let o = common::weir(&["cancel", &id, "--coordinator", &rest]);
         assert!(o.status.success());
+        // Ended, its newest retained checkpoint still reads (from the
+        // checkpoint storage), with every count.
+        common::job_until(&rest, &id, "the job is canceled", |j| {
+            j.state == JobState::Canceled
+        })
+        .await;
+        let (s, _, body) = get(state.clone()).await;
+        assert_eq!(s, 200, "{backend}: {body}");
+        let got: BTreeMap<String, u64> = body
+            .lines()
+            .map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                (
+                    v["key"].as_str().unwrap().to_owned(),
+                    v["value"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{backend}: the ended job's state");
     }
 }
 

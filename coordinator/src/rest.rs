@@ -569,7 +569,7 @@ pub fn openapi_document() -> serde_json::Value {
             }}}}}, "404": err("No such job")}}},
             "/v1/jobs/{id}/checkpoints": checkpoints,
             "/v1/jobs/{id}/checkpoints/latest/state": {"parameters": id_param, "get": {
-                "summary": "The keyed state of a running job's latest completed checkpoint, as JSON lines (one per entry and timer, as `weir state` prints a savepoint's)",
+                "summary": "The keyed state of a job's latest completed checkpoint (a running job's, or the newest an ended job retained), as JSON lines (one per entry and timer, as `weir state` prints a savepoint's)",
                 "parameters": [
                     {"name": "operator", "in": "query", "required": false, "schema": {"type": "string"}},
                     {"name": "state", "in": "query", "required": false, "schema": {"type": "string"}}

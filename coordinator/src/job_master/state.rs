@@ -26,7 +26,7 @@ impl JobMasters {
             conflict(
                 "job_not_running",
                 format!(
-                    "job `{id}` is not running: the state of a job that ended is read from its savepoint (`weir state DIR`)"
+                    "job `{id}` is not running (it is starting, restarting or recovering): try again once it runs"
                 ),
             )
         })?;

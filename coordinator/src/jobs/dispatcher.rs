@@ -694,14 +694,44 @@ impl Jobs {
     }
 
     /// The keyed state of job `id`'s latest completed checkpoint, as JSON
-    /// lines.
+    /// lines: a running job's from its job master, an ended job's from
+    /// the checkpoint storage (its retained checkpoints stay there).
     pub async fn latest_state(
         &self,
         id: &str,
         query: &crate::checkpoint::inspect::StateQuery,
     ) -> Result<crate::checkpoint::inspect::Lines, CoordinatorError> {
-        self.get(id).await?;
-        self.runner.latest_state(id, query).await
+        let info = self.get(id).await?;
+        if !info.state.is_terminal() {
+            return self.runner.latest_state(id, query).await;
+        }
+        let failed = |e: anyhow::Error| {
+            CoordinatorError::internal(format!("reading the checkpoints of job `{id}`: {e:#}"))
+        };
+        let store = weir_model::storage::file_url(&self.checkpoints_dir)
+            .and_then(|url| weir_model::storage::open(&url))
+            .map_err(failed)?;
+        let stored = crate::checkpoint::completed::read_back(store.as_ref(), id, 1)
+            .await
+            .map_err(failed)?;
+        let Some(latest) = stored.completed.last() else {
+            return Err(CoordinatorError::new(
+                crate::error::ErrorKind::Conflict,
+                "no_checkpoint_yet",
+                format!("job `{id}` ended without a completed checkpoint"),
+            ));
+        };
+        let (graph, _) = self.plan(&JobRequest::of(&info)).await.map_err(|e| {
+            CoordinatorError::new(
+                crate::error::ErrorKind::Conflict,
+                "job_unplannable",
+                format!(
+                    "job `{id}` cannot be planned again to name the vertices of its checkpoint {}: {}",
+                    latest.id, e.message
+                ),
+            )
+        })?;
+        crate::checkpoint::inspect::read(store.as_ref(), latest, &graph, query).await
     }
 
     /// One job, with live counts.
