@@ -216,7 +216,8 @@ enum Command {
     /// Print the keyed state a savepoint holds, as JSON lines (operator,
     /// subtask, state, kind, key, value; and timers).
     State {
-        /// The savepoint's directory.
+        /// The savepoint's directory (or a retained checkpoint's, or its
+        /// `_metadata`).
         savepoint: PathBuf,
         /// Only this operator's state.
         #[arg(long)]

@@ -297,6 +297,40 @@ async fn a_canceled_jobs_retained_checkpoint_restores_at_another_parallelism_exa
     .await;
     let retained = latest_checkpoint(&data, &first);
 
+    // `weir state` reads it (its RocksDB snapshots exported), as the REST
+    // API reads the ended job's newest checkpoint.
+    let o = common::weir(&["state", retained.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let counts = |text: &str| -> BTreeMap<String, u64> {
+        text.lines()
+            .map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert_eq!(v["operator"], "count", "{line}");
+                (
+                    v["key"].as_str().unwrap().to_owned(),
+                    v["value"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let printed = counts(&String::from_utf8_lossy(&o.stdout));
+    assert!(!printed.is_empty());
+    let read = reqwest::get(format!("{rest}/v1/jobs/{first}/checkpoints/latest/state"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(printed, counts(&read));
+    // The checkpoint names its vertices: the job's bundle may go.
+    let bundle_of_first = job(&rest, &first).await.bundle;
+    let gone = reqwest::Client::new()
+        .delete(format!("{rest}/v1/bundles/{bundle_of_first}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(gone.status().is_success(), "{gone:?}");
+
     // Its metadata anywhere else is refused, naming where it belongs.
     let moved = dir.join("moved");
     std::fs::create_dir_all(&moved).unwrap();

@@ -155,6 +155,40 @@ pub struct CheckpointMetadata {
     /// job, which goes on from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<String>,
+    /// What its vertex ids stand for (absent in checkpoints of older
+    /// versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<CheckpointLayout>,
+}
+
+/// What a checkpoint's vertex ids stand for: enough to read its state and
+/// to start a job from it without the job that took it (whose bundle may
+/// be gone), as Flink's checkpoint metadata names its operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointLayout {
+    /// The job's name.
+    pub job_name: String,
+    /// Its max parallelism (its keys' groups).
+    pub max_parallelism: u32,
+    /// The codec of its state values.
+    pub codec: crate::codec::Codec,
+    /// Its vertices, in id order.
+    pub vertices: Vec<LayoutVertex>,
+}
+
+/// A vertex of a [`CheckpointLayout`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutVertex {
+    /// Its name (what state is matched by).
+    pub name: String,
+    /// `source`, `operator` or `sink`.
+    pub role: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// A sink's connector and files (its pending output is only claimed by
+    /// a sink writing there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink_target: Option<String>,
 }
 
 impl CheckpointMetadata {

@@ -165,6 +165,7 @@ async fn restored_counts_go_on_from_the_checkpoint(backend: StateBackendKind) {
         completed_at_ms: weir_host::now_ms(),
         subtasks,
         predecessor: None,
+        layout: None,
     };
 
     // Attempt 1, from checkpoint 1.

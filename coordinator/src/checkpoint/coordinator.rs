@@ -45,6 +45,8 @@ pub struct Topology {
     pub attempt: u32,
     /// Per task (chain): its vertices (id, name), and its parallelism.
     pub tasks: Vec<(Vec<(usize, String)>, u32)>,
+    /// What the vertex ids stand for, kept in every checkpoint's metadata.
+    pub layout: Option<weir_model::checkpoint::CheckpointLayout>,
 }
 
 impl Topology {
@@ -530,6 +532,7 @@ impl CheckpointCoordinator {
                 })
                 .collect(),
             predecessor: None,
+            layout: self.topology.layout.clone(),
         };
         let waiter = inner.savepoints.remove(&id);
         if let Some((waiter, false)) = waiter {
@@ -778,6 +781,7 @@ mod tests {
             job: "job".into(),
             attempt: 0,
             tasks: vec![(vec![(0, "v".into())], 1)],
+            layout: None,
         };
         let c = CheckpointCoordinator::start(
             config,

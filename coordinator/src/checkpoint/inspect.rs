@@ -4,8 +4,7 @@
 //! file ([`super::export`]) and read.
 
 use object_store::ObjectStore;
-use weir_model::JobGraph;
-use weir_model::checkpoint::{CheckpointMetadata, OperatorStateHandle};
+use weir_model::checkpoint::{CheckpointLayout, CheckpointMetadata, OperatorStateHandle};
 use weir_state::inspect::Printer;
 
 use crate::error::CoordinatorError;
@@ -27,16 +26,16 @@ pub struct StateQuery {
     pub state: Option<String>,
 }
 
-/// The keyed state `checkpoint` holds (of the operators of `graph`), as
-/// JSON lines.
+/// The keyed state `checkpoint` holds (its vertices named by `layout`),
+/// as JSON lines.
 pub async fn read(
     store: &dyn ObjectStore,
     checkpoint: &CheckpointMetadata,
-    graph: &JobGraph,
+    layout: &CheckpointLayout,
     query: &StateQuery,
 ) -> Result<Lines, CoordinatorError> {
     let name = |o: &OperatorStateHandle| {
-        graph
+        layout
             .vertices
             .get(o.vertex)
             .map_or_else(|| format!("vertex {}", o.vertex), |v| v.name.clone())
@@ -80,10 +79,10 @@ pub async fn read(
         .into_iter()
         .filter(|(n, _, _)| query.operator.as_ref().is_none_or(|o| o == n))
     {
-        let canonical = super::export::canonical(store, handle, graph.max_parallelism)
+        let canonical = super::export::canonical(store, handle, layout.max_parallelism)
             .await
             .map_err(failed)?;
-        let (codec, wanted) = (graph.codec, query.state.clone());
+        let (codec, wanted) = (layout.codec, query.state.clone());
         let (written, saw) = tokio::task::spawn_blocking(move || {
             let mut p = Printer::new(&operator, subtask, wanted.as_deref(), codec, &mut out);
             weir_state::canonical::read(&canonical.file, &mut p)?;

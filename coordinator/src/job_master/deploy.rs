@@ -171,6 +171,7 @@ impl JobMasters {
                         )
                     })
                     .collect(),
+                layout: Some(crate::savepoint::layout(graph)),
             };
             let finished = master.lock().await.finished_workers.clone();
             let gateway = Arc::new(WorkerGateway {

@@ -89,8 +89,14 @@ impl JobMasters {
         let url = plan.storage.as_deref().expect("checked above");
         let store = weir_model::storage::open(url)
             .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
-        let written =
-            crate::savepoint::write(store.as_ref(), &checkpoint, &plan.graph, dir, stop).await;
+        let written = crate::savepoint::write(
+            store.as_ref(),
+            &checkpoint,
+            &crate::savepoint::layout(&plan.graph),
+            dir,
+            stop,
+        )
+        .await;
         if !stop {
             // Its files in the checkpoint storage were for it alone.
             for f in checkpoint.files() {

@@ -62,7 +62,8 @@ impl JobMasters {
                 // It failed on this very checkpoint: not for a newer one.
                 return Err(e);
             }
-            match inspect::read(store.as_ref(), &latest, &plan.graph, query).await {
+            let layout = crate::savepoint::layout(&plan.graph);
+            match inspect::read(store.as_ref(), &latest, &layout, query).await {
                 Err(e) if e.kind == ErrorKind::Internal => last_error = Some((latest.id, e)),
                 answer => return answer,
             }

@@ -104,40 +104,50 @@ impl Jobs {
         })
     }
 
-    /// A retained checkpoint of a job this coordinator knows, written out
-    /// as a savepoint of it (its job planned again from its bundle, with
-    /// its parameters and parallelism, names the checkpoint's vertices).
+    /// A retained checkpoint written out as a savepoint: its layout names
+    /// its vertices (in a checkpoint without one, its job, planned again
+    /// from its bundle with its parameters and parallelism, does).
     async fn retained_to_start(
         &self,
         retained: &crate::savepoint::retained::Retained,
         allow_non_restored: bool,
     ) -> Result<SavepointStart, CoordinatorError> {
         let c = &retained.checkpoint;
-        let info = self.get(&c.job).await.map_err(|_| {
-            unprocessable(
-                "checkpoint_job_unknown",
-                format!(
-                    "checkpoint {} is of job `{}`, which this coordinator does not know: its vertices cannot be named (take a savepoint instead: it names them)",
-                    c.id, c.job
-                ),
-            )
-        })?;
-        let (graph, _) = self.plan(&JobRequest::of(&info)).await.map_err(|e| {
-            unprocessable(
-                "checkpoint_job_unplannable",
-                format!(
-                    "checkpoint {} of job `{}`: that job cannot be planned again to name its vertices: {}",
-                    c.id, c.job, e.message
-                ),
-            )
-        })?;
-        let ended = info.state.is_terminal() && info.state != JobState::Finished;
+        let known = self.get(&c.job).await.ok();
+        let layout = match (&c.layout, &known) {
+            (Some(layout), _) => layout.clone(),
+            (None, None) => {
+                return Err(unprocessable(
+                    "checkpoint_job_unknown",
+                    format!(
+                        "checkpoint {} is of job `{}`, which this coordinator does not know, and does not name its vertices (taken by an older version): take a savepoint instead",
+                        c.id, c.job
+                    ),
+                ));
+            }
+            (None, Some(info)) => {
+                let (graph, _) = self.plan(&JobRequest::of(info)).await.map_err(|e| {
+                    unprocessable(
+                        "checkpoint_job_unplannable",
+                        format!(
+                            "checkpoint {} of job `{}` does not name its vertices (taken by an older version), and that job cannot be planned again to name them: {}",
+                            c.id, c.job, e.message
+                        ),
+                    )
+                })?;
+                crate::savepoint::layout(&graph)
+            }
+        };
+        // Only a job this coordinator saw end hands its output over.
+        let ended = known
+            .as_ref()
+            .is_some_and(|i| i.state.is_terminal() && i.state != JobState::Finished);
         let stopped =
             crate::savepoint::retained::ends_its_job(retained, ended, &self.checkpoints_dir)
                 .await?;
         let (scratch, metadata) = crate::savepoint::retained::as_savepoint(
             retained,
-            &graph,
+            &layout,
             &self.savepoints_dir,
             stopped,
         )

@@ -34,7 +34,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use weir_model::JobGraph;
 use weir_model::checkpoint::{
-    CheckpointMetadata, OperatorStateHandle, StateFile, SubtaskState, TaskStateHandle,
+    CheckpointLayout, CheckpointMetadata, LayoutVertex, OperatorStateHandle, StateFile,
+    SubtaskState, TaskStateHandle,
 };
 use weir_model::graph::VertexKind;
 use weir_model::keygroup::key_groups_of;
@@ -68,13 +69,33 @@ fn role(kind: &VertexKind) -> &'static str {
     }
 }
 
-/// Write the completed savepoint `checkpoint` of `graph`, whose files are
-/// in `storage`, into the directory `dir` (made if needed; `_metadata`
-/// last, so a directory without it is no savepoint): its metadata.
+/// What `graph`'s vertex ids stand for, as its checkpoints keep it.
+pub fn layout(graph: &JobGraph) -> CheckpointLayout {
+    CheckpointLayout {
+        job_name: graph.name.clone(),
+        max_parallelism: graph.max_parallelism,
+        codec: graph.codec,
+        vertices: graph
+            .vertices
+            .iter()
+            .map(|v| LayoutVertex {
+                name: v.name.clone(),
+                role: role(&v.kind).into(),
+                parallelism: v.parallelism,
+                sink_target: sink_target(&v.kind),
+            })
+            .collect(),
+    }
+}
+
+/// Write the completed savepoint (or retained checkpoint) `checkpoint`,
+/// whose vertices `layout` names and whose files are in `storage`, into
+/// the directory `dir` (made if needed; `_metadata` last, so a directory
+/// without it is no savepoint): its metadata.
 pub async fn write(
     storage: &dyn ObjectStore,
     checkpoint: &CheckpointMetadata,
-    graph: &JobGraph,
+    layout: &CheckpointLayout,
     dir: &Path,
     stopped: bool,
 ) -> anyhow::Result<SavepointMetadata> {
@@ -93,37 +114,37 @@ pub async fn write(
     }
     let target = weir_model::storage::open(&weir_model::storage::file_url(dir)?)?;
     let mut vertices = Vec::new();
-    for v in &graph.vertices {
+    for (id, v) in layout.vertices.iter().enumerate() {
         let mut out = SavepointVertex {
             name: v.name.clone(),
-            role: role(&v.kind).into(),
+            role: v.role.clone(),
             parallelism: v.parallelism,
             positions: Vec::new(),
             sinks: Vec::new(),
             state: Vec::new(),
-            sink_target: sink_target(&v.kind),
+            sink_target: v.sink_target.clone(),
         };
         let mut splits = std::collections::BTreeSet::new();
         for s in &checkpoint.subtasks {
-            for (_, positions) in s.state.sources.iter().filter(|(id, _)| *id == v.id) {
+            for (_, positions) in s.state.sources.iter().filter(|(vertex, _)| *vertex == id) {
                 for p in positions {
                     if splits.insert(p.split.clone()) {
                         out.positions.push(p.clone());
                     }
                 }
             }
-            for (_, handle) in s.state.sinks.iter().filter(|(id, _)| *id == v.id) {
+            for (_, handle) in s.state.sinks.iter().filter(|(vertex, _)| *vertex == id) {
                 out.sinks.push(SinkPreCommit {
                     subtask: s.subtask,
                     handle: handle.clone(),
                 });
             }
-            for o in s.state.operators.iter().filter(|o| o.vertex == v.id) {
+            for o in s.state.operators.iter().filter(|o| o.vertex == id) {
                 let file = state_file_name(&v.name, s.subtask);
                 let written = copy_canonical(
                     storage,
                     o,
-                    graph.max_parallelism,
+                    layout.max_parallelism,
                     target.as_ref(),
                     &ObjectPath::from(file.as_str()),
                 )
@@ -146,12 +167,12 @@ pub async fn write(
         format: FORMAT.into(),
         version: VERSION,
         job: checkpoint.job.clone(),
-        job_name: graph.name.clone(),
+        job_name: layout.job_name.clone(),
         checkpoint: checkpoint.id,
         taken_at_ms: checkpoint.triggered_at_ms,
-        max_parallelism: graph.max_parallelism,
+        max_parallelism: layout.max_parallelism,
         stopped,
-        state_codec: Some(graph.codec),
+        state_codec: Some(layout.codec),
         vertices,
     };
     target
@@ -425,6 +446,7 @@ pub fn plan_restore(
             completed_at_ms: now,
             subtasks,
             predecessor: Some(savepoint.job.clone()),
+            layout: Some(layout(graph)),
         },
         copies,
     })

@@ -4,12 +4,13 @@
 //! a job as a savepoint does — at any parallelism, on either backend, with
 //! a new bundle. It is written out as a savepoint first ([`super::write`]:
 //! a RocksDB snapshot in the canonical format), into a scratch directory
-//! the restore reads and drops.
+//! the restore reads and drops. Its metadata's layout names its vertices
+//! (a checkpoint of an older version without one: its job, planned again
+//! from its bundle, does).
 
 use std::path::{Path, PathBuf};
 
-use weir_model::JobGraph;
-use weir_model::checkpoint::CheckpointMetadata;
+use weir_model::checkpoint::{CheckpointLayout, CheckpointMetadata};
 use weir_model::savepoint::{FORMAT, METADATA, SavepointMetadata};
 
 use crate::error::CoordinatorError;
@@ -112,13 +113,13 @@ pub fn sweep(under: &Path) {
     }
 }
 
-/// Write `retained`, a checkpoint of `graph` (its job planned again), as a
-/// savepoint into a scratch directory under `under`: the directory (gone
-/// when dropped) and the savepoint's metadata. `stopped`: whether it ends
-/// its job ([`ends_its_job`]).
+/// Write `retained`, its vertices named by `layout`, as a savepoint into a
+/// scratch directory under `under`: the directory (gone when dropped) and
+/// the savepoint's metadata. `stopped`: whether it ends its job
+/// ([`ends_its_job`]).
 pub async fn as_savepoint(
     retained: &Retained,
-    graph: &JobGraph,
+    layout: &CheckpointLayout,
     under: &Path,
     stopped: bool,
 ) -> Result<(tempfile::TempDir, SavepointMetadata), CoordinatorError> {
@@ -140,7 +141,7 @@ pub async fn as_savepoint(
     let store =
         weir_model::storage::open(&weir_model::storage::file_url(&retained.root).map_err(failed)?)
             .map_err(failed)?;
-    let metadata = super::write(store.as_ref(), c, graph, scratch.path(), stopped)
+    let metadata = super::write(store.as_ref(), c, layout, scratch.path(), stopped)
         .await
         .map_err(failed)?;
     Ok((scratch, metadata))
@@ -162,6 +163,7 @@ mod tests {
             completed_at_ms: 0,
             subtasks: Vec::new(),
             predecessor: None,
+            layout: None,
         })
         .unwrap()
     }
