@@ -56,6 +56,27 @@ pub struct StateFile {
     pub sha256: String,
 }
 
+impl StateFile {
+    /// That the file read back as `size` bytes hashing to `sha256` (hex) is
+    /// the one the checkpoint recorded (a file of an older version without
+    /// its sha256: its size only), or what differs.
+    pub fn verify(&self, size: u64, sha256: &str) -> Result<(), String> {
+        if size != self.size {
+            return Err(format!(
+                "{} has {size} bytes, the checkpoint says {}",
+                self.path, self.size
+            ));
+        }
+        if !self.sha256.is_empty() && sha256 != self.sha256 {
+            return Err(format!(
+                "{} is corrupt (its sha256 is not the one the checkpoint recorded)",
+                self.path
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// An operator's keyed state in a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorStateHandle {
@@ -205,5 +226,180 @@ impl CheckpointMetadata {
     /// Bytes of state it refers to.
     pub fn state_bytes(&self) -> u64 {
         self.subtasks.iter().map(|s| s.state.state_bytes).sum()
+    }
+
+    /// What a reader of a checkpoint that is not its own job's (a retained
+    /// checkpoint started as a savepoint, its state read) relies on, the
+    /// checkpoint's vertices named by `layout`: an id a savepoint may
+    /// carry, every file inside its job's part of the storage
+    /// (`<job>/…`, no `..`), a max parallelism and parallelisms a restore
+    /// can divide key groups by, and every subtask's state of a vertex the
+    /// layout has, within its parallelism. Else what is wrong.
+    pub fn check_against(&self, layout: &CheckpointLayout) -> Result<(), String> {
+        if self.id > 1 << 53 {
+            return Err(format!("it gives checkpoint id {}", self.id));
+        }
+        let max = layout.max_parallelism;
+        if max == 0 || max > crate::keygroup::MAX_MAX_PARALLELISM {
+            return Err(format!("it gives a max parallelism of {max}"));
+        }
+        if let Some(v) = layout
+            .vertices
+            .iter()
+            .find(|v| v.parallelism == 0 || v.parallelism > max)
+        {
+            return Err(format!(
+                "it gives vertex `{}` a parallelism of {}",
+                v.name, v.parallelism
+            ));
+        }
+        let within_job = |path: &str| {
+            let parts: Vec<&str> = path.split('/').collect();
+            parts.len() > 1
+                && parts[0] == self.job
+                && !self.job.is_empty()
+                && parts[1..]
+                    .iter()
+                    .all(|p| !p.is_empty() && *p != "." && *p != ".." && !p.contains('\\'))
+        };
+        for s in &self.subtasks {
+            let vertices = s
+                .state
+                .sources
+                .iter()
+                .map(|(v, _)| *v)
+                .chain(s.state.sinks.iter().map(|(v, _)| *v))
+                .chain(s.state.operators.iter().map(|o| o.vertex));
+            for v in vertices {
+                let Some(vertex) = layout.vertices.get(v) else {
+                    return Err(format!(
+                        "task {} [{}] holds state of vertex {v}, which it does not name",
+                        s.task, s.subtask
+                    ));
+                };
+                if s.subtask >= vertex.parallelism {
+                    return Err(format!(
+                        "it holds state of subtask {} of `{}`, whose parallelism is {}",
+                        s.subtask, vertex.name, vertex.parallelism
+                    ));
+                }
+            }
+            if let Some(f) = s.state.files().find(|f| !within_job(&f.path)) {
+                return Err(format!(
+                    "it refers to a file {:?} outside its job's part of the storage (`{}/…`)",
+                    f.path, self.job
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(parallelism: u32) -> CheckpointLayout {
+        CheckpointLayout {
+            job_name: "wc".into(),
+            max_parallelism: 128,
+            codec: crate::codec::Codec::default(),
+            vertices: vec![LayoutVertex {
+                name: "count".into(),
+                role: "operator".into(),
+                parallelism,
+                sink_target: None,
+            }],
+        }
+    }
+
+    fn checkpoint(id: u64, vertex: usize, subtask: u32, path: &str) -> CheckpointMetadata {
+        CheckpointMetadata {
+            job: "j1".into(),
+            id,
+            kind: CheckpointKind::Checkpoint,
+            mode: CheckpointMode::ExactlyOnce,
+            attempt: 0,
+            triggered_at_ms: 0,
+            completed_at_ms: 0,
+            subtasks: vec![SubtaskState {
+                task: 0,
+                subtask,
+                state: TaskStateHandle {
+                    operators: vec![OperatorStateHandle {
+                        vertex,
+                        format: "full".into(),
+                        files: vec![StateFile {
+                            name: "state.bin".into(),
+                            path: path.into(),
+                            size: 1,
+                            shared: false,
+                            sha256: String::new(),
+                        }],
+                    }],
+                    ..Default::default()
+                },
+            }],
+            predecessor: None,
+            layout: None,
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_read_as_a_savepoint_stays_in_its_job_and_its_layout() {
+        let ok = "j1/chk-3/0-0-a0/state.bin";
+        assert_eq!(checkpoint(3, 0, 1, ok).check_against(&layout(2)), Ok(()));
+        let refused = |c: CheckpointMetadata, l: CheckpointLayout, why: &str| {
+            let e = c.check_against(&l).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        };
+        for path in [
+            "j2/chk-3/state.bin",
+            "j1/../j2/chk-3/state.bin",
+            "/etc/passwd",
+            "j1//state.bin",
+            "j1",
+            "j1/chk-3/..\\..\\x",
+        ] {
+            refused(
+                checkpoint(3, 0, 0, path),
+                layout(2),
+                "outside its job's part",
+            );
+        }
+        refused(checkpoint(3, 0, 0, ok), layout(0), "a parallelism of 0");
+        refused(checkpoint(3, 0, 2, ok), layout(2), "subtask 2 of `count`");
+        refused(checkpoint(3, 1, 0, ok), layout(2), "vertex 1");
+        refused(checkpoint(u64::MAX, 0, 0, ok), layout(2), "checkpoint id");
+        let mut wide = layout(2);
+        wide.max_parallelism = 0;
+        refused(checkpoint(3, 0, 0, ok), wide, "max parallelism of 0");
+    }
+
+    #[test]
+    fn a_file_read_back_is_the_one_recorded() {
+        let f = StateFile {
+            name: "a".into(),
+            path: "j1/chk-1/a".into(),
+            size: 3,
+            shared: false,
+            sha256: "ab".repeat(32),
+        };
+        assert!(f.verify(3, &"ab".repeat(32)).is_ok());
+        assert!(
+            f.verify(2, &"ab".repeat(32))
+                .unwrap_err()
+                .contains("2 bytes")
+        );
+        assert!(
+            f.verify(3, &"cd".repeat(32))
+                .unwrap_err()
+                .contains("corrupt")
+        );
+        let old = StateFile {
+            sha256: String::new(),
+            ..f
+        };
+        assert!(old.verify(3, "anything").is_ok());
     }
 }

@@ -19,8 +19,9 @@ pub struct Canonical {
     _scratch: tempfile::TempDir,
 }
 
-/// Fetch the files of `handle` from `store` and give its state as one
-/// canonical file (keys in `max_parallelism` groups).
+/// Fetch the files of `handle` from `store` (each checked against its
+/// size and sha256) and give its state as one canonical file (keys in
+/// `max_parallelism` groups).
 pub async fn canonical(
     store: &dyn ObjectStore,
     handle: &OperatorStateHandle,
@@ -35,12 +36,16 @@ pub async fn canonical(
             "a state file named {:?} in its metadata",
             f.name
         );
-        weir_model::storage::transfer::get_file(
+        let got = weir_model::storage::transfer::get_file(
             store,
             &ObjectPath::from(f.path.as_str()),
             &db.join(&f.name),
         )
         .await?;
+        // What is written out from it is hashed again: a file that changed
+        // must not pass on with a valid hash.
+        f.verify(got.size, &got.sha256)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let format = handle.format.clone();
     let file = tokio::task::spawn_blocking(move || canonical_file(&format, &db, max_parallelism))

@@ -34,6 +34,15 @@ pub async fn read(
     layout: &CheckpointLayout,
     query: &StateQuery,
 ) -> Result<Lines, CoordinatorError> {
+    checkpoint.check_against(layout).map_err(|e| {
+        CoordinatorError::unprocessable(
+            "checkpoint_invalid",
+            format!(
+                "checkpoint {} of job `{}` cannot be read: {e}",
+                checkpoint.id, checkpoint.job
+            ),
+        )
+    })?;
     let name = |o: &OperatorStateHandle| {
         layout
             .vertices

@@ -75,17 +75,13 @@ enum Unreadable {
 /// written: its size and its sha256 (workers check them again as they
 /// download).
 async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), Unreadable> {
+    use futures::StreamExt;
     use sha2::Digest;
     let store = weir_model::storage::open(url).map_err(|e| Unreadable::ForNow(format!("{e:#}")))?;
     for f in checkpoint.files() {
         let path = object_store::path::Path::from(f.path.as_str());
-        let bytes = match store.get(&path).await {
-            Ok(got) => got.bytes().await.map_err(|e| {
-                Unreadable::ForNow(format!(
-                    "checkpoint {}: reading {}: {e}",
-                    checkpoint.id, f.path
-                ))
-            })?,
+        let got = match store.get(&path).await {
+            Ok(got) => got,
             Err(e @ object_store::Error::NotFound { .. }) => {
                 return Err(Unreadable::Lost(format!(
                     "checkpoint {}: {} is missing: {e}",
@@ -99,21 +95,21 @@ async fn check_files(url: &str, checkpoint: &CheckpointMetadata) -> Result<(), U
                 )));
             }
         };
-        if bytes.len() as u64 != f.size {
-            return Err(Unreadable::Lost(format!(
-                "checkpoint {}: {} has {} bytes, the checkpoint says {}",
-                checkpoint.id,
-                f.path,
-                bytes.len(),
-                f.size
-            )));
+        // A chunk at a time: a state file may be large.
+        let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
+        let mut chunks = got.into_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| {
+                Unreadable::ForNow(format!(
+                    "checkpoint {}: reading {}: {e}",
+                    checkpoint.id, f.path
+                ))
+            })?;
+            hasher.update(&chunk);
+            size += chunk.len() as u64;
         }
-        if !f.sha256.is_empty() && hex::encode(sha2::Sha256::digest(&bytes)) != f.sha256 {
-            return Err(Unreadable::Lost(format!(
-                "checkpoint {}: {} is corrupt (its sha256 is not the one recorded)",
-                checkpoint.id, f.path
-            )));
-        }
+        f.verify(size, &hex::encode(hasher.finalize()))
+            .map_err(|e| Unreadable::Lost(format!("checkpoint {}: {e}", checkpoint.id)))?;
     }
     Ok(())
 }

@@ -721,22 +721,7 @@ impl Jobs {
                 format!("job `{id}` ended without a completed checkpoint"),
             ));
         };
-        let layout = match &latest.layout {
-            Some(layout) => layout.clone(),
-            None => {
-                let (graph, _) = self.plan(&JobRequest::of(&info)).await.map_err(|e| {
-                    CoordinatorError::new(
-                        crate::error::ErrorKind::Conflict,
-                        "job_unplannable",
-                        format!(
-                            "job `{id}` cannot be planned again to name the vertices of its checkpoint {}: {}",
-                            latest.id, e.message
-                        ),
-                    )
-                })?;
-                crate::savepoint::layout(&graph)
-            }
-        };
+        let layout = self.layout_of(latest, Some(&info)).await?;
         crate::checkpoint::inspect::read(store.as_ref(), latest, &layout, query).await
     }
 

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use weir_model::access::Use;
+use weir_model::checkpoint::{CheckpointLayout, CheckpointMetadata};
 
 use super::dispatcher::Jobs;
-use super::{JobRequest, SavepointRequest, UpgradeRequest};
+use super::{JobInfo, JobRequest, SavepointRequest, UpgradeRequest};
 use crate::error::CoordinatorError;
 use crate::job_master::SavepointStart;
 use crate::job_state::JobState;
@@ -104,6 +105,39 @@ impl Jobs {
         })
     }
 
+    /// What the vertex ids of checkpoint `c` stand for: its own layout, or
+    /// (a checkpoint of an older version, without one) its job's — `info`,
+    /// if this coordinator knows it — planned again from its bundle with
+    /// its parameters and parallelism.
+    pub(super) async fn layout_of(
+        &self,
+        c: &CheckpointMetadata,
+        info: Option<&JobInfo>,
+    ) -> Result<CheckpointLayout, CoordinatorError> {
+        if let Some(layout) = &c.layout {
+            return Ok(layout.clone());
+        }
+        let Some(info) = info else {
+            return Err(unprocessable(
+                "checkpoint_job_unknown",
+                format!(
+                    "checkpoint {} is of job `{}`, which this coordinator does not know, and does not name its vertices (taken by an older version): take a savepoint instead",
+                    c.id, c.job
+                ),
+            ));
+        };
+        let (graph, _) = self.plan(&JobRequest::of(info)).await.map_err(|e| {
+            unprocessable(
+                "checkpoint_job_unplannable",
+                format!(
+                    "checkpoint {} of job `{}` does not name its vertices (taken by an older version), and that job cannot be planned again to name them: {}",
+                    c.id, c.job, e.message
+                ),
+            )
+        })?;
+        Ok(crate::savepoint::layout(&graph))
+    }
+
     /// A retained checkpoint written out as a savepoint: its layout names
     /// its vertices (in a checkpoint without one, its job, planned again
     /// from its bundle with its parameters and parallelism, does).
@@ -114,30 +148,7 @@ impl Jobs {
     ) -> Result<SavepointStart, CoordinatorError> {
         let c = &retained.checkpoint;
         let known = self.get(&c.job).await.ok();
-        let layout = match (&c.layout, &known) {
-            (Some(layout), _) => layout.clone(),
-            (None, None) => {
-                return Err(unprocessable(
-                    "checkpoint_job_unknown",
-                    format!(
-                        "checkpoint {} is of job `{}`, which this coordinator does not know, and does not name its vertices (taken by an older version): take a savepoint instead",
-                        c.id, c.job
-                    ),
-                ));
-            }
-            (None, Some(info)) => {
-                let (graph, _) = self.plan(&JobRequest::of(info)).await.map_err(|e| {
-                    unprocessable(
-                        "checkpoint_job_unplannable",
-                        format!(
-                            "checkpoint {} of job `{}` does not name its vertices (taken by an older version), and that job cannot be planned again to name them: {}",
-                            c.id, c.job, e.message
-                        ),
-                    )
-                })?;
-                crate::savepoint::layout(&graph)
-            }
-        };
+        let layout = self.layout_of(c, known.as_ref()).await?;
         // Only a job this coordinator saw end hands its output over.
         let ended = known
             .as_ref()

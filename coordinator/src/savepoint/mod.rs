@@ -99,6 +99,9 @@ pub async fn write(
     dir: &Path,
     stopped: bool,
 ) -> anyhow::Result<SavepointMetadata> {
+    checkpoint
+        .check_against(layout)
+        .map_err(|e| anyhow::anyhow!("checkpoint {}: {e}", checkpoint.id))?;
     if let Some(s) = checkpoint
         .subtasks
         .iter()
@@ -198,11 +201,8 @@ async fn copy_canonical(
 ) -> anyhow::Result<Written> {
     if let ("full", [f]) = (handle.format.as_str(), &handle.files[..]) {
         let written = copy(storage, &ObjectPath::from(f.path.as_str()), target, to).await?;
-        anyhow::ensure!(
-            f.sha256.is_empty() || f.sha256 == written.sha256,
-            "{} changed since it was uploaded",
-            f.path
-        );
+        f.verify(written.size, &written.sha256)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok(written);
     }
     let exported = crate::checkpoint::export::canonical(storage, handle, max_parallelism).await?;

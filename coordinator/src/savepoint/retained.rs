@@ -242,4 +242,79 @@ mod tests {
         assert!(read(&elsewhere).is_none());
         assert!(read(&tmp.path().join("nothing")).is_none());
     }
+
+    /// A retained checkpoint's metadata is the user's file: one naming a
+    /// file of another job (here, its neighbour's savepoint state) is
+    /// refused before anything is read, and nothing is copied.
+    #[tokio::test]
+    async fn a_checkpoint_naming_files_outside_its_job_is_refused() {
+        use weir_model::checkpoint::{
+            LayoutVertex, OperatorStateHandle, StateFile, SubtaskState, TaskStateHandle,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let storage = tmp.path().join("storage");
+        let secret = storage.join("j2/chk-1/0-0-a0");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("state.bin"), b"not yours").unwrap();
+        let layout = CheckpointLayout {
+            job_name: "wc".into(),
+            max_parallelism: 128,
+            codec: Default::default(),
+            vertices: vec![LayoutVertex {
+                name: "count".into(),
+                role: "operator".into(),
+                parallelism: 1,
+                sink_target: None,
+            }],
+        };
+        let mut metadata: CheckpointMetadata =
+            serde_json::from_slice(&checkpoint("j1", 7)).unwrap();
+        metadata.layout = Some(layout.clone());
+        metadata.subtasks = vec![SubtaskState {
+            task: 0,
+            subtask: 0,
+            state: TaskStateHandle {
+                operators: vec![OperatorStateHandle {
+                    vertex: 0,
+                    format: "full".into(),
+                    files: vec![StateFile {
+                        name: "state.bin".into(),
+                        path: "j1/../j2/chk-1/0-0-a0/state.bin".into(),
+                        size: 9,
+                        shared: false,
+                        sha256: String::new(),
+                    }],
+                }],
+                ..Default::default()
+            },
+        }];
+        let at = storage.join("j1/chk-7");
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join(METADATA), serde_json::to_vec(&metadata).unwrap()).unwrap();
+        let retained = read(&at).unwrap().unwrap();
+        let scratch = tmp.path().join("scratch");
+        let e = as_savepoint(&retained, &layout, &scratch, false)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, "checkpoint_unreadable");
+        assert!(
+            e.message.contains("outside its job's part"),
+            "{}",
+            e.message
+        );
+        let copied: Vec<_> = walk(&scratch);
+        assert!(copied.is_empty(), "{copied:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+        out
+    }
 }

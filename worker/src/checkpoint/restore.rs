@@ -77,20 +77,8 @@ async fn fetch_into(
 /// That `f` of checkpoint `id` read back as `size` bytes hashing to
 /// `sha256` is what the checkpoint recorded.
 fn check(id: u64, f: &StateFile, size: u64, sha256: &str) -> anyhow::Result<()> {
-    if size != f.size {
-        anyhow::bail!(
-            "checkpoint {id}: {} has {size} bytes, the checkpoint says {}",
-            f.path,
-            f.size
-        );
-    }
-    if !f.sha256.is_empty() && sha256 != f.sha256 {
-        anyhow::bail!(
-            "checkpoint {id}: {} is corrupt (its sha256 is not the one the checkpoint recorded)",
-            f.path
-        );
-    }
-    Ok(())
+    f.verify(size, sha256)
+        .map_err(|e| anyhow::anyhow!("checkpoint {id}: {e}"))
 }
 
 impl Restore {
