@@ -84,6 +84,12 @@ where
                 .map_err(|e| anyhow::anyhow!("writing {location}: {e}"))?;
             writer.put(chunk);
         }
+        // Every part up before the upload completes: a failed one aborts it
+        // below (a failed completion aborts it in `finish`).
+        writer
+            .wait_for_capacity(0)
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {location}: {e}"))?;
         Ok(())
     }
     .await;

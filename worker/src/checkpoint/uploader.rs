@@ -91,8 +91,9 @@ impl Uploader {
         }
     }
 
-    /// Upload `file` to `path`; returns its sha256.
-    async fn put(&self, path: &str, file: &std::path::Path) -> anyhow::Result<String> {
+    /// Upload `file` (of `size` bytes, as the snapshot recorded it) to
+    /// `path`; returns its sha256.
+    async fn put(&self, path: &str, file: &std::path::Path, size: u64) -> anyhow::Result<String> {
         // A chunk at a time: a large SST file or savepoint file is never
         // held in memory whole.
         let written = weir_model::storage::transfer::put_file(
@@ -102,6 +103,14 @@ impl Uploader {
         )
         .await
         .map_err(|e| anyhow::anyhow!("uploading {path}: {e:#}"))?;
+        // A file that changed under the upload would make a checkpoint no
+        // restore accepts.
+        anyhow::ensure!(
+            written.size == size,
+            "uploading {path}: {} had {size} bytes, {} went up",
+            file.display(),
+            written.size
+        );
         Ok(written.sha256)
     }
 
@@ -161,7 +170,7 @@ impl Uploader {
                                 self.job, self.attempt, f.name
                             )
                         };
-                        let sha256 = self.put(&path, &f.path).await?;
+                        let sha256 = self.put(&path, &f.path, f.size).await?;
                         handle.uploaded_bytes += f.size;
                         StateFile {
                             name: f.name.clone(),
@@ -200,7 +209,7 @@ impl Uploader {
                 .len();
             let name = format!("inflight-{}-{subtask}", ack.task);
             let into = format!("{}/chk-{id}/{name}-a{}", self.job, self.attempt);
-            let sha256 = self.put(&into, path).await?;
+            let sha256 = self.put(&into, path, size).await?;
             handle.uploaded_bytes += size;
             handle.inflight_bytes = *bytes;
             handle.inflight = Some(StateFile {
