@@ -321,11 +321,14 @@ pub trait StateBackend: Send {
     }
     /// Which of its states carry stamps, and the clock they expire by.
     fn expiry(&self) -> std::sync::Arc<ttl::Expiry>;
-    /// Remove what expired at `now` from the states with a time-to-live, if
-    /// the backend has no cleanup of its own (RocksDB's compactions are
-    /// one); called now and then ([`ttl::TtlBackend`]).
-    fn purge_expired(&mut self, now: i64) {
+    /// Remove what expired at `now` from the states with a time-to-live
+    /// that the backend's own cleanup leaves (RocksDB's compactions drop
+    /// values, not some elements of a list); called now and then
+    /// ([`ttl::TtlBackend`]). A pass may be done a step at a time: `true`,
+    /// it goes on at the next call.
+    fn purge_expired(&mut self, now: i64) -> bool {
         let _ = now;
+        false
     }
     /// A value state's value.
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;

@@ -396,10 +396,11 @@ impl StateBackend for MemoryStateBackend {
         self.expiry.clone()
     }
 
-    fn purge_expired(&mut self, now: i64) {
+    fn purge_expired(&mut self, now: i64) -> bool {
         if self.names.iter().any(|d| d.stamped) {
             self.purge(now);
         }
+        false
     }
 
     fn snapshot(&mut self, dir: &Path) -> anyhow::Result<LocalSnapshot> {

@@ -127,6 +127,17 @@ impl Expiry {
             .flatten()
     }
 
+    /// Whether a list state carries stamps (its elements expire one by
+    /// one).
+    pub fn stamps_lists(&self) -> bool {
+        self.any.load(std::sync::atomic::Ordering::Relaxed)
+            && self
+                .stamped
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&Some(StateKind::List))
+    }
+
     /// State `state` of kind `kind` is declared, with stamps or not.
     pub(crate) fn declare(&self, state: u32, kind: StateKind, stamped: bool) {
         let mut s = self.stamped.write().unwrap_or_else(|p| p.into_inner());
@@ -161,6 +172,8 @@ pub struct TtlBackend {
     due: RefCell<Vec<StateOp>>,
     /// When the backend last removed what expired ([`PURGE_EVERY_MS`]).
     purged_at: i64,
+    /// A pass removing what expired goes on (a step per batch).
+    purging: bool,
     /// Why declarations were refused ([`TtlBackend::refusals`]).
     refused: Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -178,6 +191,7 @@ impl TtlBackend {
             inner,
             ttls: Vec::new(),
             purged_at: expiry.now(),
+            purging: false,
             expiry,
             due: RefCell::default(),
             refused: Arc::default(),
@@ -266,9 +280,9 @@ impl TtlBackend {
     }
 
     /// A list replaced by `values`: an element the stored list holds, alive,
-    /// keeps its expiry time (the SDKs replace a list they read and added
-    /// to, or took elements out of: its old elements are not written
-    /// again); the others are stamped now. With `refresh_on_read`, all are
+    /// keeps its expiry time (an operator rewrote its list, `update` with
+    /// some old elements kept: they are not written again); the others are
+    /// stamped now. With `refresh_on_read`, all are
     /// (the list was read).
     fn restamp_list(
         &self,
@@ -539,9 +553,11 @@ impl StateBackend for TtlBackend {
         self.inner.apply_all(all, timers)?;
         if self.ttls.iter().any(Option::is_some) {
             let now = self.expiry.now();
-            if now.saturating_sub(self.purged_at) >= PURGE_EVERY_MS {
-                self.purged_at = now;
-                self.inner.purge_expired(now);
+            if self.purging || now.saturating_sub(self.purged_at) >= PURGE_EVERY_MS {
+                if !self.purging {
+                    self.purged_at = now;
+                }
+                self.purging = self.inner.purge_expired(now);
             }
         }
         Ok(())

@@ -1051,6 +1051,56 @@ fn rocksdb_compactions_drop_expired_values() {
     assert!(db.get_value(plain, b"k5").unwrap().is_some());
 }
 
+/// A list only some of whose elements expired is rewritten without them by
+/// the pass the time-to-live layer runs now and then, a bounded step at a
+/// time (a compaction can only drop a whole entry): an append-only list
+/// whose keys stay busy stops growing.
+#[test]
+fn rocksdb_rewrites_lists_without_their_expired_elements_a_step_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = RocksDbStateBackend::open(&dir.path().join("db"), 128).unwrap();
+    let l = db.declare("l", StateKind::List, true).unwrap();
+    let plain = db.declare("plain", StateKind::List, false).unwrap();
+    let keys = RocksDbStateBackend::PURGE_STEP + 500;
+    let stamped = |at: i64, v: &str| weir_state::ttl::stamp(at, v.as_bytes());
+    let mut ops = Vec::new();
+    for i in 0..keys {
+        let k = format!("k{i}");
+        ops.push(StateOp::AppendList {
+            target: key(l, &k),
+            values: vec![stamped(10, "old"), stamped(1_000, "new")],
+        });
+    }
+    ops.push(StateOp::AppendList {
+        target: key(l, "gone"),
+        values: vec![stamped(10, "old")],
+    });
+    ops.push(StateOp::AppendList {
+        target: key(plain, "p"),
+        values: vec![b"kept".to_vec()],
+    });
+    db.apply_all(ops, Vec::new()).unwrap();
+    // A pass of more than one step.
+    let mut steps = 0;
+    while db.purge_expired(500) {
+        steps += 1;
+        assert!(steps < 100);
+    }
+    assert!(steps >= 1, "{steps} steps");
+    for i in [0, keys / 2, keys - 1] {
+        assert_eq!(
+            db.get_list(l, format!("k{i}").as_bytes()).unwrap(),
+            vec![stamped(1_000, "new")],
+            "k{i}: as stored, its expired element gone"
+        );
+    }
+    assert!(db.get_list(l, b"gone").unwrap().is_empty());
+    assert_eq!(db.get_list(plain, b"p").unwrap(), bytes(&["kept"]));
+    // The next pass starts over, and finds nothing more to remove.
+    while db.purge_expired(500) {}
+    assert_eq!(db.get_list(l, b"k0").unwrap(), vec![stamped(1_000, "new")]);
+}
+
 /// In memory, what expired goes now and then even without snapshots (a job
 /// without checkpoints does not grow either).
 #[test]

@@ -27,6 +27,7 @@
 //! is full.
 
 mod cache;
+mod expiry;
 mod timers;
 
 use std::cell::RefCell;
@@ -44,7 +45,7 @@ use weir_model::keygroup::key_group;
 use self::cache::ValueCache;
 use self::timers::{Heads, TimerBuffer};
 use crate::snapshot::{LocalSnapshot, SnapshotFormat, files_of};
-use crate::ttl::{Expiry, expired};
+use crate::ttl::Expiry;
 use crate::{
     Declared, StateBackend, StateKey, StateKind, StateOp, StateSize, TimeDomain, Timer, TimerOp,
 };
@@ -69,6 +70,9 @@ pub struct RocksDbStateBackend {
     /// Which states carry expiry stamps (shared with the compaction
     /// filter, which drops what expired).
     expiry: Arc<Expiry>,
+    /// Where the pass over lists with expired elements goes on from
+    /// ([`expiry`]); `None`: at the start.
+    purge_from: Option<Vec<u8>>,
     heads: [Heads; 2],
     /// Timers registered since the last drain, not yet in the database.
     buffered: TimerBuffer,
@@ -122,26 +126,6 @@ fn encode_list(values: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// Whether the compaction filter drops the stored entry `key` → `value`:
-/// its state has a time-to-live and it expired (a list: all its elements).
-fn expires(expiry: &Expiry, key: &[u8], value: &[u8]) -> bool {
-    let Some(state) = key.get(4..8) else {
-        return false;
-    };
-    let state = u32::from_be_bytes(state.try_into().expect("4 bytes"));
-    let now = || expiry.now();
-    match expiry.stamped(state) {
-        None => false,
-        Some(StateKind::List) => crate::canonical::decode_list(value).is_ok_and(|l| {
-            !l.is_empty() && {
-                let now = now();
-                l.iter().all(|v| expired(v, now))
-            }
-        }),
-        Some(_) => expired(value, now()),
-    }
-}
-
 /// Appending to a list is concatenating its encodings.
 fn concat(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
     let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
@@ -189,7 +173,7 @@ impl RocksDbStateBackend {
         let expiry = Arc::new(Expiry::default());
         let filter = expiry.clone();
         state.set_compaction_filter("weir-ttl", move |_level: u32, key: &[u8], value: &[u8]| {
-            if expires(&filter, key, value) {
+            if self::expiry::expires(&filter, key, value) {
                 CompactionDecision::Remove
             } else {
                 CompactionDecision::Keep
@@ -210,6 +194,7 @@ impl RocksDbStateBackend {
             max_parallelism,
             names: Vec::new(),
             expiry,
+            purge_from: None,
             heads: Default::default(),
             buffered: Default::default(),
             write,
@@ -624,6 +609,19 @@ impl StateBackend for RocksDbStateBackend {
 
     fn delete_timer(&mut self, timer: &Timer) -> anyhow::Result<()> {
         self.apply_all(Vec::new(), vec![TimerOp::Delete(timer.clone())])
+    }
+
+    fn purge_expired(&mut self, now: i64) -> bool {
+        match self.purge_step(now) {
+            Ok(more) => more,
+            Err(e) => {
+                // Compactions and snapshots still drop what expired; the
+                // next pass starts over.
+                tracing::warn!(path = %self.path.display(), "removing expired list elements: {e:#}");
+                self.purge_from = None;
+                false
+            }
+        }
     }
 
     fn apply_all(&mut self, ops: Vec<StateOp>, timers: Vec<TimerOp>) -> anyhow::Result<()> {
