@@ -219,3 +219,34 @@ impl Subtask {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_model::CheckpointKind;
+
+    fn barrier(mode: CheckpointMode, aligned_timeout_ms: Option<u64>, age_ms: i64) -> Barrier {
+        Barrier {
+            id: 1,
+            timestamp_ms: now_ms() - age_ms,
+            kind: CheckpointKind::Checkpoint,
+            mode,
+            aligned_timeout_ms,
+        }
+    }
+
+    #[test]
+    fn an_aligned_checkpoint_turns_unaligned_only_once_its_timeout_passed() {
+        use CheckpointMode::{AtLeastOnce, ExactlyOnce};
+        // Aligned: never. Unaligned: from the start.
+        assert!(!unaligned_now(&barrier(ExactlyOnce, None, 60_000)));
+        assert!(unaligned_now(&barrier(ExactlyOnce, Some(0), 0)));
+        // An aligned timeout: aligned until it passed since the trigger.
+        assert!(!unaligned_now(&barrier(ExactlyOnce, Some(300), 0)));
+        assert!(!unaligned_now(&barrier(ExactlyOnce, Some(60_000), 1_000)));
+        assert!(unaligned_now(&barrier(ExactlyOnce, Some(300), 300)));
+        assert!(unaligned_now(&barrier(ExactlyOnce, Some(300), 5_000)));
+        // At-least-once checkpoints do not align at all.
+        assert!(!unaligned_now(&barrier(AtLeastOnce, Some(0), 5_000)));
+    }
+}
