@@ -48,19 +48,7 @@ struct Cluster {
 
 /// Start another worker process (2 slots) for the coordinator at `rpc`.
 fn start_worker(dir: &std::path::Path, name: &str, rpc: &str) -> common::Proc {
-    let d = dir.join(name);
-    start(&[
-        "worker",
-        "--coordinator",
-        rpc,
-        "--slots",
-        "2",
-        "--data-dir",
-        d.to_str().unwrap(),
-        "--allow-dir",
-        dir.to_str().unwrap(),
-    ])
-    .0
+    common::worker(rpc, &dir.join(name), dir)
 }
 
 async fn start_cluster(dir: &std::path::Path, heartbeat_timeout_ms: &str) -> Cluster {

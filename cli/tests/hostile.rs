@@ -50,17 +50,6 @@ async fn ended(rest: &str, id: &str) -> JobInfo {
     common::job_until(rest, id, "the job ends", |j| j.state.is_terminal()).await
 }
 
-/// How many workers the coordinator at `rest` has.
-async fn workers(rest: &str) -> usize {
-    let c: serde_json::Value = reqwest::get(format!("{rest}/v1/cluster"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    c["workers"].as_array().map_or(0, Vec::len)
-}
-
 /// A bundle of the test guests: `lines` generated lines at `rate` per
 /// second through the operators `operators` (manifest tables) into the
 /// file `output`, at parallelism 1, never restarted.
@@ -156,7 +145,7 @@ async fn hostile_guests_fail_alone_while_a_good_job_beside_them_stays_exact() {
     let _w1 = worker(dir.path(), "w1", &rpc, &logs[0]);
     let _w2 = worker(dir.path(), "w2", &rpc, &logs[1]);
     let started = Instant::now();
-    while workers(&rest).await < 2 {
+    while common::worker_count(&rest).await < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "two workers register"
@@ -256,5 +245,5 @@ async fn hostile_guests_fail_alone_while_a_good_job_beside_them_stays_exact() {
     }
     assert_eq!(total, 40_000 * 8);
     // Both workers are still there.
-    assert_eq!(workers(&rest).await, 2);
+    assert_eq!(common::worker_count(&rest).await, 2);
 }

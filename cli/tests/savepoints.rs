@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -384,6 +384,15 @@ async fn post(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
     (status, r.json().await.unwrap_or_default())
 }
 
+/// Whether the CLI's error `err` gives the coordinator's answer as a 4xx
+/// (`…(422, code)`).
+fn answered_4xx(err: &str) -> bool {
+    err.match_indices("(4").any(|(i, _)| {
+        let rest = &err[i + 1..];
+        rest.len() > 4 && rest[..3].bytes().all(|b| b.is_ascii_digit()) && &rest[3..5] == ", "
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     let tmp = tempfile::tempdir().unwrap();
@@ -475,70 +484,66 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
     );
 
     // Starting from it: a path that is no savepoint, a renamed operator
-    // (its state unclaimed), a parallelism above the max.
-    let not = common::weir(&[
-        "submit",
-        rocks.to_str().unwrap(),
-        "--from-savepoint",
-        dir.join("input.jsonl").to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]);
-    assert!(!not.status.success());
-    let err = String::from_utf8_lossy(&not.stderr);
-    assert!(err.contains("is not a savepoint"), "{err}");
-    let renamed = common::bundle(
-        &dir,
-        "renamed",
-        "wordcount",
-        &std::fs::read_to_string(rocks.join("weir.toml"))
+    // (its state unclaimed), a parallelism above the max, another max
+    // parallelism — each refused with a 4xx naming it.
+    let refused = |bundle: &Path, savepoint: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "submit",
+            bundle.to_str().unwrap(),
+            "--from-savepoint",
+            savepoint.to_str().unwrap(),
+            "--coordinator",
+            &rest,
+        ];
+        args.extend_from_slice(extra);
+        let o = common::weir(&args);
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    // The job's bundle with `edit` made, writing to `out-<name>`.
+    let variant = |name: &str, edit: &dyn Fn(String) -> String| {
+        let toml = std::fs::read_to_string(rocks.join("weir.toml"))
             .unwrap()
-            .replace("name = 'count'", "name = 'tally'")
             .replace(
                 &output.display().to_string(),
-                &dir.join("out2").display().to_string(),
-            ),
-    );
-    let o = common::weir(&[
-        "submit",
-        renamed.to_str().unwrap(),
-        "--from-savepoint",
-        into.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+                &dir.join(format!("out-{name}")).display().to_string(),
+            );
+        common::bundle(&dir, name, "wordcount", &edit(toml))
+    };
+    let err = refused(&rocks, &dir.join("input.jsonl"), &[]);
     assert!(
-        err.contains("`count` (operator)") && err.contains("--allow-non-restored-state"),
+        err.contains("is not a savepoint") && err.contains("(422, savepoint_invalid)"),
         "{err}"
     );
-    let o = common::weir(&[
-        "submit",
-        rocks.to_str().unwrap(),
-        "-p",
-        "1000",
-        "--from-savepoint",
-        into.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("max-parallelism (128)"), "{err}");
+    let renamed = variant("renamed", &|t| {
+        t.replace("name = 'count'", "name = 'tally'")
+    });
+    let err = refused(&renamed, &into, &[]);
+    assert!(
+        err.contains("`count` (operator)")
+            && err.contains("--allow-non-restored-state")
+            && err.contains("(422, savepoint_incompatible)"),
+        "{err}"
+    );
+    let err = refused(&rocks, &into, &["-p", "1000"]);
+    assert!(
+        err.contains("max-parallelism (128)") && answered_4xx(&err),
+        "{err}"
+    );
+    let narrower = variant("narrower", &|t| {
+        t.replace("[job]\n", "[job]\nmax-parallelism = 64\n")
+    });
+    let err = refused(&narrower, &into, &[]);
+    assert!(
+        err.contains("max parallelism of 128")
+            && err.contains("`max-parallelism = 128`")
+            && err.contains("(422, savepoint_incompatible)"),
+        "{err}"
+    );
     // The job still owns its output, and the savepoint did not stop it (it
     // may commit output after it): a job from it may not take the output
     // over.
-    let o = common::weir(&[
-        "submit",
-        rocks.to_str().unwrap(),
-        "--from-savepoint",
-        into.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&rocks, &into, &[]);
     assert!(err.contains("did not end that job"), "{err}");
     // Allowed to drop the renamed operator's state, it starts.
     let o = common::weir(&[
@@ -599,6 +604,34 @@ async fn savepoint_requests_that_cannot_be_served_are_refused_naming_why() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+
+    // Nor one that finished (its input read to the end).
+    let finite = variant("finite", &|t| t.replace("follow = true", "follow = false"));
+    let finished = common::submit(&rest, &finite);
+    let started = Instant::now();
+    while job(&rest, &finished).await.state != JobState::Finished {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{:?}",
+            job(&rest, &finished).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (s, e) = post(
+        &format!("{rest}/v1/jobs/{finished}/savepoints"),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (409, Some("job_not_running")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains("finished"), "{e}");
+    let o = common::weir(&["stop", &finished, "--coordinator", &rest]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("(409, job_not_running)"), "{err}");
 }
 
 /// Lines of words (JSON strings) appended to a file while the test runs;
@@ -664,6 +697,21 @@ impl Drop for Words {
     }
 }
 
+/// A word count's output line: `{"word", "count", …}`, or `[word, count]`
+/// (the test guests' `count-words`).
+fn word_and_count(line: &serde_json::Value) -> (String, u64) {
+    match line {
+        serde_json::Value::Array(pair) => (
+            pair[0].as_str().unwrap().to_owned(),
+            pair[1].as_u64().unwrap(),
+        ),
+        _ => (
+            line["word"].as_str().unwrap().to_owned(),
+            line["count"].as_u64().unwrap(),
+        ),
+    }
+}
+
 /// Wait until the committed output in `output` holds every word's counts
 /// `1..n` exactly once (`want`: n per word), never a count twice
 /// meanwhile; its lines.
@@ -677,11 +725,8 @@ async fn exact_word_counts(output: &Path, want: &BTreeMap<String, u64>) -> Vec<s
         };
         let mut counts = BTreeMap::<String, Vec<u64>>::new();
         for l in &lines {
-            let w = l["word"].as_str().unwrap().to_owned();
-            counts
-                .entry(w)
-                .or_default()
-                .push(l["count"].as_u64().unwrap());
+            let (w, n) = word_and_count(l);
+            counts.entry(w).or_default().push(n);
         }
         for (w, c) in counts.iter_mut() {
             c.sort_unstable();
@@ -1171,5 +1216,110 @@ async fn a_state_declared_another_way_is_refused_at_submit_naming_it() {
     let again = resume(&rest, &v1, 2, &savepoint);
     running(&rest, &again, 1).await;
     let o = common::weir(&["cancel", &again, "--coordinator", &rest]);
+    assert!(o.status.success());
+}
+
+/// On a cluster — a coordinator and three worker processes — the word
+/// count stopped with a savepoint at parallelism 2 goes on at 3, then
+/// `weir upgrade` swaps its component under it for another one (the test
+/// guests', whose `count-words` keeps the same state): every word's counts
+/// 1..n exactly once across the three jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_word_count_resumes_at_three_and_takes_another_component() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let allow = dir.to_str().unwrap();
+    let (_coordinator, rest, rpc) =
+        common::coordinator(&dir.join("coordinator"), &["--allow-dir", allow]);
+    let _workers: Vec<common::Proc> = (0..3)
+        .map(|i| common::worker(&rpc, &dir.join(format!("w{i}")), &dir))
+        .collect();
+    let started = Instant::now();
+    while common::worker_count(&rest).await < 3 {
+        assert!(started.elapsed() < PATIENCE, "three workers register");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let input = dir.join("lines.jsonl");
+    let output = dir.join("out");
+    let mut words = Words::start(&input);
+    let rust = dir.join("wordcount.wasm");
+    std::fs::copy(weir_tests::guest("wordcount"), &rust).unwrap();
+    let v1 = word_count_bundle(&dir, "v1", &rust, &input, &output);
+    let first = common::submit(&rest, &v1);
+    running(&rest, &first, 50).await;
+    // A savepoint into a directory of the user's, its location printed
+    // last; the job goes on.
+    let named = dir.join("savepoints/mine");
+    let o = common::weir(&[
+        "savepoint",
+        &first,
+        named.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(printed.lines().last().map(str::trim), named.to_str());
+    assert!(named.join("_metadata").is_file());
+    assert_eq!(job(&rest, &first).await.state, JobState::Running);
+    let savepoint = stop(&rest, &first);
+    // A savepoint is self-contained: moved elsewhere, it restores.
+    let moved = dir.join("moved-savepoint");
+    std::fs::rename(&savepoint, &moved).unwrap();
+    let second = resume(&rest, &v1, 3, moved.to_str().unwrap());
+    running(&rest, &second, 1).await;
+    let placed: BTreeSet<String> = job(&rest, &second)
+        .await
+        .subtasks
+        .iter()
+        .filter_map(|s| s.worker.clone())
+        .collect();
+    assert!(
+        placed.len() > 1,
+        "the job spans worker processes: {placed:?}"
+    );
+
+    // Version 2: the test guests' component, its `words` and `count-words`
+    // under the same operator names (its output `[word, n]`).
+    let guests = dir.join("guests.wasm");
+    std::fs::copy(weir_tests::guest("test-guests"), &guests).unwrap();
+    let v2 = word_count_bundle(&dir, "v2", &guests, &input, &output);
+    let toml = std::fs::read_to_string(v2.join("weir.toml"))
+        .unwrap()
+        .replace("function = 'split-words'", "function = 'words'")
+        .replace("function = 'count'", "function = 'count-words'");
+    std::fs::write(v2.join("weir.toml"), toml).unwrap();
+    let o = common::weir(&[
+        "upgrade",
+        &second,
+        v2.to_str().unwrap(),
+        "--coordinator",
+        &rest,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no job processed for"));
+    let third = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    running(&rest, &third, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let want = words.stop();
+    let lines = exact_word_counts(&output, &want).await;
+    let (objects, pairs) =
+        lines.iter().fold(
+            (0, 0),
+            |(o, p), l| {
+                if l.is_array() { (o, p + 1) } else { (o + 1, p) }
+            },
+        );
+    assert!(
+        objects > 0 && pairs > 0,
+        "both components counted: {objects} lines of v1, {pairs} of v2"
+    );
+    let o = common::weir(&["cancel", &third, "--coordinator", &rest]);
     assert!(o.status.success());
 }

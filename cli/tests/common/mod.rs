@@ -103,6 +103,34 @@ pub fn start_logged(
     (Proc(child), line)
 }
 
+/// Start a worker process of two slots for the coordinator at `rpc`, its
+/// data in `data`, letting jobs reach `allow`.
+pub fn worker(rpc: &str, data: &Path, allow: &Path) -> Proc {
+    start(&[
+        "worker",
+        "--coordinator",
+        rpc,
+        "--slots",
+        "2",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-dir",
+        allow.to_str().unwrap(),
+    ])
+    .0
+}
+
+/// How many workers the coordinator at `rest` has.
+pub async fn worker_count(rest: &str) -> usize {
+    let c: serde_json::Value = reqwest::get(format!("{rest}/v1/cluster"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    c["workers"].as_array().map_or(0, Vec::len)
+}
+
 /// Start `weir local` on free loopback ports with its data in `data`,
 /// granting jobs the directory beside it; returns it with its REST API's
 /// address.
