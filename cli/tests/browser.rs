@@ -1,8 +1,9 @@
 //! The dashboard in a real browser: `weir local` with a running job, then
 //! `tests/browser/dashboard.mjs` (Playwright driving Debian's Chromium)
 //! checks the overview, the job's graph, its rising numbers, its watermark
-//! (a time, with its lag) and its checkpoints, uploads a bundle through the form, runs it and cancels it,
-//! with no console error.
+//! (a time, with its lag) and its checkpoints, takes a savepoint and
+//! rescales the job from its page, uploads a bundle through the form, runs
+//! it and cancels it, with no console error.
 //! `scripts/setup.sh` installs Chromium and the pinned npm packages.
 //!
 //! `WEIR_SCREENSHOT=docs/images/dashboard.png` keeps the screenshot it takes

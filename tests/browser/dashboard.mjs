@@ -3,7 +3,7 @@
 //
 // Environment:
 //   WEIR_URL       the coordinator's REST address (http://127.0.0.1:PORT)
-//   WEIR_JOB       the id of a running job
+//   WEIR_JOB       the id of a running job (rescaled from its page)
 //   WEIR_VERTICES  its vertices, comma-separated
 //   WEIR_WATERMARK a vertex of it whose watermark must show
 //   WEIR_ARCHIVE   a bundle archive to upload through the form
@@ -88,6 +88,18 @@ try {
   check(location.includes("savepoint-"), `the savepoint is listed with its location: ${location}`);
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`screenshot: ${shot}`);
+  // Rescale it from its page (to the parallelism the field shows): stopped
+  // with a savepoint, started again from it as a new job, linked.
+  await page.click("[data-testid=rescale]");
+  const link = "[data-testid=savepoint-row] a[href^='#/jobs/']";
+  await page.waitForSelector(link, { timeout: 60_000 });
+  const rescaled = (await page.getAttribute(link, "href")).split("/")[2];
+  check(rescaled && rescaled !== job, `the rescale starts a new job (${rescaled})`);
+  const old = await (await fetch(`${base}/v1/jobs/${job}`)).json();
+  check(old.state === "canceled", `the rescaled job stopped: ${old.state}`);
+  await page.click(link);
+  await page.waitForSelector("h1 [data-testid=state]:text('running')", { timeout: 30_000 });
+  check(true, "the rescaled job runs");
 
   // Upload a bundle through the form and run it.
   await page.goto(`${base}/#/submit`);
