@@ -5,8 +5,9 @@
 //! channels) a stage at parallelism 1 that takes 0.5 ms per record (the
 //! test guests' `slow`): its queue holds 16 batches of 1,024 records, 8 s
 //! of its work, ahead of every barrier. The same job runs for `secs`
-//! seconds with aligned checkpoints, then with unaligned ones (a checkpoint
-//! every second, expiring after a minute); the table gives, per mode, the
+//! seconds with aligned checkpoints, then aligned for 300 ms and unaligned
+//! after (Flink's aligned checkpoint timeout), then unaligned from the
+//! start (a checkpoint every second, expiring after a minute); the table gives, per mode, the
 //! checkpoints completed and expired and the durations of the completed
 //! ones.
 
@@ -42,7 +43,14 @@ pub async fn unaligned(weir: &Path, secs: u64) -> anyhow::Result<()> {
         "| checkpoints | completed | expired | duration p50 (ms) | max (ms) | in progress for (ms) | in flight stored p50 (KiB) |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (name, extra) in [("aligned", ""), ("unaligned", "unaligned = true\n")] {
+    for (name, extra) in [
+        ("aligned", ""),
+        (
+            "aligned-timeout-300",
+            "unaligned = true\naligned-timeout-ms = 300\n",
+        ),
+        ("unaligned", "unaligned = true\n"),
+    ] {
         let b = bundle(
             &data,
             name,
