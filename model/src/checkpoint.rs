@@ -348,7 +348,19 @@ mod tests {
     #[test]
     fn a_checkpoint_read_as_a_savepoint_stays_in_its_job_and_its_layout() {
         let ok = "j1/chk-3/0-0-a0/state.bin";
-        assert_eq!(checkpoint(3, 0, 1, ok).check_against(&layout(2)), Ok(()));
+        // Every place a job's checkpoints keep files.
+        for path in [
+            ok,
+            "j1/shared/0-1-a2-c3-000012.sst",
+            "j1/chk-3/savepoint/state/count-0a1b2c3d-1.bin",
+            "j1/chk-3/inflight-0-1-a0",
+        ] {
+            assert_eq!(
+                checkpoint(3, 0, 1, path).check_against(&layout(2)),
+                Ok(()),
+                "{path}"
+            );
+        }
         let refused = |c: CheckpointMetadata, l: CheckpointLayout, why: &str| {
             let e = c.check_against(&l).unwrap_err();
             assert!(e.contains(why), "{e}");

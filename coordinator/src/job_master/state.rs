@@ -62,7 +62,12 @@ impl JobMasters {
                 // It failed on this very checkpoint: not for a newer one.
                 return Err(e);
             }
-            let layout = crate::savepoint::layout(&plan.graph);
+            // The checkpoint's own layout (it names what it holds), else
+            // the running plan's.
+            let layout = latest
+                .layout
+                .clone()
+                .unwrap_or_else(|| crate::savepoint::layout(&plan.graph));
             match inspect::read(store.as_ref(), &latest, &layout, query).await {
                 Err(e) if e.kind == ErrorKind::Internal => last_error = Some((latest.id, e)),
                 answer => return answer,

@@ -128,6 +128,10 @@ pub async fn write(
             sink_target: v.sink_target.clone(),
         };
         let mut splits = std::collections::BTreeSet::new();
+        // A job's first checkpoint, imported from a savepoint at another
+        // parallelism, holds several files for a subtask (one per old
+        // subtask its key groups came from): each keeps a name of its own.
+        let mut files_of = BTreeMap::<u32, usize>::new();
         for s in &checkpoint.subtasks {
             for (_, positions) in s.state.sources.iter().filter(|(vertex, _)| *vertex == id) {
                 for p in positions {
@@ -143,7 +147,15 @@ pub async fn write(
                 });
             }
             for o in s.state.operators.iter().filter(|o| o.vertex == id) {
-                let file = state_file_name(&v.name, s.subtask);
+                let nth = files_of.entry(s.subtask).or_default();
+                let file = match *nth {
+                    0 => state_file_name(&v.name, s.subtask),
+                    n => {
+                        let name = state_file_name(&v.name, s.subtask);
+                        format!("{}.{n}.bin", name.trim_end_matches(".bin"))
+                    }
+                };
+                *nth += 1;
                 let written = copy_canonical(
                     storage,
                     o,

@@ -243,57 +243,72 @@ mod tests {
         assert!(read(&tmp.path().join("nothing")).is_none());
     }
 
-    /// A retained checkpoint's metadata is the user's file: one naming a
-    /// file of another job (here, its neighbour's savepoint state) is
-    /// refused before anything is read, and nothing is copied.
-    #[tokio::test]
-    async fn a_checkpoint_naming_files_outside_its_job_is_refused() {
-        use weir_model::checkpoint::{
-            LayoutVertex, OperatorStateHandle, StateFile, SubtaskState, TaskStateHandle,
-        };
-        let tmp = tempfile::tempdir().unwrap();
-        let storage = tmp.path().join("storage");
-        let secret = storage.join("j2/chk-1/0-0-a0");
-        std::fs::create_dir_all(&secret).unwrap();
-        std::fs::write(secret.join("state.bin"), b"not yours").unwrap();
-        let layout = CheckpointLayout {
+    fn layout() -> CheckpointLayout {
+        CheckpointLayout {
             job_name: "wc".into(),
             max_parallelism: 128,
             codec: Default::default(),
-            vertices: vec![LayoutVertex {
+            vertices: vec![weir_model::checkpoint::LayoutVertex {
                 name: "count".into(),
                 role: "operator".into(),
                 parallelism: 1,
                 sink_target: None,
             }],
+        }
+    }
+
+    /// Checkpoint 7 of job `j1` in `storage`, its operator's subtask 0
+    /// holding the memory backend's files at `paths` (size 9 each).
+    fn with_files(storage: &Path, paths: &[&str]) -> Retained {
+        use weir_model::checkpoint::{
+            OperatorStateHandle, StateFile, SubtaskState, TaskStateHandle,
         };
         let mut metadata: CheckpointMetadata =
             serde_json::from_slice(&checkpoint("j1", 7)).unwrap();
-        metadata.layout = Some(layout.clone());
+        metadata.layout = Some(layout());
         metadata.subtasks = vec![SubtaskState {
             task: 0,
             subtask: 0,
             state: TaskStateHandle {
-                operators: vec![OperatorStateHandle {
-                    vertex: 0,
-                    format: "full".into(),
-                    files: vec![StateFile {
-                        name: "state.bin".into(),
-                        path: "j1/../j2/chk-1/0-0-a0/state.bin".into(),
-                        size: 9,
-                        shared: false,
-                        sha256: String::new(),
-                    }],
-                }],
+                operators: paths
+                    .iter()
+                    .map(|p| OperatorStateHandle {
+                        vertex: 0,
+                        format: "full".into(),
+                        files: vec![StateFile {
+                            name: "state.bin".into(),
+                            path: (*p).into(),
+                            size: 9,
+                            shared: false,
+                            sha256: String::new(),
+                        }],
+                    })
+                    .collect(),
                 ..Default::default()
             },
         }];
         let at = storage.join("j1/chk-7");
         std::fs::create_dir_all(&at).unwrap();
         std::fs::write(at.join(METADATA), serde_json::to_vec(&metadata).unwrap()).unwrap();
-        let retained = read(&at).unwrap().unwrap();
-        let scratch = tmp.path().join("scratch");
-        let e = as_savepoint(&retained, &layout, &scratch, false)
+        read(&at).unwrap().unwrap()
+    }
+
+    fn file(storage: &Path, path: &str, bytes: &[u8]) {
+        let at = storage.join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, bytes).unwrap();
+    }
+
+    /// A retained checkpoint's metadata is the user's file: one naming a
+    /// file of another job (here, its neighbour's state) is refused before
+    /// anything is read.
+    #[tokio::test]
+    async fn a_checkpoint_naming_files_outside_its_job_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let storage = tmp.path().join("storage");
+        file(&storage, "j2/chk-1/0-0-a0/state.bin", b"not yours");
+        let retained = with_files(&storage, &["j2/chk-1/0-0-a0/state.bin"]);
+        let e = as_savepoint(&retained, &layout(), &tmp.path().join("scratch"), false)
             .await
             .unwrap_err();
         assert_eq!(e.code, "checkpoint_unreadable");
@@ -302,19 +317,37 @@ mod tests {
             "{}",
             e.message
         );
-        let copied: Vec<_> = walk(&scratch);
-        assert!(copied.is_empty(), "{copied:?}");
     }
 
-    fn walk(dir: &Path) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if e.path().is_dir() {
-                out.extend(walk(&e.path()));
-            } else {
-                out.push(e.path());
-            }
-        }
-        out
+    /// A job's first checkpoint, imported from a savepoint taken at another
+    /// parallelism, holds several files for one subtask: written out as a
+    /// savepoint, each keeps its own file.
+    #[tokio::test]
+    async fn several_files_of_one_subtask_each_keep_their_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let storage = tmp.path().join("storage");
+        let paths = [
+            "j1/chk-7/savepoint/state/a.bin",
+            "j1/chk-7/savepoint/state/b.bin",
+        ];
+        file(&storage, paths[0], b"first 123");
+        file(&storage, paths[1], b"second 45");
+        let retained = with_files(&storage, &paths);
+        let (scratch, metadata) =
+            as_savepoint(&retained, &layout(), &tmp.path().join("scratch"), false)
+                .await
+                .unwrap();
+        let refs = &metadata.vertices[0].state;
+        assert_eq!(refs.len(), 2);
+        assert_ne!(refs[0].file, refs[1].file);
+        let mut copied: Vec<Vec<u8>> = refs
+            .iter()
+            .map(|r| std::fs::read(scratch.path().join(&r.file)).unwrap())
+            .collect();
+        copied.sort();
+        assert_eq!(copied, [b"first 123".to_vec(), b"second 45".to_vec()]);
+        // What a restore reads back.
+        let bytes = std::fs::read(scratch.path().join(METADATA)).unwrap();
+        assert!(SavepointMetadata::parse(&bytes).is_ok());
     }
 }
