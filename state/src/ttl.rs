@@ -170,7 +170,8 @@ pub struct TtlBackend {
     /// Changes that reads found due (expired values to clear, values to
     /// renew), applied before the next batch's changes.
     due: RefCell<Vec<StateOp>>,
-    /// When the backend last removed what expired ([`PURGE_EVERY_MS`]).
+    /// When the backend last finished removing what expired
+    /// ([`PURGE_EVERY_MS`]).
     purged_at: i64,
     /// A pass removing what expired goes on (a step per batch).
     purging: bool,
@@ -196,6 +197,11 @@ impl TtlBackend {
             due: RefCell::default(),
             refused: Arc::default(),
         }
+    }
+
+    /// The backend under it, as it stores values (stamped).
+    pub fn inner(&self) -> &dyn StateBackend {
+        self.inner.as_ref()
     }
 
     /// Expire by `clock` (processing time under a test's control).
@@ -553,11 +559,13 @@ impl StateBackend for TtlBackend {
         self.inner.apply_all(all, timers)?;
         if self.ttls.iter().any(Option::is_some) {
             let now = self.expiry.now();
+            // A pass (of one step or several, a step per batch) starts
+            // once a minute after the last one ended.
             if self.purging || now.saturating_sub(self.purged_at) >= PURGE_EVERY_MS {
+                self.purging = self.inner.purge_expired(now);
                 if !self.purging {
                     self.purged_at = now;
                 }
-                self.purging = self.inner.purge_expired(now);
             }
         }
         Ok(())

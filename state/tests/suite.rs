@@ -1051,10 +1051,10 @@ fn rocksdb_compactions_drop_expired_values() {
     assert!(db.get_value(plain, b"k5").unwrap().is_some());
 }
 
-/// A list only some of whose elements expired is rewritten without them by
-/// the pass the time-to-live layer runs now and then, a bounded step at a
-/// time (a compaction can only drop a whole entry): an append-only list
-/// whose keys stay busy stops growing.
+/// A list at least half of whose elements expired is rewritten without them
+/// by a pass over the stored lists, a bounded step at a time (a compaction
+/// can only drop a whole entry): an append-only list whose keys stay busy
+/// stops growing.
 #[test]
 fn rocksdb_rewrites_lists_without_their_expired_elements_a_step_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -1063,31 +1063,37 @@ fn rocksdb_rewrites_lists_without_their_expired_elements_a_step_at_a_time() {
     let plain = db.declare("plain", StateKind::List, false).unwrap();
     let keys = RocksDbStateBackend::PURGE_STEP + 500;
     let stamped = |at: i64, v: &str| weir_state::ttl::stamp(at, v.as_bytes());
-    let mut ops = Vec::new();
-    for i in 0..keys {
-        let k = format!("k{i}");
-        ops.push(StateOp::AppendList {
-            target: key(l, &k),
-            values: vec![stamped(10, "old"), stamped(1_000, "new")],
-        });
-    }
-    ops.push(StateOp::AppendList {
-        target: key(l, "gone"),
-        values: vec![stamped(10, "old")],
-    });
+    let append = |k: &str, values: Vec<Vec<u8>>| StateOp::AppendList {
+        target: key(l, k),
+        values,
+    };
+    let mut ops: Vec<StateOp> = (0..keys)
+        .map(|i| {
+            append(
+                &format!("k{i}"),
+                vec![stamped(10, "old"), stamped(1_000, "new")],
+            )
+        })
+        .collect();
+    ops.push(append("gone", vec![stamped(10, "old")]));
+    // One element of three expired: not yet worth a rewrite.
+    ops.push(append(
+        "mostly",
+        vec![stamped(10, "a"), stamped(1_000, "b"), stamped(1_000, "c")],
+    ));
     ops.push(StateOp::AppendList {
         target: key(plain, "p"),
         values: vec![b"kept".to_vec()],
     });
     db.apply_all(ops, Vec::new()).unwrap();
     // A pass of more than one step.
-    let mut steps = 0;
+    let mut steps = 1;
     while db.purge_expired(500) {
         steps += 1;
         assert!(steps < 100);
     }
-    assert!(steps >= 1, "{steps} steps");
-    for i in [0, keys / 2, keys - 1] {
+    assert!(steps >= 2, "{steps} steps");
+    for i in 0..keys {
         assert_eq!(
             db.get_list(l, format!("k{i}").as_bytes()).unwrap(),
             vec![stamped(1_000, "new")],
@@ -1095,10 +1101,49 @@ fn rocksdb_rewrites_lists_without_their_expired_elements_a_step_at_a_time() {
         );
     }
     assert!(db.get_list(l, b"gone").unwrap().is_empty());
+    assert_eq!(db.get_list(l, b"mostly").unwrap().len(), 3);
     assert_eq!(db.get_list(plain, b"p").unwrap(), bytes(&["kept"]));
-    // The next pass starts over, and finds nothing more to remove.
-    while db.purge_expired(500) {}
-    assert_eq!(db.get_list(l, b"k0").unwrap(), vec![stamped(1_000, "new")]);
+}
+
+/// The time-to-live layer runs that pass once a minute, a step per batch
+/// until it is through.
+#[test]
+fn the_time_to_live_layer_takes_a_rocksdb_pass_to_its_end_a_step_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (now, clock) = manual_clock();
+    let db = RocksDbStateBackend::open(&dir.path().join("db"), 128).unwrap();
+    let mut b = TtlBackend::new(Box::new(db)).with_clock(clock);
+    let l = b
+        .declare_ttl("l", StateKind::List, ttl(50_000, false))
+        .unwrap();
+    let keys = RocksDbStateBackend::PURGE_STEP + 500;
+    let append_all = |b: &mut TtlBackend, v: &str| {
+        let ops = (0..keys)
+            .map(|i| StateOp::AppendList {
+                target: key(l, &format!("k{i}")),
+                values: bytes(&[v]),
+            })
+            .collect();
+        b.apply_all(ops, Vec::new()).unwrap();
+    };
+    append_all(&mut b, "old"); // expires at 50,000
+    now.store(40_000, Ordering::Relaxed);
+    append_all(&mut b, "new"); // expires at 90,000
+    let stored = |b: &TtlBackend, i: usize| {
+        b.inner()
+            .get_list(l, format!("k{i}").as_bytes())
+            .unwrap()
+            .len()
+    };
+    assert_eq!(stored(&b, keys - 1), 2);
+    // Its minute is up: the pass's first step, then the rest with the
+    // next batch.
+    now.store(weir_state::ttl::PURGE_EVERY_MS, Ordering::Relaxed);
+    b.apply_all(Vec::new(), Vec::new()).unwrap();
+    b.apply_all(Vec::new(), Vec::new()).unwrap();
+    for i in 0..keys {
+        assert_eq!(stored(&b, i), 1, "k{i}");
+    }
 }
 
 /// In memory, what expired goes now and then even without snapshots (a job

@@ -7,7 +7,7 @@
 //! time-to-live rewrites them without their expired elements, a bounded
 //! step at a time ([`RocksDbStateBackend::PURGE_STEP`] entries).
 
-use rocksdb::{Direction, IteratorMode, WriteBatch};
+use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
 
 use super::{RocksDbStateBackend, STATE, encode_list};
 use crate::StateKind;
@@ -39,15 +39,21 @@ pub(super) fn expires(expiry: &Expiry, key: &[u8], value: &[u8]) -> bool {
 
 impl RocksDbStateBackend {
     /// How many entries of the `state` family one step of the pass over
-    /// lists with expired elements reads: a step per batch keeps each
-    /// batch's pause short on a large state.
+    /// lists with expired elements reads at most: a step per batch keeps
+    /// each batch's pause short on a large state.
     pub const PURGE_STEP: usize = 10_000;
+
+    /// How many bytes (keys and values) one step reads at most.
+    pub const PURGE_STEP_BYTES: usize = 8 << 20;
 
     /// One step of the pass over the stored lists of states with a
     /// time-to-live: from where the last step stopped, up to
-    /// [`Self::PURGE_STEP`] entries, each list with expired elements written
-    /// back without them (removed once none is left). Whether the pass goes
-    /// on.
+    /// [`Self::PURGE_STEP`] entries or [`Self::PURGE_STEP_BYTES`], each
+    /// list at least half of whose elements expired written back without
+    /// them (removed once none is left; a list is rewritten only once its
+    /// expired elements are as many as its live ones, so a pass writes
+    /// little and a list holds at most twice what is alive). Whether the
+    /// pass goes on.
     pub(super) fn purge_step(&mut self, now: i64) -> anyhow::Result<bool> {
         if !self.expiry.stamps_lists() {
             self.purge_from = None;
@@ -57,15 +63,20 @@ impl RocksDbStateBackend {
         let cf = self.cf(STATE);
         let mut batch = WriteBatch::default();
         let mut next = None;
-        let it = self
-            .db()
-            .iterator_cf(cf, IteratorMode::From(&from, Direction::Forward));
+        // A pass reads the whole family once: not into the block cache.
+        let mut options = ReadOptions::default();
+        options.fill_cache(false);
+        let it =
+            self.db()
+                .iterator_cf_opt(cf, options, IteratorMode::From(&from, Direction::Forward));
+        let mut bytes = 0;
         for (read, item) in it.enumerate() {
             let (key, value) = item?;
-            if read == Self::PURGE_STEP {
+            if read == Self::PURGE_STEP || bytes >= Self::PURGE_STEP_BYTES {
                 next = Some(key.into_vec());
                 break;
             }
+            bytes += key.len() + value.len();
             if state_of(&key).is_none_or(|s| self.expiry.stamped(s) != Some(StateKind::List)) {
                 continue;
             }
@@ -73,7 +84,7 @@ impl RocksDbStateBackend {
                 continue;
             };
             let alive = alive_elements(&list, now);
-            if alive.len() == list.len() {
+            if alive.len() * 2 > list.len() {
                 continue;
             }
             if alive.is_empty() {
