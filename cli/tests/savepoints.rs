@@ -388,8 +388,8 @@ async fn post(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
 /// (`…(422, code)`).
 fn answered_4xx(err: &str) -> bool {
     err.match_indices("(4").any(|(i, _)| {
-        let rest = &err[i + 1..];
-        rest.len() > 4 && rest[..3].bytes().all(|b| b.is_ascii_digit()) && &rest[3..5] == ", "
+        let rest = &err.as_bytes()[i + 1..];
+        rest.len() > 4 && rest[..3].iter().all(u8::is_ascii_digit) && &rest[3..5] == b", "
     })
 }
 
@@ -1279,6 +1279,14 @@ async fn on_a_cluster_the_word_count_resumes_at_three_and_takes_another_componen
         placed.len() > 1,
         "the job spans worker processes: {placed:?}"
     );
+    let count_parallelism = |j: &JobInfo| {
+        j.graph
+            .vertices
+            .iter()
+            .find(|v| v.name == "count")
+            .map(|v| v.parallelism)
+    };
+    assert_eq!(count_parallelism(&job(&rest, &second).await), Some(3));
 
     // Version 2: the test guests' component, its `words` and `count-words`
     // under the same operator names (its output `[word, n]`).
@@ -1306,6 +1314,7 @@ async fn on_a_cluster_the_word_count_resumes_at_three_and_takes_another_componen
         .trim()
         .to_owned();
     running(&rest, &third, 1).await;
+    assert_eq!(count_parallelism(&job(&rest, &third).await), Some(3));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let want = words.stop();
     let lines = exact_word_counts(&output, &want).await;

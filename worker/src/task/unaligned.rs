@@ -242,8 +242,8 @@ mod tests {
         assert!(!unaligned_now(&barrier(ExactlyOnce, None, 60_000)));
         assert!(unaligned_now(&barrier(ExactlyOnce, Some(0), 0)));
         // An aligned timeout: aligned until it passed since the trigger.
-        assert!(!unaligned_now(&barrier(ExactlyOnce, Some(300), 0)));
-        assert!(!unaligned_now(&barrier(ExactlyOnce, Some(60_000), 1_000)));
+        assert!(!unaligned_now(&barrier(ExactlyOnce, Some(60_000), 0)));
+        assert!(!unaligned_now(&barrier(ExactlyOnce, Some(60_000), 30_000)));
         assert!(unaligned_now(&barrier(ExactlyOnce, Some(300), 300)));
         assert!(unaligned_now(&barrier(ExactlyOnce, Some(300), 5_000)));
         // At-least-once checkpoints do not align at all.
