@@ -533,39 +533,8 @@ async fn running_past(job_url: &str, after: u64, what: &str) -> (JobInfo, u64) {
 /// records were checked.
 async fn exactly_once(input: &mut Input, output: &Path, what: &str) -> u64 {
     let want = input.stop();
-    let total: u64 = want.values().sum();
-    let started = Instant::now();
-    loop {
-        let got = common::committed_counts(output);
-        for (k, c) in &got {
-            let mut seen = c.clone();
-            seen.dedup();
-            assert_eq!(
-                seen.len(),
-                c.len(),
-                "{what}: `{k}`: a count committed twice: {c:?}"
-            );
-            assert!(
-                c.len() as u64 <= want.get(k).copied().unwrap_or(0),
-                "{what}: `{k}`: more counts than input lines"
-            );
-        }
-        if got.len() == want.len()
-            && got
-                .iter()
-                .all(|(k, c)| *c == (1..=want[k]).collect::<Vec<_>>())
-        {
-            return total;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{what}: the committed output catches up with the input ({total} lines): {:?}",
-            got.iter()
-                .map(|(k, c)| (k, c.len(), want.get(k)))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::counted_exactly(output, &want, what).await;
+    want.values().sum()
 }
 
 /// Run the harness: `n` faults from `seed`, the job's `[checkpoint]`

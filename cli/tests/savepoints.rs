@@ -169,41 +169,6 @@ fn resume(rest: &str, bundle: &Path, parallelism: u32, savepoint: &str) -> Strin
     ]))
 }
 
-/// Wait until the committed counts in `output` are every key's 1..n of
-/// `want` (`jobs`: whose output it is), failing at once on a count
-/// committed twice or one above the key's lines.
-async fn counted_exactly(output: &Path, want: &BTreeMap<String, u64>, jobs: &str) {
-    let started = Instant::now();
-    loop {
-        let got = common::committed_counts(output);
-        for (k, c) in &got {
-            let mut seen = c.clone();
-            seen.dedup();
-            assert_eq!(seen.len(), c.len(), "`{k}`: a count committed twice: {c:?}");
-            assert!(
-                c.len() as u64 <= want[k],
-                "`{k}`: more counts than lines: {c:?}"
-            );
-        }
-        if got.len() == want.len()
-            && got
-                .iter()
-                .all(|(k, c)| *c == (1..=want[k]).collect::<Vec<_>>())
-        {
-            return;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{jobs} committed output catches up with the input ({} lines): {:?}",
-            want.values().sum::<u64>(),
-            got.iter()
-                .map(|(k, c)| (k, c.len(), want.get(k)))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_exact() {
     let tmp = tempfile::tempdir().unwrap();
@@ -251,7 +216,7 @@ async fn a_count_stopped_and_resumed_at_other_parallelisms_and_backends_stays_ex
     let want = input.stop();
     let total: u64 = want.values().sum();
     assert!(total > read_by_first, "the input grew between the jobs");
-    counted_exactly(&output, &want, "the four jobs'").await;
+    common::counted_exactly(&output, &want, "the four jobs'").await;
     eprintln!(
         "{total} lines counted exactly once by four jobs: parallelism 2 (RocksDB) → 3 (memory) → 1 (RocksDB) → 2"
     );
@@ -362,7 +327,7 @@ async fn a_canceled_jobs_retained_checkpoint_restores_at_another_parallelism_exa
     running(&rest, &second, 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let want = input.stop();
-    counted_exactly(&output, &want, "the two jobs'").await;
+    common::counted_exactly(&output, &want, "the two jobs'").await;
     // The scratch savepoint it was written out as is gone.
     let left: Vec<_> = std::fs::read_dir(data.join("savepoints"))
         .map(|d| d.map(|e| e.unwrap().file_name()).collect())

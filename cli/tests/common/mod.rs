@@ -361,6 +361,50 @@ pub fn committed_counts(output: &std::path::Path) -> std::collections::BTreeMap<
     counts
 }
 
+/// Wait (two minutes at most) until the committed counts of a built-in
+/// `count` in `output` are every key's 1..n of `want` (n its input lines),
+/// failing at once on a count committed twice or more counts than lines
+/// (`what`: whose output it is).
+pub async fn counted_exactly(
+    output: &std::path::Path,
+    want: &std::collections::BTreeMap<String, u64>,
+    what: &str,
+) {
+    let started = Instant::now();
+    loop {
+        let got = committed_counts(output);
+        for (k, c) in &got {
+            let mut seen = c.clone();
+            seen.dedup();
+            assert_eq!(
+                seen.len(),
+                c.len(),
+                "{what}: `{k}`: a count committed twice: {c:?}"
+            );
+            assert!(
+                c.len() as u64 <= want.get(k).copied().unwrap_or(0),
+                "{what}: `{k}`: more counts than input lines: {c:?}"
+            );
+        }
+        if got.len() == want.len()
+            && got
+                .iter()
+                .all(|(k, c)| *c == (1..=want[k]).collect::<Vec<_>>())
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{what}: the committed output catches up with the input ({} lines): {:?}",
+            want.values().sum::<u64>(),
+            got.iter()
+                .map(|(k, c)| (k, c.len(), want.get(k)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The committed output of an exactly-once file sink (the part files in
 /// view in the directory `output`): for every word, each count from 1 to
 /// its total exactly once, and the totals add up to `total`. `read` takes a
