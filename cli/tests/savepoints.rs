@@ -748,24 +748,7 @@ async fn an_upgraded_operator_goes_on_with_every_words_count() {
     running(&rest, &first, 50).await;
 
     // v1 → savepoint → v2, in one command.
-    let o = common::weir(&[
-        "upgrade",
-        &first,
-        v2.to_str().unwrap(),
-        "--coordinator",
-        &rest,
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("no job processed for"), "{stderr}");
-    let second = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
-    assert_ne!(second, first);
-    assert_eq!(job(&rest, &first).await.state, JobState::Canceled);
+    let second = upgrade(&rest, &first, &v2).await;
     running(&rest, &second, 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let want = words.stop();
@@ -802,6 +785,134 @@ async fn an_upgraded_operator_goes_on_with_every_words_count() {
     }
     let o = common::weir(&["cancel", &second, "--coordinator", &rest]);
     assert!(o.status.success());
+}
+
+/// `weir upgrade JOB BUNDLE`: the new job's id (printed last); the old job
+/// is canceled.
+async fn upgrade(rest: &str, id: &str, bundle: &Path) -> String {
+    let o = common::weir(&[
+        "upgrade",
+        id,
+        bundle.to_str().unwrap(),
+        "--coordinator",
+        rest,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("no job processed for"), "{stderr}");
+    let new = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_ne!(new, id);
+    assert_eq!(job(rest, id).await.state, JobState::Canceled);
+    new
+}
+
+/// The tally's state turned into rows, then into rows of another type, by
+/// two upgrades: `tally-v1` keeps MessagePack values, `tally-rows` declares
+/// the same state as rows `{count: u64, letters: u64?}` (converted when it
+/// is declared: `letters` null), `tally-rows-v4` as rows with a field more
+/// (`longest: u32?`, null in what version 3 wrote) and a list state of
+/// rows. Every word's counts 1..n exactly once across the three, the
+/// letters counted from the first upgrade on; `weir state` shows the rows
+/// as JSON; a type that cannot read the stored rows (`count` narrowed to
+/// `u32`) is refused at submit, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_turned_into_rows_and_evolved_keeps_every_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_local, rest) = common::local(&dir.join("data"));
+    let input = dir.join("lines.jsonl");
+    let output = dir.join("out");
+    let mut words = Words::start(&input);
+    let bundle = |function: &str| tally_bundle(&dir, function, function, &input, &output);
+    let first = common::submit(&rest, &bundle("tally-v1"));
+    running(&rest, &first, 50).await;
+    let second = upgrade(&rest, &first, &bundle("tally-rows")).await;
+    running(&rest, &second, 1).await;
+    let third = upgrade(&rest, &second, &bundle("tally-rows-v4")).await;
+    running(&rest, &third, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let want = words.stop();
+
+    let lines = exact_word_counts(&output, &want).await;
+    let mut last_v1 = BTreeMap::<String, u64>::new();
+    for l in lines.iter().filter(|l| l.get("letters").is_none()) {
+        let (w, c) = word_and_count(l);
+        let m = last_v1.entry(w).or_default();
+        *m = (*m).max(c);
+    }
+    let (mut v3, mut v4) = (0, 0);
+    for l in lines.iter().filter(|l| l.get("letters").is_some()) {
+        let (w, c) = word_and_count(l);
+        let before = last_v1.get(&w).copied().unwrap_or(0);
+        assert_eq!(
+            l["letters"].as_u64().unwrap(),
+            (c - before) * w.len() as u64,
+            "`{w}` at {c}: the rows went on from v1's count {before}, letters null until then: {l}"
+        );
+        match l.get("longest") {
+            None => v3 += 1,
+            Some(longest) => {
+                assert_eq!(longest.as_u64(), Some(w.len() as u64), "{l}");
+                v4 += 1;
+            }
+        }
+    }
+    assert!(
+        !last_v1.is_empty() && v3 > 0 && v4 > 0,
+        "each version counted: v1 {}, v3 {v3}, v4 {v4}",
+        last_v1.len()
+    );
+
+    // The savepoint's rows, read as JSON.
+    let savepoint = stop(&rest, &third);
+    let o = common::weir(&["state", &savepoint, "--operator", "tally"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut tallies = BTreeMap::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let word = v["key"].as_str().unwrap().to_owned();
+        match v["state"].as_str().unwrap() {
+            "tally" => {
+                let t = &v["value"];
+                assert_eq!(t["longest"].as_u64(), Some(word.len() as u64), "{line}");
+                tallies.insert(word, t["count"].as_u64().unwrap());
+            }
+            "lengths" => assert!(
+                v["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|n| n.as_u64() == Some(word.len() as u64)),
+                "{line}"
+            ),
+            other => panic!("state `{other}`: {line}"),
+        }
+    }
+    assert_eq!(tallies, want, "the savepoint holds every word's count");
+
+    let o = common::weir(&[
+        "submit",
+        bundle("tally-rows-narrow").to_str().unwrap(),
+        "--from-savepoint",
+        &savepoint,
+        "--coordinator",
+        &rest,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    for says in [
+        "state_incompatible",
+        "`tally`",
+        "field `count` is u64",
+        "u32",
+    ] {
+        assert!(err.contains(says), "{says:?} in {err}");
+    }
 }
 
 /// The word count's job over `input` into `output`, its component at

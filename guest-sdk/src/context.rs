@@ -15,7 +15,7 @@ use crate::batch::OutBatch;
 use crate::codec::wire::{self, Codec};
 use crate::coder::Encode;
 use crate::host;
-use crate::state::{ListState, MapState, ValueState, with_cache};
+use crate::state::{Coding, ListState, MapState, ValueState, with_cache};
 
 /// The effects of one batch, collected in the guest and handed over at its end.
 pub(crate) struct Pending {
@@ -752,14 +752,28 @@ impl OpenContext {
         kind: StateKind,
         ttl: Option<crate::Ttl>,
     ) -> crate::Result<usize> {
+        self.declare_typed(name, kind, ttl, None)
+    }
+
+    /// Declare a state, its values rows of `value_type` if given.
+    fn declare_typed(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: Option<crate::Ttl>,
+        value_type: Option<crate::Type>,
+    ) -> crate::Result<usize> {
         if !self.keyed {
             return Err(
                 format!("state `{name}`: keyed state needs a keyed_process operator").into(),
             );
         }
-        let id = match ttl {
-            None => host::with(|h| h.declare_state(name, kind))?,
-            Some(ttl) => host::with(|h| h.declare_state_ttl(name, kind, ttl.wit()))?,
+        let id = match (ttl, value_type) {
+            (None, None) => host::with(|h| h.declare_state(name, kind))?,
+            (Some(ttl), None) => host::with(|h| h.declare_state_ttl(name, kind, ttl.wit()))?,
+            (ttl, Some(ty)) => host::with(|h| {
+                h.declare_typed_state(name, kind, ttl.map(|t| t.wit()), &ty.to_string())
+            })?,
         };
         Ok(with_cache(|c| c.add(id, kind)))
     }
@@ -793,11 +807,10 @@ impl OpenContext {
     where
         T: Serialize + DeserializeOwned + Clone + 'static,
     {
-        Ok(ValueState::new(self.declare_with(
-            name,
-            StateKind::Value,
-            Some(ttl),
-        )?))
+        Ok(ValueState::new(
+            self.declare_with(name, StateKind::Value, Some(ttl))?,
+            Coding::serde(),
+        ))
     }
 
     /// Declare a [`ListState`] called `name` whose every element expires
@@ -825,11 +838,10 @@ impl OpenContext {
     where
         T: Serialize + DeserializeOwned,
     {
-        Ok(ListState::new(self.declare_with(
-            name,
-            StateKind::List,
-            Some(ttl),
-        )?))
+        Ok(ListState::new(
+            self.declare_with(name, StateKind::List, Some(ttl))?,
+            Coding::serde(),
+        ))
     }
 
     /// Declare a [`MapState`] called `name` whose every entry expires `ttl`
@@ -843,11 +855,10 @@ impl OpenContext {
         K: Serialize + DeserializeOwned,
         V: Serialize + DeserializeOwned,
     {
-        Ok(MapState::new(self.declare_with(
-            name,
-            StateKind::Map,
-            Some(ttl),
-        )?))
+        Ok(MapState::new(
+            self.declare_with(name, StateKind::Map, Some(ttl))?,
+            Coding::serde(),
+        ))
     }
 
     /// Declare a [`ValueState`] called `name`.
@@ -870,7 +881,10 @@ impl OpenContext {
     where
         T: Serialize + DeserializeOwned + Clone + 'static,
     {
-        Ok(ValueState::new(self.declare(name, StateKind::Value)?))
+        Ok(ValueState::new(
+            self.declare(name, StateKind::Value)?,
+            Coding::serde(),
+        ))
     }
 
     /// Declare a [`ListState`] called `name`.
@@ -893,7 +907,10 @@ impl OpenContext {
     where
         T: Serialize + DeserializeOwned,
     {
-        Ok(ListState::new(self.declare(name, StateKind::List)?))
+        Ok(ListState::new(
+            self.declare(name, StateKind::List)?,
+            Coding::serde(),
+        ))
     }
 
     /// Declare a [`MapState`] called `name`.
@@ -916,6 +933,105 @@ impl OpenContext {
         K: Serialize + DeserializeOwned,
         V: Serialize + DeserializeOwned,
     {
-        Ok(MapState::new(self.declare(name, StateKind::Map)?))
+        Ok(MapState::new(
+            self.declare(name, StateKind::Map)?,
+            Coding::serde(),
+        ))
+    }
+
+    /// Declare a [`ValueState`] called `name` whose values are **rows** of
+    /// `T`'s type (a `#[derive(weir::Row)]` struct, a scalar, a `String`,
+    /// ...), as Flink's `ValueStateDescriptor` takes a `TypeInformation`:
+    /// read and written without a parse by field name, and kept with its
+    /// type, so that a new version of the operator that declares another
+    /// type reads what an older one wrote by the evolution rules of
+    /// `docs/types.md` ("State and schema evolution": a field added as an `Option` reads `None`; a field removed is
+    /// dropped; an integer widens), or is refused naming the field.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use weir::*;
+    /// #[derive(Clone, Row)]
+    /// struct Totals { count: u64, sum: i64, last: Option<String> }
+    ///
+    /// struct Op { totals: ValueState<Totals> }
+    /// # impl KeyedProcess for Op { type In = i64; type Out = u64;
+    /// fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+    ///     Ok(Op { totals: ctx.row_value_state("totals")? })
+    /// }
+    /// # fn process(&mut self, n: i64, ctx: &mut Context<u64>) -> weir::Result<()> {
+    /// #     let mut t = self.totals.get()?.unwrap_or(Totals { count: 0, sum: 0, last: None });
+    /// #     t.count += 1; t.sum += n; t.last = Some(n.to_string());
+    /// #     ctx.emit(t.count); self.totals.set(t); Ok(()) } }
+    /// # let mut h = weir::testing::Harness::keyed_process::<Op>(&[]).unwrap();
+    /// # h.process::<_, _, u64>("k", &1, None).unwrap();
+    /// # assert_eq!(h.process::<_, _, u64>("k", &2, None).unwrap(), [2]);
+    /// ```
+    pub fn row_value_state<T>(&mut self, name: &str) -> crate::Result<ValueState<T>>
+    where
+        T: crate::Row + Clone + 'static,
+    {
+        let id = self.declare_typed(name, StateKind::Value, None, Some(T::row_type()))?;
+        Ok(ValueState::new(id, Coding::rows()))
+    }
+
+    /// [`OpenContext::row_value_state`] with a time-to-live (see
+    /// [`OpenContext::value_state_ttl`]).
+    pub fn row_value_state_ttl<T>(
+        &mut self,
+        name: &str,
+        ttl: crate::Ttl,
+    ) -> crate::Result<ValueState<T>>
+    where
+        T: crate::Row + Clone + 'static,
+    {
+        let id = self.declare_typed(name, StateKind::Value, Some(ttl), Some(T::row_type()))?;
+        Ok(ValueState::new(id, Coding::rows()))
+    }
+
+    /// Declare a [`ListState`] called `name` whose elements are rows of
+    /// `T`'s type (see [`OpenContext::row_value_state`]).
+    pub fn row_list_state<T: crate::Row>(&mut self, name: &str) -> crate::Result<ListState<T>> {
+        let id = self.declare_typed(name, StateKind::List, None, Some(T::row_type()))?;
+        Ok(ListState::new(id, Coding::rows()))
+    }
+
+    /// [`OpenContext::row_list_state`] with a time-to-live (see
+    /// [`OpenContext::list_state_ttl`]).
+    pub fn row_list_state_ttl<T: crate::Row>(
+        &mut self,
+        name: &str,
+        ttl: crate::Ttl,
+    ) -> crate::Result<ListState<T>> {
+        let id = self.declare_typed(name, StateKind::List, Some(ttl), Some(T::row_type()))?;
+        Ok(ListState::new(id, Coding::rows()))
+    }
+
+    /// Declare a [`MapState`] called `name` whose values are rows of `V`'s
+    /// type (see [`OpenContext::row_value_state`]); its map keys are
+    /// encoded as [`OpenContext::map_state`]'s are.
+    pub fn row_map_state<K, V>(&mut self, name: &str) -> crate::Result<MapState<K, V>>
+    where
+        K: Serialize + DeserializeOwned,
+        V: crate::Row,
+    {
+        let id = self.declare_typed(name, StateKind::Map, None, Some(V::row_type()))?;
+        Ok(MapState::new(id, Coding::rows()))
+    }
+
+    /// [`OpenContext::row_map_state`] with a time-to-live (see
+    /// [`OpenContext::map_state_ttl`]).
+    pub fn row_map_state_ttl<K, V>(
+        &mut self,
+        name: &str,
+        ttl: crate::Ttl,
+    ) -> crate::Result<MapState<K, V>>
+    where
+        K: Serialize + DeserializeOwned,
+        V: crate::Row,
+    {
+        let id = self.declare_typed(name, StateKind::Map, Some(ttl), Some(V::row_type()))?;
+        Ok(MapState::new(id, Coding::rows()))
     }
 }

@@ -17,6 +17,17 @@ pub(crate) trait HostApi {
         kind: StateKind,
         ttl: StateTtl,
     ) -> Result<u32, String>;
+    /// A state whose values are rows of `value_type` (the type's text).
+    fn declare_typed_state(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: Option<StateTtl>,
+        value_type: &str,
+    ) -> Result<u32, String> {
+        let _ = (name, kind, ttl, value_type);
+        Err("this host keeps no typed state".into())
+    }
     /// For each key, the value of each state (key-major), as the contract's
     /// `get-values` answers: the values packed (empty when unset), and
     /// which are set.
@@ -47,6 +58,15 @@ mod wasm {
             ttl: StateTtl,
         ) -> Result<u32, String> {
             imports::declare_state_ttl(name, kind, ttl)
+        }
+        fn declare_typed_state(
+            &mut self,
+            name: &str,
+            kind: StateKind,
+            ttl: Option<StateTtl>,
+            value_type: &str,
+        ) -> Result<u32, String> {
+            imports::declare_typed_state(name, kind, ttl, value_type)
         }
         fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
             imports::get_values(states, &crate::host::pack(keys))

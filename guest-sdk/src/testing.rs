@@ -153,6 +153,21 @@ impl HostApi for MemoryHost {
         self.0.borrow_mut().ttls.insert(id, ttl);
         Ok(id)
     }
+    fn declare_typed_state(
+        &mut self,
+        name: &str,
+        kind: StateKind,
+        ttl: Option<StateTtl>,
+        value_type: &str,
+    ) -> Result<u32, String> {
+        value_type
+            .parse::<weir_types::Type>()
+            .map_err(|e| format!("state `{name}`: the type `{value_type}` does not parse: {e}"))?;
+        match ttl {
+            Some(ttl) => self.declare_state_ttl(name, kind, ttl),
+            None => self.declare_state(name, kind),
+        }
+    }
     fn get_values(&mut self, states: &[u32], keys: &[&[u8]]) -> (Packed, Vec<bool>) {
         let mut s = self.0.borrow_mut();
         let mut answers: Vec<Option<Vec<u8>>> = Vec::new();

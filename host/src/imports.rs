@@ -177,6 +177,8 @@ pub(crate) struct TaskState {
     pub(crate) table: ResourceTable,
     pub(crate) limiter: Limiter,
     pub(crate) backend: Box<dyn StateBackend>,
+    /// The codec of keyed state not declared as rows (the job's).
+    pub(crate) state_codec: weir_model::codec::Codec,
     /// True while `operator.create` runs: the only time state is declared.
     pub(crate) creating: bool,
     pub(crate) staged: Staged,
@@ -206,6 +208,41 @@ pub use weir_model::now_ms;
 
 impl types::Host for TaskState {}
 
+impl TaskState {
+    /// Declare a state (while the operator is created), its values rows
+    /// of `value_type` or in the job's codec: a restored state of another
+    /// type is converted first ([`crate::state_types`]).
+    fn declare(
+        &mut self,
+        name: String,
+        kind: StateKind,
+        ttl: Option<types::StateTtl>,
+        value_type: Option<String>,
+    ) -> wasmtime::Result<Result<u32, String>> {
+        if !self.creating {
+            return Ok(Err(format!(
+                "state `{name}` declared outside `create`: declare state when the operator is created"
+            )));
+        }
+        let ttl = ttl.map(|t| weir_state::ttl::StateTtl {
+            ttl_ms: t.ttl_ms,
+            refresh_on_read: t.refresh_on_read,
+        });
+        let id = match self.backend.declare_ttl(&name, kind.into(), ttl) {
+            Ok(id) => id,
+            Err(why) => return Ok(Err(why)),
+        };
+        crate::state_types::declare_type(
+            self.backend.as_mut(),
+            self.state_codec,
+            &name,
+            id,
+            value_type.as_deref(),
+        )
+        .map(|declared| declared.map(|()| id))
+    }
+}
+
 impl host::Host for TaskState {
     fn emit(&mut self, records: Batch) -> wasmtime::Result<()> {
         self.count_emitted(&records)?;
@@ -230,12 +267,7 @@ impl host::Host for TaskState {
         name: String,
         kind: StateKind,
     ) -> wasmtime::Result<Result<u32, String>> {
-        if !self.creating {
-            return Ok(Err(format!(
-                "state `{name}` declared outside `create`: declare state when the operator is created"
-            )));
-        }
-        Ok(self.backend.register(&name, kind.into()))
+        self.declare(name, kind, None, None)
     }
 
     fn declare_state_ttl(
@@ -244,16 +276,17 @@ impl host::Host for TaskState {
         kind: StateKind,
         ttl: types::StateTtl,
     ) -> wasmtime::Result<Result<u32, String>> {
-        if !self.creating {
-            return Ok(Err(format!(
-                "state `{name}` declared outside `create`: declare state when the operator is created"
-            )));
-        }
-        let ttl = weir_state::ttl::StateTtl {
-            ttl_ms: ttl.ttl_ms,
-            refresh_on_read: ttl.refresh_on_read,
-        };
-        Ok(self.backend.declare_ttl(&name, kind.into(), Some(ttl)))
+        self.declare(name, kind, Some(ttl), None)
+    }
+
+    fn declare_typed_state(
+        &mut self,
+        name: String,
+        kind: StateKind,
+        ttl: Option<types::StateTtl>,
+        value_type: String,
+    ) -> wasmtime::Result<Result<u32, String>> {
+        self.declare(name, kind, ttl, Some(value_type))
     }
 
     fn get_values(

@@ -72,6 +72,8 @@ struct Creation {
     config: Vec<(String, String)>,
     window: Option<types::WindowSpec>,
     codecs: types::Codecs,
+    /// The codec of its state not declared as rows.
+    state_codec: weir_model::codec::Codec,
 }
 
 /// What an operator instance holds and has cost so far.
@@ -102,6 +104,7 @@ impl OperatorInstance {
             config: spec.config,
             window: spec.window.map(wit_window_spec),
             codecs: wit_codecs(&spec.codecs),
+            state_codec: spec.codecs.state,
         };
         let ident = Arc::new(ident);
         let config = runtime
@@ -169,6 +172,7 @@ impl OperatorInstance {
             }
         };
         store.data_mut().creating = true;
+        store.data_mut().state_codec = creation.state_codec;
         let created = bindings.weir_operator_operators().operator().call_create(
             &mut store,
             &creation.function,

@@ -27,6 +27,7 @@ mod imports;
 pub mod instance;
 pub mod packed;
 pub mod runtime;
+mod state_types;
 mod wasi;
 
 pub use components::{JobComponent, JobComponentError, JobComponents};

@@ -283,6 +283,7 @@ impl WasmRuntime {
                 current: 0,
             },
             backend,
+            state_codec: Default::default(),
             creating: false,
             staged: Staged::default(),
             watermark: None,

@@ -221,6 +221,70 @@ impl Format {
     }
 }
 
+impl Format {
+    /// The format of keyed state declared as rows of `ty` (its text) or,
+    /// `None`, in the job's codec `codec`.
+    pub fn of_state(codec: Codec, ty: Option<&str>) -> Result<Format, String> {
+        match ty {
+            None => Ok(Format::of(codec)),
+            Some(text) => {
+                let ty: weir_types::Type = text
+                    .parse()
+                    .map_err(|e| format!("the type `{text}` does not parse: {e}"))?;
+                Ok(Format {
+                    codec: Codec::Row,
+                    schema: Some(Arc::new(Schema::new(ty))),
+                })
+            }
+        }
+    }
+
+    /// Whether values in it read the same in `other`.
+    pub fn same_as(&self, other: &Format) -> bool {
+        match (&self.schema, &other.schema) {
+            (Some(a), Some(b)) => a.ty == b.ty,
+            (None, None) => self.codec == other.codec,
+            _ => false,
+        }
+    }
+
+    /// `value` in this format, as `to` writes it: a row read into another
+    /// type by field name (what it lacks optional, null; what it has more,
+    /// dropped; numbers as wide as the new type), JSON or MessagePack read
+    /// into a row the same way. The error names the field.
+    pub fn convert(&self, to: &Format, value: &[u8]) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(value.len());
+        if self.same_as(to) {
+            out.extend_from_slice(value);
+            return Ok(out);
+        }
+        // Through MessagePack, which says anything either side can.
+        let mut between = Vec::new();
+        let msgpack: &[u8] = match self.codec {
+            Codec::Msgpack => value,
+            Codec::Json => {
+                crate::msgpack::from_json(value, &mut between).map_err(|e| e.to_string())?;
+                &between
+            }
+            Codec::Row => {
+                row::msgpack::write_value(&self.schema()?.node, value, &mut between)
+                    .map_err(|e| format!("a malformed row: {e}"))?;
+                &between
+            }
+        };
+        match to.codec {
+            Codec::Msgpack => out.extend_from_slice(msgpack),
+            Codec::Json => crate::msgpack::to_json(msgpack, &mut out).map_err(|e| e.to_string())?,
+            Codec::Row => row::json::read_with(
+                &to.schema()?.node,
+                &mut rmp_serde::Deserializer::from_read_ref(msgpack),
+                &mut out,
+            )?,
+        }
+        Ok(out)
+    }
+}
+
 /// Reads the keys of rows: a field at a path compiled once, or the whole
 /// value; keys are MessagePack.
 #[derive(Clone, Debug)]
@@ -356,5 +420,61 @@ mod tests {
         assert_eq!(line, br#"{"ts":-5,"u":7,"s":"x","o":null}"#);
         assert!(f.excerpt(&r).contains(r#"\"ts\":-5"#));
         assert!(f.write_json(&r[..3], &mut line).is_err());
+    }
+
+    fn msgpack_of(json: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::msgpack::from_json(json.as_bytes(), &mut out).unwrap();
+        out
+    }
+
+    /// A value in `f`, as JSON text.
+    fn json(f: &Format, value: &[u8]) -> String {
+        let mut out = Vec::new();
+        f.write_json(value, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn state_values_convert_by_field_name_between_codecs_and_types() {
+        let msgpack = Format::of(Codec::Msgpack);
+        let v1 = Format::of_state(Codec::Msgpack, Some("{count: u32, name: string}")).unwrap();
+        let v2 = Format::of_state(
+            Codec::Msgpack,
+            Some("{count: u64, letters: u64?, at: {city: string}?}"),
+        )
+        .unwrap();
+        // MessagePack by name into rows: an unknown field dropped.
+        let mut old = Vec::new();
+        crate::msgpack::from_json(br#"{"name": "ab", "count": 7, "extra": true}"#, &mut old)
+            .unwrap();
+        let r1 = msgpack.convert(&v1, &old).unwrap();
+        assert_eq!(json(&v1, &r1), r#"{"count":7,"name":"ab"}"#);
+        // Rows into rows of another type: widened, added optionals null,
+        // removed fields dropped.
+        let r2 = v1.convert(&v2, &r1).unwrap();
+        assert_eq!(json(&v2, &r2), r#"{"count":7,"letters":null,"at":null}"#);
+        // Back to MessagePack, and to JSON.
+        let back = v2.convert(&msgpack, &r2).unwrap();
+        assert_eq!(
+            json(&msgpack, &back),
+            r#"{"count":7,"letters":null,"at":null}"#
+        );
+        let text = v2.convert(&Format::of(Codec::Json), &r2).unwrap();
+        assert_eq!(text, br#"{"count":7,"letters":null,"at":null}"#);
+        // The same type, written another way: the same bytes.
+        let same = Format::of_state(Codec::Json, Some("{count:u32,name:string}")).unwrap();
+        assert!(v1.same_as(&same) && !v1.same_as(&v2) && !v1.same_as(&msgpack));
+        assert_eq!(v1.convert(&same, &r1).unwrap(), r1);
+        // What does not fit names the field.
+        let e = msgpack
+            .convert(&v2, &msgpack_of(r#"{"letters": 1}"#))
+            .unwrap_err();
+        assert!(e.contains("count"), "{e}");
+        let e = msgpack
+            .convert(&v1, &msgpack_of(r#"{"count": "x", "name": "a"}"#))
+            .unwrap_err();
+        assert!(e.contains("field `count`"), "{e}");
+        assert!(Format::of_state(Codec::Msgpack, Some("{count: nope}")).is_err());
     }
 }

@@ -10,7 +10,9 @@
 //! ```text
 //! "WEIRSTATE1" · max parallelism (u32)
 //! states (u32) · { name (u32 length · UTF-8) · kind (u8: 0 value, 1 list, 2 map;
-//!                   +128: its values carry expiry times, see [`crate::ttl`]) }
+//!                   +128: its values carry expiry times, see [`crate::ttl`];
+//!                   +64: its values are rows, of the type that follows) ·
+//!                   [type (u32 length · UTF-8, the type's text)] }
 //! entries (u64) · { key group (u32) · state (u32) · key (u32 length · bytes) ·
 //!                   tag (u8: 0 value, 1 list, 2 map entry) · payload }
 //!     value: bytes (u32 length · bytes)
@@ -38,6 +40,10 @@ use crate::{Declared, StateBackend, StateKey, StateKind, StateOp, TimeDomain, Ti
 
 /// The kind byte's flag for a state whose values carry expiry times.
 const STAMPED: u8 = 0x80;
+
+/// The kind byte's flag for a state whose values are rows of a type (its
+/// text follows).
+const TYPED: u8 = 0x40;
 
 /// The file's first bytes.
 pub const MAGIC: &[u8] = b"WEIRSTATE1";
@@ -110,7 +116,12 @@ impl Writer {
         w.u32(w.states)?;
         for d in names {
             w.bytes(d.name.as_bytes())?;
-            w.put(&[d.kind.byte() | if d.stamped { STAMPED } else { 0 }])?;
+            let stamped = if d.stamped { STAMPED } else { 0 };
+            let typed = if d.value_type.is_some() { TYPED } else { 0 };
+            w.put(&[d.kind.byte() | stamped | typed])?;
+            if let Some(ty) = &d.value_type {
+                w.bytes(ty.as_bytes())?;
+            }
         }
         w.entries_at = w.written;
         w.put(&0u64.to_be_bytes())?;
@@ -336,6 +347,27 @@ impl<R: Read> Reader<R> {
         anyhow::ensure!(out.len() == n, "{} is truncated", self.path.display());
         Ok(out)
     }
+
+    /// A state of the header: name, kind byte and flags, its type if any.
+    fn declared(&mut self) -> anyhow::Result<Declared> {
+        let text = |b: Vec<u8>, what: &str| {
+            String::from_utf8(b).map_err(|_| anyhow::anyhow!("a state's {what} is not UTF-8"))
+        };
+        let name = text(self.bytes()?, "name")?;
+        let byte = self.u8()?;
+        let value_type = match byte & TYPED {
+            0 => None,
+            _ => Some(text(self.bytes()?, "type")?),
+        };
+        Ok(Declared {
+            value_type,
+            ..Declared::new(
+                name,
+                StateKind::from_byte(byte & !(STAMPED | TYPED))?,
+                byte & STAMPED != 0,
+            )
+        })
+    }
 }
 
 /// How many changes a restore applies at once.
@@ -385,9 +417,9 @@ pub trait Visitor {
         let _ = max_parallelism;
         Ok(())
     }
-    /// A state the file declares (`stamped`: its values carry expiry
-    /// times): the id its entries are handed over with.
-    fn state(&mut self, name: &str, kind: StateKind, stamped: bool) -> anyhow::Result<u32>;
+    /// A state the file declares (whether its values carry expiry times,
+    /// the type they are rows of): the id its entries are handed over with.
+    fn state(&mut self, declared: &Declared) -> anyhow::Result<u32>;
     /// Whether the entries and timers of key group `group` are wanted.
     fn wants(&self, group: u32) -> bool {
         let _ = group;
@@ -413,14 +445,7 @@ pub fn declared_states(path: &Path) -> anyhow::Result<Vec<Declared>> {
     r.u32()?;
     let mut states = Vec::new();
     for _ in 0..r.u32()? {
-        let name = String::from_utf8(r.bytes()?)
-            .map_err(|_| anyhow::anyhow!("a state name is not UTF-8"))?;
-        let byte = r.u8()?;
-        states.push(Declared {
-            name,
-            kind: StateKind::from_byte(byte & !STAMPED)?,
-            stamped: byte & STAMPED != 0,
-        });
+        states.push(r.declared()?);
     }
     Ok(states)
 }
@@ -438,11 +463,7 @@ pub fn read(path: &Path, visitor: &mut dyn Visitor) -> anyhow::Result<()> {
     visitor.max_parallelism(r.u32()?)?;
     let mut ids = Vec::new();
     for _ in 0..r.u32()? {
-        let name = String::from_utf8(r.bytes()?)
-            .map_err(|_| anyhow::anyhow!("a state name is not UTF-8"))?;
-        let byte = r.u8()?;
-        let kind = StateKind::from_byte(byte & !STAMPED)?;
-        ids.push(visitor.state(&name, kind, byte & STAMPED != 0)?);
+        ids.push(visitor.state(&r.declared()?)?);
     }
     for _ in 0..r.u64()? {
         let group = r.u32()?;
@@ -522,10 +543,17 @@ impl Visitor for Restoring<'_> {
         Ok(())
     }
 
-    fn state(&mut self, name: &str, kind: StateKind, stamped: bool) -> anyhow::Result<u32> {
-        self.backend
-            .declare(name, kind, stamped)
-            .map_err(|e| anyhow::anyhow!(e))
+    fn state(&mut self, d: &Declared) -> anyhow::Result<u32> {
+        let id = self
+            .backend
+            .declare(&d.name, d.kind, d.stamped)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        // The file's values are of its type (the operator converts them
+        // when it declares another).
+        if self.backend.value_type(id) != d.value_type.as_deref() {
+            self.backend.retype(id, d.value_type.as_deref(), None)?;
+        }
+        Ok(id)
     }
 
     fn wants(&self, group: u32) -> bool {

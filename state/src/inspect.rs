@@ -11,8 +11,11 @@ use serde_json::{Value, json};
 use weir_model::builtin::accumulator::StoredAccumulator;
 use weir_model::codec::Codec;
 
-use crate::StateKind;
+use weir_model::types::Type;
+use weir_model::types::row::Node;
+
 use crate::canonical::{Entry, Visitor};
+use crate::{Declared, StateKind};
 
 /// The prefix of a built-in running aggregate's state name
 /// (`weir.builtin.count`, …).
@@ -38,15 +41,24 @@ pub fn decode(bytes: &[u8], codec: Codec) -> Value {
     })
 }
 
+/// A row of `node`'s type as JSON (its hex, with why, when malformed).
+fn row_json(node: &Node, bytes: &[u8]) -> Value {
+    let mut out = Vec::new();
+    match weir_model::types::row::json::write_value(node, bytes, &mut out) {
+        Ok(()) => serde_json::from_slice(&out).unwrap_or(Value::Null),
+        Err(e) => json!({ "hex": hex::encode(bytes), "malformed": e.to_string() }),
+    }
+}
+
 /// Prints one operator subtask's canonical file ([`crate::canonical::read`]
 /// with it as the visitor).
 pub struct Printer<'a> {
     operator: &'a str,
     subtask: u32,
     wanted: Option<&'a str>,
-    /// Per state: its name, kind and whether its values carry expiry
-    /// stamps.
-    states: Vec<(String, StateKind, bool)>,
+    /// Per state: its name, kind, whether its values carry expiry stamps,
+    /// and the type of its rows (compiled), if they are.
+    states: Vec<(String, StateKind, bool, Option<Node>)>,
     /// Whether any entry of the wanted state was seen.
     seen: bool,
     codec: Codec,
@@ -87,13 +99,23 @@ impl<'a> Printer<'a> {
 }
 
 impl Visitor for Printer<'_> {
-    fn state(&mut self, name: &str, kind: StateKind, stamped: bool) -> anyhow::Result<u32> {
-        self.states.push((name.to_owned(), kind, stamped));
+    fn state(&mut self, d: &Declared) -> anyhow::Result<u32> {
+        let rows = match &d.value_type {
+            Some(text) => {
+                let ty: Type = text.parse().map_err(|e| {
+                    anyhow::anyhow!("state `{}` declares its rows as `{text}`: {e}", d.name)
+                })?;
+                Some(Node::of(&ty))
+            }
+            None => None,
+        };
+        self.states.push((d.name.clone(), d.kind, d.stamped, rows));
         Ok(self.states.len() as u32 - 1)
     }
 
     fn entry(&mut self, state: u32, key: Vec<u8>, entry: Entry) -> anyhow::Result<()> {
-        let (name, kind, stamped) = self.states[state as usize].clone();
+        let (name, kind, stamped, rows) = &self.states[state as usize];
+        let (name, kind, stamped) = (name.clone(), *kind, *stamped);
         if self.wanted.is_some_and(|w| w != name) {
             return Ok(());
         }
@@ -110,6 +132,9 @@ impl Visitor for Printer<'_> {
         // A stamped value: its bytes, and when it expires.
         let builtin = name.starts_with(BUILTIN);
         let show = |bytes: &[u8]| {
+            if let Some(node) = rows {
+                return row_json(node, bytes);
+            }
             builtin
                 .then(|| StoredAccumulator::decode(bytes).map(|a| a.to_json()))
                 .flatten()

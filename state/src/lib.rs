@@ -77,7 +77,26 @@ pub struct Declared {
     pub kind: StateKind,
     /// Whether its values carry expiry times ([`ttl`]).
     pub stamped: bool,
+    /// The type its values are rows of (the type's text, as the operator
+    /// declared it), or `None`: they are in the job's codec.
+    pub value_type: Option<String>,
 }
+
+impl Declared {
+    /// A state of `kind` called `name`, its values in the job's codec.
+    pub fn new(name: impl Into<String>, kind: StateKind, stamped: bool) -> Declared {
+        Declared {
+            name: name.into(),
+            kind,
+            stamped,
+            value_type: None,
+        }
+    }
+}
+
+/// Rewrites one stored value (a value, a list's element, a map's value)
+/// from one type to another: [`StateBackend::retype`].
+pub type Convert<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>, String> + 'a;
 
 /// The id of `name` among the declared `names`: `None` when it is new, an
 /// error when it was declared with another kind, or with a time-to-live and
@@ -321,6 +340,27 @@ pub trait StateBackend: Send {
     }
     /// Which of its states carry stamps, and the clock they expire by.
     fn expiry(&self) -> std::sync::Arc<ttl::Expiry>;
+    /// Note that a declaration was refused, and why (the operator may not
+    /// say: [`ttl::TtlBackend::refusals`] keeps them); returns `why`.
+    fn refuse(&self, why: String) -> String {
+        why
+    }
+    /// The type `state`'s values are rows of (its text), or `None`: they
+    /// are in the job's codec.
+    fn value_type(&self, state: u32) -> Option<&str>;
+    /// Make `state`'s values rows of `ty` (`None`: the job's codec), kept
+    /// with the state (its snapshots and savepoints say it). `convert`
+    /// rewrites every stored value first — a value, each element of a
+    /// list, each value of a map (map keys stay); `None`: they already are
+    /// of `ty`. An error may leave some of them converted and the type as
+    /// it was: the task that asked fails, and its state comes again from a
+    /// checkpoint.
+    fn retype(
+        &mut self,
+        state: u32,
+        ty: Option<&str>,
+        convert: Option<&mut Convert<'_>>,
+    ) -> anyhow::Result<()>;
     /// Remove what expired at `now` from the states with a time-to-live
     /// that the backend's own cleanup leaves (RocksDB's compactions drop
     /// values, not some elements of a list); called now and then

@@ -81,12 +81,9 @@ impl MemoryStateBackend {
     /// Bytes of keys and values, counted one by one.
     #[cfg(test)]
     fn count_bytes(&self) -> u64 {
-        let values = self.values.iter().flatten();
-        let lists = self.lists.iter().flatten();
-        let maps = self.maps.iter().flatten();
-        values.map(|(k, v)| len(k) + len(v)).sum::<u64>()
-            + lists.map(|(k, l)| len(k) + list_bytes(l)).sum::<u64>()
-            + maps.map(|(k, m)| len(k) + map_bytes(m)).sum::<u64>()
+        (0..self.names.len())
+            .map(|s| state_bytes(&self.values[s], &self.lists[s], &self.maps[s]))
+            .sum()
     }
 
     /// Remove what expired at `now` from the states with a time-to-live
@@ -159,6 +156,20 @@ fn map_bytes(map: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
     map.iter().map(|(k, v)| len(k) + len(v)).sum()
 }
 
+/// Bytes of the keys and values of one state's entries.
+fn state_bytes(
+    values: &PerKey<Vec<u8>>,
+    lists: &PerKey<Vec<Vec<u8>>>,
+    maps: &PerKey<BTreeMap<Vec<u8>, Vec<u8>>>,
+) -> u64 {
+    values.iter().map(|(k, v)| len(k) + len(v)).sum::<u64>()
+        + lists
+            .iter()
+            .map(|(k, l)| len(k) + list_bytes(l))
+            .sum::<u64>()
+        + maps.iter().map(|(k, m)| len(k) + map_bytes(m)).sum::<u64>()
+}
+
 /// The per-key map of `state`, or an error for an id never registered.
 fn slot<T>(maps: &[PerKey<T>], state: u32) -> anyhow::Result<&PerKey<T>> {
     maps.get(state as usize)
@@ -176,16 +187,61 @@ impl StateBackend for MemoryStateBackend {
             return known;
         }
         self.expiry.declare(self.names.len() as u32, kind, stamped);
-        self.names.push(Declared {
-            name: name.to_owned(),
-            kind,
-            stamped,
-        });
+        self.names.push(Declared::new(name, kind, stamped));
         // Every id has a slot of each shape; only the declared one is used.
         self.values.push(PerKey::default());
         self.lists.push(PerKey::default());
         self.maps.push(PerKey::default());
         Ok(self.names.len() as u32 - 1)
+    }
+
+    fn value_type(&self, state: u32) -> Option<&str> {
+        self.names.get(state as usize)?.value_type.as_deref()
+    }
+
+    fn retype(
+        &mut self,
+        state: u32,
+        ty: Option<&str>,
+        convert: Option<&mut crate::Convert<'_>>,
+    ) -> anyhow::Result<()> {
+        let s = state as usize;
+        anyhow::ensure!(s < self.names.len(), "state id {state} was never declared");
+        if let Some(convert) = convert {
+            let mut convert = |v: &[u8]| convert(v).map_err(anyhow::Error::msg);
+            // Converted aside, swapped in once all converted.
+            let values = self.values[s]
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), convert(v)?)))
+                .collect::<anyhow::Result<PerKey<_>>>()?;
+            let lists = self.lists[s]
+                .iter()
+                .map(|(k, l)| {
+                    Ok((
+                        k.clone(),
+                        l.iter()
+                            .map(|v| convert(v))
+                            .collect::<anyhow::Result<_>>()?,
+                    ))
+                })
+                .collect::<anyhow::Result<PerKey<_>>>()?;
+            let maps = self.maps[s]
+                .iter()
+                .map(|(k, m)| {
+                    let m = m
+                        .iter()
+                        .map(|(mk, v)| Ok((mk.clone(), convert(v)?)))
+                        .collect::<anyhow::Result<_>>()?;
+                    Ok((k.clone(), m))
+                })
+                .collect::<anyhow::Result<PerKey<_>>>()?;
+            let before = state_bytes(&self.values[s], &self.lists[s], &self.maps[s]);
+            let after = state_bytes(&values, &lists, &maps);
+            self.bytes = self.bytes - before + after;
+            (self.values[s], self.lists[s], self.maps[s]) = (values, lists, maps);
+        }
+        self.names[s].value_type = ty.map(str::to_owned);
+        Ok(())
     }
 
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {

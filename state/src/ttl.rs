@@ -218,7 +218,7 @@ impl TtlBackend {
         self.refused.clone()
     }
 
-    fn refuse(&self, why: String) -> String {
+    fn record_refusal(&self, why: String) -> String {
         self.refused
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -412,7 +412,7 @@ impl StateBackend for TtlBackend {
         let id = self
             .inner
             .declare(name, kind, stamped)
-            .map_err(|why| self.refuse(why))?;
+            .map_err(|why| self.record_refusal(why))?;
         if self.ttls.len() <= id as usize {
             self.ttls.resize(id as usize + 1, None);
         }
@@ -435,7 +435,7 @@ impl StateBackend for TtlBackend {
         let id = self
             .inner
             .declare(name, kind, ttl.is_some())
-            .map_err(|why| self.refuse(why))?;
+            .map_err(|why| self.record_refusal(why))?;
         if self.ttls.len() <= id as usize {
             self.ttls.resize(id as usize + 1, None);
         }
@@ -445,6 +445,34 @@ impl StateBackend for TtlBackend {
 
     fn expiry(&self) -> Arc<Expiry> {
         self.expiry.clone()
+    }
+
+    fn value_type(&self, state: u32) -> Option<&str> {
+        self.inner.value_type(state)
+    }
+
+    fn refuse(&self, why: String) -> String {
+        self.record_refusal(why)
+    }
+
+    fn retype(
+        &mut self,
+        state: u32,
+        ty: Option<&str>,
+        convert: Option<&mut crate::Convert<'_>>,
+    ) -> anyhow::Result<()> {
+        let stamped = self.expiry.stamped(state).is_some();
+        match convert {
+            // A stamped value's bytes follow its stamp, which stays.
+            Some(convert) if stamped => {
+                let mut restamped = |stored: &[u8]| match unstamp(stored) {
+                    Some((at, value)) => Ok(stamp(at, &convert(value)?)),
+                    None => Ok(stored.to_vec()),
+                };
+                self.inner.retype(state, ty, Some(&mut restamped))
+            }
+            convert => self.inner.retype(state, ty, convert),
+        }
     }
 
     fn get_value(&self, state: u32, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {

@@ -580,7 +580,123 @@ suite!(
     values_lists_and_map_entries_expire_by_their_time_to_live,
     expired_values_leave_full_snapshots_and_a_restore_keeps_the_time_to_live,
     a_list_read_and_added_to_keeps_its_elements_expiry,
+    a_retyped_state_converts_every_value_and_keeps_its_type,
 );
+
+/// `r:` before the value: a conversion the test can see.
+fn retyped(v: &[u8]) -> Result<Vec<u8>, String> {
+    Ok([b"r:", v].concat())
+}
+
+/// Retyping a state rewrites every value of it — a value (one the value
+/// cache holds too), each element of a list (its expiry stamp kept), each
+/// value of a map (not its keys) — and nothing of another state; the type
+/// is kept through a snapshot, a savepoint and a restore of either; a
+/// conversion that fails leaves the type as it was.
+fn a_retyped_state_converts_every_value_and_keeps_its_type(s: Subject) {
+    let restore = s.restore;
+    let _dir = s._dir;
+    let (_, clock) = manual_clock();
+    let mut b = TtlBackend::new(s.backend).with_clock(clock.clone());
+    let v = b.declare_ttl("v", StateKind::Value, None).unwrap();
+    let l = b
+        .declare_ttl("l", StateKind::List, ttl(60_000, false))
+        .unwrap();
+    let m = b.declare_ttl("m", StateKind::Map, None).unwrap();
+    let other = b.declare_ttl("other", StateKind::Value, None).unwrap();
+    for i in 0..300 {
+        let k = format!("k{i}");
+        b.apply_all(
+            vec![
+                put(v, &k, &i.to_string()),
+                put(other, &k, "o"),
+                StateOp::AppendList {
+                    target: key(l, &k),
+                    values: bytes(&["a", "b"]),
+                },
+                StateOp::PutEntry {
+                    target: key(m, &k),
+                    map_key: b"x".to_vec(),
+                    value: b"y".to_vec(),
+                },
+            ],
+            vec![],
+        )
+        .unwrap();
+    }
+    // Read once: the value cache (RocksDB) holds it as it was.
+    assert_eq!(b.get_value(v, b"k7").unwrap(), Some(b"7".to_vec()));
+    assert_eq!(b.value_type(v), None);
+    let ty = "{n: u64}";
+    for state in [v, l, m] {
+        b.retype(state, Some(ty), Some(&mut retyped)).unwrap();
+        assert_eq!(b.value_type(state), Some(ty));
+    }
+    let check = |b: &dyn StateBackend, what: &str| {
+        for i in 0..300 {
+            let k = format!("k{i}");
+            let kb = k.as_bytes();
+            assert_eq!(
+                b.get_value(v, kb).unwrap(),
+                Some(format!("r:{i}").into_bytes()),
+                "{what}: {k}"
+            );
+            assert_eq!(b.get_list(l, kb).unwrap(), bytes(&["r:a", "r:b"]), "{what}");
+            assert_eq!(
+                b.get_entries(m, kb).unwrap(),
+                [(b"x".to_vec(), b"r:y".to_vec())],
+                "{what}"
+            );
+            assert_eq!(b.get_value(other, kb).unwrap(), Some(b"o".to_vec()));
+        }
+        for (state, ty) in [(v, Some(ty)), (l, Some(ty)), (m, Some(ty)), (other, None)] {
+            assert_eq!(b.value_type(state), ty, "{what}");
+        }
+    };
+    check(&b, "retyped");
+
+    // A failed conversion leaves the type as it was.
+    let mut fails = |_: &[u8]| Err::<Vec<u8>, _>("no".to_owned());
+    assert!(b.retype(other, Some(ty), Some(&mut fails)).is_err());
+    assert_eq!(b.value_type(other), None);
+
+    let snap_dir = tempfile::tempdir().unwrap();
+    let snap = b.snapshot(snap_dir.path()).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    // As an operator would: its states declared again over what came back.
+    let declared_again = |into: Box<dyn StateBackend>| {
+        let mut b = TtlBackend::new(into).with_clock(clock.clone());
+        let ids = [
+            b.declare_ttl("v", StateKind::Value, None).unwrap(),
+            b.declare_ttl("l", StateKind::List, ttl(60_000, false))
+                .unwrap(),
+            b.declare_ttl("m", StateKind::Map, None).unwrap(),
+            b.declare_ttl("other", StateKind::Value, None).unwrap(),
+        ];
+        assert_eq!(ids, [v, l, m, other]);
+        b
+    };
+    let restored = declared_again(restore(&snap, into.path()));
+    check(&restored, "restored from a snapshot");
+    let sp_dir = tempfile::tempdir().unwrap();
+    let sp = b.savepoint(sp_dir.path()).unwrap();
+    let declared = weir_state::canonical::declared_states(&sp.files[0].path).unwrap();
+    assert_eq!(
+        declared
+            .iter()
+            .map(|d| d.value_type.as_deref())
+            .collect::<Vec<_>>(),
+        [Some(ty), Some(ty), Some(ty), None]
+    );
+    for mut into in [
+        Box::new(MemoryStateBackend::with_key_groups(128)) as Box<dyn StateBackend>,
+        Box::new(RocksDbStateBackend::open(&into.path().join("sp"), 128).unwrap()),
+    ] {
+        weir_state::canonical::restore(&mut *into, 128, &[sp.files[0].path.clone()], &(0..128))
+            .unwrap();
+        check(&declared_again(into), "restored from a savepoint");
+    }
+}
 
 /// A savepoint of either backend is one canonical file that restores into
 /// either backend, split by key groups over any number of subtasks: every
@@ -916,8 +1032,8 @@ struct Count {
 }
 
 impl weir_state::canonical::Visitor for Count {
-    fn state(&mut self, name: &str, _: StateKind, stamped: bool) -> anyhow::Result<u32> {
-        self.names.push((name.to_owned(), stamped));
+    fn state(&mut self, d: &weir_state::Declared) -> anyhow::Result<u32> {
+        self.names.push((d.name.clone(), d.stamped));
         Ok(self.names.len() as u32 - 1)
     }
     fn entry(

@@ -1,6 +1,7 @@
 //! Whether a job's operators can take the state a savepoint holds, found
 //! at submit: a state declared with another kind (a value state that is now
-//! a map), or with a time-to-live where it had none (or the other way
+//! a map), of a row type that cannot read the stored one's rows, or with a
+//! time-to-live where it had none (or the other way
 //! round), would otherwise fail the job once running. Each keyed operator of
 //! the job whose savepoint holds state is created once, on the coordinator,
 //! over the savepoint's declared states (no entries): the declarations it
@@ -77,9 +78,12 @@ pub async fn check(
         };
         let mut backend = MemoryStateBackend::with_key_groups(graph.max_parallelism);
         for d in &states {
-            backend
+            let id = backend
                 .declare(&d.name, d.kind, d.stamped)
                 .map_err(CoordinatorError::internal)?;
+            backend
+                .retype(id, d.value_type.as_deref(), None)
+                .map_err(|e| CoordinatorError::internal(format!("{e:#}")))?;
         }
         let backend = TtlBackend::new(Box::new(backend));
         let refusals = backend.refusals();
@@ -184,11 +188,11 @@ mod tests {
             ttl_ms,
         };
         let saved = |stamped| {
-            vec![Declared {
-                name: "weir.builtin.count".into(),
-                kind: StateKind::Value,
+            vec![Declared::new(
+                "weir.builtin.count",
+                StateKind::Value,
                 stamped,
-            }]
+            )]
         };
         assert!(builtin_takes("c", &count(None), false, &saved(false)).is_ok());
         assert!(builtin_takes("c", &count(Some(5)), false, &saved(true)).is_ok());

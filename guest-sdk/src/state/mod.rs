@@ -93,6 +93,70 @@ fn state_codec() -> Codec {
     with_cache(|c| c.codecs.state)
 }
 
+/// How a state's values are written: by serde in the operator's state
+/// codec, or as rows of their declared type ([`crate::Row`]).
+pub(crate) struct Coding<T> {
+    /// Rows of `T`'s type, whatever the state codec.
+    rows: bool,
+    encode: fn(Codec, &T, &mut Vec<u8>),
+    decode: fn(Codec, &[u8]) -> crate::Result<T>,
+}
+
+impl<T> Clone for Coding<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Coding<T> {}
+
+impl<T: Serialize + DeserializeOwned> Coding<T> {
+    /// Values in the operator's state codec.
+    pub(crate) fn serde() -> Self {
+        Coding {
+            rows: false,
+            encode: |codec, value, buf| wire::encode_into(codec, buf, value),
+            decode: |codec, bytes| wire::decode(codec, bytes),
+        }
+    }
+}
+
+impl<T: crate::Row> Coding<T> {
+    /// Values as rows of `T`'s type.
+    pub(crate) fn rows() -> Self {
+        Coding {
+            rows: true,
+            encode: |_, value, buf| value.encode(buf),
+            decode: |_, bytes| {
+                T::decode(bytes).map_err(|e| {
+                    format!("a state value is not a row of {}: {e}", T::row_type()).into()
+                })
+            },
+        }
+    }
+}
+
+impl<T> Coding<T> {
+    /// The codec its values are in, the state codec being `codec`.
+    fn codec(&self, codec: Codec) -> Codec {
+        if self.rows { Codec::Row } else { codec }
+    }
+
+    pub(crate) fn encode_into(&self, codec: Codec, value: &T, buf: &mut Vec<u8>) {
+        (self.encode)(self.codec(codec), value, buf)
+    }
+
+    pub(crate) fn encode(&self, codec: Codec, value: &T) -> Vec<u8> {
+        let mut buf = Vec::new();
+        self.encode_into(codec, value, &mut buf);
+        buf
+    }
+
+    pub(crate) fn decode(&self, codec: Codec, bytes: &[u8]) -> crate::Result<T> {
+        (self.decode)(self.codec(codec), bytes)
+    }
+}
+
 fn no_key() -> crate::Error {
     "keyed state is only available in a keyed_process operator, while it handles a record or timer"
         .into()
@@ -246,15 +310,12 @@ impl StateCache {
 /// ```
 pub struct ValueState<T> {
     slot: usize,
-    _type: PhantomData<fn() -> T>,
+    coding: Coding<T>,
 }
 
-impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
-    pub(crate) fn new(slot: usize) -> Self {
-        ValueState {
-            slot,
-            _type: PhantomData,
-        }
+impl<T: Clone + 'static> ValueState<T> {
+    pub(crate) fn new(slot: usize, coding: Coding<T>) -> Self {
+        ValueState { slot, coding }
     }
 
     fn with_slot<R>(&self, f: impl FnOnce(&mut Option<T>, &mut bool) -> R) -> crate::Result<R> {
@@ -262,7 +323,9 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
             let codec = cache.codecs.state;
             let key = cache.current_key.as_deref().ok_or_else(no_key)?;
             let entry = &mut cache.current_entry;
-            cache.values.with(self.slot, key, entry, codec, f)
+            cache
+                .values
+                .with(self.slot, key, entry, codec, self.coding, f)
         })
     }
 
@@ -418,15 +481,12 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
 /// ```
 pub struct ListState<T> {
     slot: usize,
-    _type: PhantomData<fn() -> T>,
+    coding: Coding<T>,
 }
 
-impl<T: Serialize + DeserializeOwned> ListState<T> {
-    pub(crate) fn new(slot: usize) -> Self {
-        ListState {
-            slot,
-            _type: PhantomData,
-        }
+impl<T> ListState<T> {
+    pub(crate) fn new(slot: usize, coding: Coding<T>) -> Self {
+        ListState { slot, coding }
     }
 
     fn with_slot<R>(&self, f: impl FnOnce(&mut ListSlot) -> R) -> crate::Result<R> {
@@ -490,7 +550,9 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
         let codec = state_codec();
         self.load()?;
         self.with_slot(|slot| match slot {
-            ListSlot::Known { items, .. } => items.iter().map(|b| wire::decode(codec, b)).collect(),
+            ListSlot::Known { items, .. } => {
+                items.iter().map(|b| self.coding.decode(codec, b)).collect()
+            }
             ListSlot::Appended(_) => unreachable!("loaded above"),
         })?
     }
@@ -518,7 +580,7 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// ```
     pub fn add(&self, value: T) -> crate::Result<()> {
         let codec = state_codec();
-        let bytes = wire::encode(codec, &value);
+        let bytes = self.coding.encode(codec, &value);
         self.with_slot(|slot| match slot {
             ListSlot::Appended(added) => added.push(bytes),
             ListSlot::Known { items, .. } => items.push(bytes),
@@ -552,7 +614,10 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// ```
     pub fn update(&self, values: Vec<T>) -> crate::Result<()> {
         let codec = state_codec();
-        let items = values.iter().map(|v| wire::encode(codec, v)).collect();
+        let items = values
+            .iter()
+            .map(|v| self.coding.encode(codec, v))
+            .collect();
         self.with_slot(|slot| {
             *slot = ListSlot::Known {
                 items,
@@ -620,14 +685,16 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
 /// ```
 pub struct MapState<K, V> {
     slot: usize,
-    _type: PhantomData<fn() -> (K, V)>,
+    coding: Coding<V>,
+    _key: PhantomData<fn() -> K>,
 }
 
-impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
-    pub(crate) fn new(slot: usize) -> Self {
+impl<K: Serialize + DeserializeOwned, V> MapState<K, V> {
+    pub(crate) fn new(slot: usize, coding: Coding<V>) -> Self {
         MapState {
             slot,
-            _type: PhantomData,
+            coding,
+            _key: PhantomData,
         }
     }
 
@@ -686,7 +753,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
             slot.reads.insert(mk.clone(), read.clone());
             Ok(read)
         })?;
-        bytes.map(|b| wire::decode(codec, &b)).transpose()
+        bytes.map(|b| self.coding.decode(codec, &b)).transpose()
     }
 
     /// Whether `map_key` is present for the current key.
@@ -739,7 +806,10 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
     /// ```
     pub fn put(&self, map_key: &K, value: &V) -> crate::Result<()> {
         let codec = state_codec();
-        let (mk, v) = (wire::encode(codec, map_key), wire::encode(codec, value));
+        let (mk, v) = (
+            wire::encode(codec, map_key),
+            self.coding.encode(codec, value),
+        );
         self.with_slot(|_, _, slot| {
             slot.changes.insert(mk, Some(v));
             Ok(())
@@ -821,7 +891,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
         })?;
         merged
             .into_iter()
-            .map(|(k, v)| Ok((wire::decode(codec, &k)?, wire::decode(codec, &v)?)))
+            .map(|(k, v)| Ok((wire::decode(codec, &k)?, self.coding.decode(codec, &v)?)))
             .collect()
     }
 
@@ -1001,7 +1071,7 @@ mod tests {
             c.set_key(Some(b"k"));
             c.add(id, StateKind::List)
         });
-        let l = ListState::<i64>::new(slot);
+        let l = ListState::<i64>::new(slot, Coding::serde());
         assert_eq!(l.get().unwrap(), Vec::<i64>::new());
         l.add(1).unwrap();
         // What the host holds is not written again (its elements keep

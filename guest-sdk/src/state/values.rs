@@ -9,13 +9,11 @@ use std::any::Any;
 
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::hash::BuildHasher;
 
-use super::ValuePuts;
+use super::{Coding, ValuePuts};
 use crate::__private::bindings::weir::operator::types::{Packed, StateKey, StateOp};
-use crate::codec::wire::{self, Codec};
+use crate::codec::wire::Codec;
 
 /// One entry's value in a state's column.
 enum Cell<T> {
@@ -28,6 +26,8 @@ enum Cell<T> {
 /// A state's values, one cell per entry, of the state's type.
 struct Column<T> {
     cells: Vec<Cell<T>>,
+    /// How they are written.
+    coding: Coding<T>,
 }
 
 /// A column whatever its type: what the batch's end needs of it.
@@ -47,7 +47,7 @@ trait AnyColumn {
     fn clear(&mut self);
 }
 
-impl<T: Serialize + 'static> AnyColumn for Column<T> {
+impl<T: 'static> AnyColumn for Column<T> {
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
@@ -67,7 +67,7 @@ impl<T: Serialize + 'static> AnyColumn for Column<T> {
                     Some(v) => {
                         keys.data.extend_from_slice(key);
                         keys.ends.push(keys.data.len() as u32);
-                        wire::encode_into(codec, &mut values.data, v);
+                        self.coding.encode_into(codec, v, &mut values.data);
                         values.ends.push(values.data.len() as u32);
                     }
                     None => clears.push(StateOp::Clear(StateKey {
@@ -198,10 +198,11 @@ impl ValueEntries {
         key: &[u8],
         entry: &mut Option<u32>,
         codec: Codec,
+        coding: Coding<T>,
         f: impl FnOnce(&mut Option<T>, &mut bool) -> R,
     ) -> crate::Result<R>
     where
-        T: Serialize + DeserializeOwned + 'static,
+        T: 'static,
     {
         let entry = match *entry {
             Some(e) => e,
@@ -230,6 +231,7 @@ impl ValueEntries {
         let column = self.columns[slot].get_or_insert_with(|| {
             Box::new(Column::<T> {
                 cells: Vec::with_capacity(self.keys.len()),
+                coding,
             })
         });
         let Some(column) = column.as_any().downcast_mut::<Column<T>>() else {
@@ -241,7 +243,7 @@ impl ValueEntries {
         let cell = &mut column.cells[entry];
         if let Cell::Raw = cell {
             let value = match raw {
-                Some(b) => Some(wire::decode::<T>(codec, b)?),
+                Some(b) => Some(coding.decode(codec, b)?),
                 None => None,
             };
             *cell = Cell::Known {
@@ -376,7 +378,7 @@ mod tests {
         e.fetch([&b"a"[..], b"b", b"a"].into_iter());
         assert_eq!(*asked.borrow(), [b"a".to_vec(), b"b".to_vec()]);
         let get = |e: &mut ValueEntries, key: &[u8]| {
-            e.with::<i64, _>(count, key, &mut None, json, |v, _| *v)
+            e.with::<i64, _>(count, key, &mut None, json, Coding::serde(), |v, _| *v)
                 .unwrap()
         };
         assert_eq!(get(&mut e, b"a"), Some(10));
@@ -385,26 +387,28 @@ mod tests {
         assert_eq!(get(&mut e, b"c"), None);
         assert_eq!(asked.borrow().len(), 3);
         let name_of = |e: &mut ValueEntries, key: &[u8]| {
-            e.with::<String, _>(name, key, &mut None, json, |v, _| v.clone())
-                .unwrap()
+            e.with::<String, _>(name, key, &mut None, json, Coding::serde(), |v, _| {
+                v.clone()
+            })
+            .unwrap()
         };
         assert_eq!(name_of(&mut e, b"b").as_deref(), Some("x"));
         // A key's entry, once found, is kept by the caller for the next
         // access to any state.
         let mut entry = None;
-        e.with::<String, _>(name, b"c", &mut entry, json, |_, _| ())
+        e.with::<String, _>(name, b"c", &mut entry, json, Coding::serde(), |_, _| ())
             .unwrap();
         assert_eq!(entry, Some(2));
-        let n = e.with::<i64, _>(count, b"zzz", &mut entry, json, |v, _| *v);
+        let n = e.with::<i64, _>(count, b"zzz", &mut entry, json, Coding::serde(), |v, _| *v);
         assert_eq!(n.unwrap(), None, "entry 2 (`c`) is read, not the key given");
         assert_eq!(asked.borrow().len(), 3);
         // Changes: `a` set, `b`'s name cleared, `c` read only.
-        e.with::<i64, _>(count, b"a", &mut None, json, |v, dirty| {
+        e.with::<i64, _>(count, b"a", &mut None, json, Coding::serde(), |v, dirty| {
             *v = Some(11);
             *dirty = true;
         })
         .unwrap();
-        e.with::<String, _>(name, b"b", &mut None, json, |v, dirty| {
+        e.with::<String, _>(name, b"b", &mut None, json, Coding::serde(), |v, dirty| {
             *v = None;
             *dirty = true;
         })
@@ -431,13 +435,20 @@ mod tests {
         let names_as_numbers = other.add(9);
         assert!(
             other
-                .with::<i64, _>(names_as_numbers, b"b", &mut None, json, |v, _| *v)
+                .with::<i64, _>(
+                    names_as_numbers,
+                    b"b",
+                    &mut None,
+                    json,
+                    Coding::serde(),
+                    |v, _| *v
+                )
                 .is_err()
         );
     }
 
     /// A value that counts how often it is decoded.
-    #[derive(Serialize, Clone, Debug, PartialEq)]
+    #[derive(serde::Serialize, Clone, Debug, PartialEq)]
     struct Counted(i64);
 
     static DECODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -461,12 +472,19 @@ mod tests {
         e.fetch(std::iter::once(&b"k"[..]));
         for _ in 0..3 {
             // A fresh lookup each time (no entry kept by the caller).
-            let v = e.with::<Counted, _>(s, b"k", &mut None, Codec::Json, |v, dirty| {
-                let n = v.as_ref().map_or(0, |c| c.0);
-                *v = Some(Counted(n + 1));
-                *dirty = true;
-                n
-            });
+            let v = e.with::<Counted, _>(
+                s,
+                b"k",
+                &mut None,
+                Codec::Json,
+                Coding::serde(),
+                |v, dirty| {
+                    let n = v.as_ref().map_or(0, |c| c.0);
+                    *v = Some(Counted(n + 1));
+                    *dirty = true;
+                    n
+                },
+            );
             assert!(v.unwrap() >= 41);
         }
         assert_eq!(DECODED.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -494,7 +512,7 @@ mod tests {
         e.fetch(keys.iter().map(|k| &k[..]));
         for (i, k) in keys.iter().enumerate().rev() {
             let v = e
-                .with::<u32, _>(s, k, &mut None, Codec::Json, |v, _| *v)
+                .with::<u32, _>(s, k, &mut None, Codec::Json, Coding::serde(), |v, _| *v)
                 .unwrap();
             assert_eq!(v, Some(i as u32));
         }

@@ -14,7 +14,7 @@ use crate::StateKind;
 use crate::ttl::{Expiry, alive_elements, expired};
 
 /// The state id of a `state` family key (key group, then state id).
-fn state_of(key: &[u8]) -> Option<u32> {
+pub(super) fn state_of(key: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(key.get(4..8)?.try_into().ok()?))
 }
 

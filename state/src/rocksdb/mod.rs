@@ -6,7 +6,7 @@
 //!
 //! | family | key | value |
 //! | --- | --- | --- |
-//! | `meta` | `state/` + the state's name | its id (u32) and kind (u8) |
+//! | `meta` | `state/` + the state's name | its id (u32), kind (u8) [· stamped (u8) [· its values' row type, UTF-8]] |
 //! | `state` | key group (u32) · state id (u32) · key length (u32) · key [· map key] | the value; a list's values as (u32 length · bytes)* |
 //! | `timers` | key group (u32) · domain (u8) · time (i64, sign bit flipped) · key | — |
 //!
@@ -244,6 +244,61 @@ impl RocksDbStateBackend {
         self.db().cf_handle(name).expect("created on open")
     }
 
+    /// State `id`'s entry in the registry of states, into `batch`.
+    fn register_in(&self, batch: &mut WriteBatch, id: u32, d: &Declared) {
+        let mut v = id.to_be_bytes().to_vec();
+        v.push(d.kind.byte());
+        if d.stamped || d.value_type.is_some() {
+            v.push(u8::from(d.stamped));
+        }
+        if let Some(ty) = &d.value_type {
+            v.extend_from_slice(ty.as_bytes());
+        }
+        let mut key = b"state/".to_vec();
+        key.extend_from_slice(d.name.as_bytes());
+        batch.put_cf(self.cf(META), key, v);
+    }
+
+    /// Rewrite every stored value of `state` with `convert`, a few MiB a
+    /// write (a failure leaves some converted: the task that asked fails,
+    /// and its state comes again from a checkpoint).
+    fn convert_values(
+        &mut self,
+        state: u32,
+        kind: StateKind,
+        convert: &mut crate::Convert<'_>,
+    ) -> anyhow::Result<()> {
+        // What the cache holds would be read in the old type: out with it.
+        self.drain()?;
+        self.values.borrow_mut().reset();
+        let cf = self.cf(STATE);
+        let mut batch = WriteBatch::default();
+        let mut options = ReadOptions::default();
+        options.fill_cache(false);
+        for item in self.db().iterator_cf_opt(cf, options, IteratorMode::Start) {
+            let (key, value) = item?;
+            if self::expiry::state_of(&key) != Some(state) {
+                continue;
+            }
+            let converted = match kind {
+                StateKind::List => {
+                    let list = crate::canonical::decode_list(&value)?
+                        .iter()
+                        .map(|v| convert(v))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(anyhow::Error::msg)?;
+                    encode_list(&list)
+                }
+                StateKind::Value | StateKind::Map => convert(&value).map_err(anyhow::Error::msg)?,
+            };
+            batch.put_cf(cf, &key, converted);
+            if batch.size_in_bytes() >= Self::PURGE_STEP_BYTES {
+                self.commit(std::mem::take(&mut batch))?;
+            }
+        }
+        self.commit(batch)
+    }
+
     /// Read the registry of states and the timers' heads back.
     fn load(&mut self) -> anyhow::Result<()> {
         let mut names: Vec<(u32, Declared)> = Vec::new();
@@ -252,21 +307,25 @@ impl RocksDbStateBackend {
             let Some(name) = k.strip_prefix(b"state/") else {
                 continue;
             };
-            // id (u32) · kind (u8) [· stamped (u8), since time-to-live]
-            anyhow::ensure!(
-                v.len() == 5 || v.len() == 6,
-                "a corrupt state registry entry"
-            );
+            // id (u32) · kind (u8) [· stamped (u8), since time-to-live
+            // [· the values' row type, since typed state]]
+            anyhow::ensure!(v.len() >= 5, "a corrupt state registry entry");
             let id = u32::from_be_bytes(v[..4].try_into().expect("4 bytes"));
             let kind = StateKind::from_byte(v[4])?;
             let stamped = v.get(5).is_some_and(|&b| b == 1);
+            let value_type = match v.get(6..).filter(|t| !t.is_empty()) {
+                Some(t) => Some(
+                    String::from_utf8(t.to_vec())
+                        .map_err(|_| anyhow::anyhow!("a corrupt state registry entry"))?,
+                ),
+                None => None,
+            };
             let name = String::from_utf8_lossy(name).into_owned();
             names.push((
                 id,
                 Declared {
-                    name,
-                    kind,
-                    stamped,
+                    value_type,
+                    ..Declared::new(name, kind, stamped)
                 },
             ));
         }
@@ -504,23 +563,36 @@ impl StateBackend for RocksDbStateBackend {
             return known;
         }
         let id = self.names.len() as u32;
-        let mut v = id.to_be_bytes().to_vec();
-        v.push(kind.byte());
-        if stamped {
-            v.push(1);
-        }
-        let mut key = b"state/".to_vec();
-        key.extend_from_slice(name.as_bytes());
+        let declared = Declared::new(name, kind, stamped);
         let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(META), key, v);
+        self.register_in(&mut batch, id, &declared);
         self.commit(batch).map_err(|e| format!("{e:#}"))?;
         self.expiry.declare(id, kind, stamped);
-        self.names.push(Declared {
-            name: name.to_owned(),
-            kind,
-            stamped,
-        });
+        self.names.push(declared);
         Ok(id)
+    }
+
+    fn value_type(&self, state: u32) -> Option<&str> {
+        self.names.get(state as usize)?.value_type.as_deref()
+    }
+
+    fn retype(
+        &mut self,
+        state: u32,
+        ty: Option<&str>,
+        convert: Option<&mut crate::Convert<'_>>,
+    ) -> anyhow::Result<()> {
+        let kind = self.kind(state)?;
+        if let Some(convert) = convert {
+            self.convert_values(state, kind, convert)?;
+        }
+        let mut declared = self.names[state as usize].clone();
+        declared.value_type = ty.map(str::to_owned);
+        let mut batch = WriteBatch::default();
+        self.register_in(&mut batch, state, &declared);
+        self.commit(batch)?;
+        self.names[state as usize] = declared;
+        Ok(())
     }
 
     fn expiry(&self) -> Arc<Expiry> {
