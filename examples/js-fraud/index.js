@@ -7,19 +7,22 @@ import * as weir from 'weir';
 /** How long after a small transaction a large one is suspicious, ms. */
 export const WINDOW_MS = 60_000;
 
+/** What the detector keeps of an account's last small transaction: kept
+ * as rows of this type. */
+const Small = weir.types.record({ at: weir.types.i64, amount: weir.types.f64 });
+
 export class Detect {
   open(ctx) {
     this.small = ctx.requiredParam('small', Number);
     this.large = ctx.requiredParam('large', Number);
-    // [time, amount] of the account's last small transaction, while it
-    // counts.
-    this.lastSmall = ctx.valueState('last-small');
+    // The account's last small transaction, while it counts.
+    this.lastSmall = ctx.valueState('last-small', { type: Small });
   }
 
   process(t, ctx) {
     const last = this.lastSmall.value();
     if (last !== null) {
-      const [at, amount] = last;
+      const { at, amount } = last;
       if (t.amount > this.large && t.ts >= at && t.ts - at <= WINDOW_MS) {
         ctx.emit({ account: t.account, small: amount, large: t.amount, small_at: at, large_at: t.ts });
         ctx.deleteEventTimeTimer(at + WINDOW_MS);
@@ -28,8 +31,8 @@ export class Detect {
     }
     if (t.amount < this.small) {
       const previous = this.lastSmall.value();
-      if (previous !== null) ctx.deleteEventTimeTimer(previous[0] + WINDOW_MS);
-      this.lastSmall.update([t.ts, t.amount]);
+      if (previous !== null) ctx.deleteEventTimeTimer(previous.at + WINDOW_MS);
+      this.lastSmall.update({ at: t.ts, amount: t.amount });
       ctx.registerEventTimeTimer(t.ts + WINDOW_MS);
     }
   }

@@ -41,6 +41,10 @@ export const wasmHost = {
   declareStateTtl(name, kind, ttlMs, refreshOnRead) {
     return host.declareStateTtl(name, kind, { ttlMs: s64(ttlMs), refreshOnRead });
   },
+  declareTypedState(name, kind, ttl, valueType) {
+    const t = ttl == null ? undefined : { ttlMs: s64(ttl.ttlMs), refreshOnRead: ttl.refreshOnRead };
+    return host.declareTypedState(name, kind, t, valueType);
+  },
   getValues(states, keys) {
     const [answer, present] = host.getValues(u32s(states), packed(pack(keys)));
     const strings = unpack(answer.data, Array.from(answer.ends));

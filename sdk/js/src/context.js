@@ -4,6 +4,7 @@
 import { JSON_CODEC, decode, encode } from './codec.js';
 import { OutBatch } from './batch.js';
 import { ListState, MapState, ValueState } from './state.js';
+import { isType } from './types.js';
 
 /** Which clock a timer follows. */
 export const TimeDomain = Object.freeze({
@@ -199,30 +200,40 @@ export class OpenContext {
 
   declare(name, kind, options = {}) {
     if (!this.keyed) throw new Error(`state \`${name}\`: keyed state needs a keyed process operator`);
-    const { ttlMs = null, refreshOnRead = false } = options ?? {};
-    if (ttlMs == null) return this.cache.declare(name, kind);
+    const { ttlMs = null, refreshOnRead = false, type = null } = options ?? {};
+    if (type != null && !isType(type)) {
+      throw new Error(`state \`${name}\`: type is a type of weir.types (got ${String(type)})`);
+    }
+    if (ttlMs == null) return this.cache.declare(name, kind, null, type);
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 1) {
       throw new Error(`state \`${name}\`: ttlMs is a whole number of milliseconds, at least 1 (got ${String(ttlMs)})`);
     }
-    return this.cache.declare(name, kind, { ttlMs, refreshOnRead: Boolean(refreshOnRead) });
+    return this.cache.declare(name, kind, { ttlMs, refreshOnRead: Boolean(refreshOnRead) }, type);
   }
 
   /** Declare the value state `name`. With `{ ttlMs }` its value expires that
    * many milliseconds of processing time after it was last written (with
    * `refreshOnRead: true`, also read): an expired value reads as absent and
-   * is cleaned out of the state (Flink's state time-to-live). */
+   * is cleaned out of the state (Flink's state time-to-live). With
+   * `{ type }` (a type of `weir.types`) its values are kept as rows of that
+   * type, with the type, as Flink's `ValueStateDescriptor` takes a
+   * `TypeInformation`: a new version of the operator that declares another
+   * type reads what an older one wrote by field name (a field added as
+   * `optional` reads null), or is refused naming the field (docs/types.md,
+   * "State and schema evolution"). */
   valueState(name, options = {}) {
     return new ValueState(this.cache, this.declare(name, 'value', options));
   }
 
   /** Declare the list state `name`; with `{ ttlMs }` each element expires on
-   * its own (see `valueState`). */
+   * its own, with `{ type }` its elements are rows of it (see `valueState`). */
   listState(name, options = {}) {
     return new ListState(this.cache, this.declare(name, 'list', options));
   }
 
   /** Declare the map state `name`; with `{ ttlMs }` each entry expires on its
-   * own (see `valueState`). */
+   * own, with `{ type }` its values (not its keys) are rows of it (see
+   * `valueState`). */
   mapState(name, options = {}) {
     return new MapState(this.cache, this.declare(name, 'map', options));
   }

@@ -6,6 +6,8 @@
 
 import { decode, encode } from './codec.js';
 import { keyString, pack } from './batch.js';
+import { ROW, reader, writer } from './rows.js';
+import { text } from './types.js';
 
 /** Keyed state used where there is none. */
 export class StateError extends Error {
@@ -35,13 +37,34 @@ export class StateCache {
     this.mapIds = [];
     // Per map state: keyId -> {cleared, changes: Map, reads: Map, key}
     this.maps = [];
+    // Per value, list and map state: how its values (a map's values, not
+    // its keys) are read and written: in the codec, or as rows of the type
+    // it was declared with.
+    this.valueCoders = [];
+    this.listCoders = [];
+    this.mapCoders = [];
   }
 
-  declare(name, kind, ttl = null) {
-    const id = ttl == null ? this.host.declareState(name, kind) : this.host.declareStateTtl(name, kind, ttl.ttlMs, ttl.refreshOnRead);
-    const [ids, slots] = kind === 'value' ? [this.valueIds, this.values] : kind === 'list' ? [this.listIds, this.lists] : [this.mapIds, this.maps];
+  declare(name, kind, ttl = null, type = null) {
+    let id;
+    let coder;
+    if (type != null) {
+      id = this.host.declareTypedState(name, kind, ttl, text(type));
+      coder = { decode: reader(ROW, type), encode: writer(ROW, type) };
+    } else {
+      id = ttl == null ? this.host.declareState(name, kind) : this.host.declareStateTtl(name, kind, ttl.ttlMs, ttl.refreshOnRead);
+      const codec = this.codec;
+      coder = { decode: (b) => decode(codec, b), encode: (v) => encode(codec, v) };
+    }
+    const [ids, slots, coders] =
+      kind === 'value'
+        ? [this.valueIds, this.values, this.valueCoders]
+        : kind === 'list'
+          ? [this.listIds, this.lists, this.listCoders]
+          : [this.mapIds, this.maps, this.mapCoders];
     ids.push(id);
     slots.push(new Map());
+    coders.push(coder);
     return slots.length - 1;
   }
 
@@ -90,7 +113,7 @@ export class StateCache {
         if (slot.value == null) ops.push({ op: 'clear', state, key: slot.key });
         else {
           keys.push(slot.key);
-          values.push(encode(this.codec, slot.value));
+          values.push(this.valueCoders[s].encode(slot.value));
         }
       }
       slots.clear();
@@ -152,7 +175,7 @@ export class ValueState {
       slots.set(id, e);
     }
     if (e.kind === RAW) {
-      e.value = e.raw == null ? null : decode(c.codec, e.raw);
+      e.value = e.raw == null ? null : c.valueCoders[this.slot].decode(e.raw);
       e.kind = DECODED;
       e.dirty = false;
       e.raw = null;
@@ -201,7 +224,8 @@ export class ListState {
 
   /** The current key's values, oldest first. */
   get() {
-    return this.known().items.map((v) => decode(this.cache.codec, v));
+    const { decode: read } = this.cache.listCoders[this.slot];
+    return this.known().items.map((v) => read(v));
   }
 
   /** Add `value` at the end of the current key's list. */
@@ -213,7 +237,8 @@ export class ListState {
   addAll(values) {
     const c = this.cache;
     const id = c.current();
-    const encoded = values.map((v) => encode(c.codec, v));
+    const { encode: write } = c.listCoders[this.slot];
+    const encoded = values.map((v) => write(v));
     const slots = c.lists[this.slot];
     const slot = slots.get(id);
     if (slot === undefined) slots.set(id, { known: false, items: encoded, stored: null, key: c.key });
@@ -224,7 +249,8 @@ export class ListState {
   update(values) {
     const c = this.cache;
     const id = c.current();
-    c.lists[this.slot].set(id, { known: true, items: values.map((v) => encode(c.codec, v)), stored: null, key: c.key });
+    const { encode: write } = c.listCoders[this.slot];
+    c.lists[this.slot].set(id, { known: true, items: values.map((v) => write(v)), stored: null, key: c.key });
   }
 
   /** Remove the current key's list. */
@@ -267,7 +293,7 @@ export class MapState {
   /** The value under `mapKey`, or `fallback` (null) when there is none. */
   get(mapKey, fallback = null) {
     const raw = this.raw(mapKey);
-    return raw == null ? fallback : decode(this.cache.codec, raw);
+    return raw == null ? fallback : this.cache.mapCoders[this.slot].decode(raw);
   }
 
   /** Whether `mapKey` has a value. */
@@ -279,7 +305,7 @@ export class MapState {
   put(mapKey, value) {
     const codec = this.cache.codec;
     const mk = encode(codec, mapKey);
-    this.slotOf().changes.set(keyString(mk), [mk, encode(codec, value)]);
+    this.slotOf().changes.set(keyString(mk), [mk, this.cache.mapCoders[this.slot].encode(value)]);
   }
 
   /** Set every entry of `entries` (an object or a Map). */
@@ -311,7 +337,8 @@ export class MapState {
   /** Every [userKey, value] of the current key's map. */
   entries() {
     const codec = this.cache.codec;
-    return this.rawEntries().map(([k, v]) => [decode(codec, k), decode(codec, v)]);
+    const { decode: read } = this.cache.mapCoders[this.slot];
+    return this.rawEntries().map(([k, v]) => [decode(codec, k), read(v)]);
   }
 
   /** Every user key of the current key's map. */

@@ -52,6 +52,10 @@ class MemoryHost {
     this.ttls.set(i, { ttlMs, refreshOnRead });
     return i;
   }
+  // The harness keeps the rows as the operator writes them.
+  declareTypedState(name, kind, ttl, _valueType) {
+    return ttl == null ? this.declareState(name, kind) : this.declareStateTtl(name, kind, ttl.ttlMs, ttl.refreshOnRead);
+  }
   stamp(state, value) {
     const ttl = this.ttls.get(state);
     if (!ttl) return value;

@@ -86,15 +86,18 @@ export declare class MapState<K = any, V = any> {
   clear(): void;
 }
 
-/** What an operator gets when it is created. */
-/** A keyed state's time-to-live (Flink's `StateTtlConfig`). */
-export interface StateOptions {
+/** A keyed state's time-to-live (Flink's `StateTtlConfig`) and the type of
+ * its values. */
+export interface StateOptions<T = any> {
   /** Milliseconds of processing time a value lives after its last write (at least 1). */
   ttlMs?: number;
   /** Whether a read that finds a value alive renews it too. */
   refreshOnRead?: boolean;
+  /** Keep the values (a map's values) as rows of this type, with the type. */
+  type?: Type<T>;
 }
 
+/** What an operator gets when it is created. */
 export declare class OpenContext {
   /** Every parameter of the job, by name. */
   readonly params: Record<string, string>;
@@ -104,9 +107,9 @@ export declare class OpenContext {
   readonly window: WindowSpec | null;
   param(name: string, fallback?: string | null): string | null;
   requiredParam<T = string>(name: string, convert?: (raw: string) => T): T;
-  valueState<T = any>(name: string, options?: StateOptions): ValueState<T>;
-  listState<T = any>(name: string, options?: StateOptions): ListState<T>;
-  mapState<K = any, V = any>(name: string, options?: StateOptions): MapState<K, V>;
+  valueState<T = any>(name: string, options?: StateOptions<T>): ValueState<T>;
+  listState<T = any>(name: string, options?: StateOptions<T>): ListState<T>;
+  mapState<K = any, V = any>(name: string, options?: StateOptions<V>): MapState<K, V>;
 }
 
 type Outputs<Out> = Iterable<Out> | void | null | undefined;

@@ -1,7 +1,13 @@
+import struct
+from dataclasses import dataclass
+from typing import Optional
+
 import pytest
 
 import weir
+from weir import _rows, types
 from weir.testing import Harness
+from weir.types import U32, U64
 
 
 @weir.keyed_process("s-sum")
@@ -246,3 +252,56 @@ def test_a_list_read_and_added_to_is_appended_to_and_a_list_updated_is_replaced(
     lst.clear()
     lst.add("e")
     assert cache.take()[1] == [("replace-list", 7, b"k", [weir.codec.encode(codec, "e")])]
+
+
+@dataclass
+class Tally:
+    count: U64
+    last: Optional[str] = None
+
+
+@weir.keyed_process("s-typed")
+class TypedState(weir.KeyedProcess):
+    def open(self, ctx):
+        self.tally = ctx.value_state("tally", type=Tally)
+        self.words = ctx.list_state("words", type=str)
+        self.per_word = ctx.map_state("per-word", type=U32, ttl_ms=60_000)
+
+    def process(self, w, ctx):
+        t = self.tally.value() or Tally(0)
+        assert isinstance(t, Tally)
+        self.tally.update(Tally(t.count + 1, w))
+        self.words.add(w)
+        self.per_word.put(w, (self.per_word.get(w) or 0) + 1)
+        ctx.emit([t.count + 1, self.words.get(), dict(self.per_word.items())])
+
+
+@pytest.mark.parametrize("msgpack", [False, True])
+def test_typed_state_keeps_rows_of_its_type(msgpack):
+    h = Harness("s-typed", msgpack=msgpack)
+    assert h.process("a", key="k") == [[1, ["a"], {"a": 1}]]
+    assert h.process("b", key="k") == [[2, ["a", "b"], {"a": 1, "b": 1}]]
+    assert h.process("a", key="k") == [[3, ["a", "b", "a"], {"a": 2, "b": 1}]]
+    # What the host keeps is rows: the record's, the strings', the u32's.
+    store = h._host
+    (tally,) = [v for (state, _), v in store.values.items() if state == 0]
+    assert _rows.read(types.type_of(Tally), tally) == Tally(3, "a")
+    (words,) = store.lists.values()
+    assert [_rows.read(types.type_of(str), w) for w in words] == ["a", "b", "a"]
+    (entries,) = store.maps.values()
+    # A map's values carry their expiry stamp (8 bytes) before the row.
+    assert sorted(struct.unpack("<I", v[8:])[0] for v in entries.values()) == [1, 2]
+
+
+def test_a_typed_state_refuses_a_value_of_another_type():
+    @weir.keyed_process("s-typed-wrong")
+    class Wrong(weir.KeyedProcess):
+        def open(self, ctx):
+            self.tally = ctx.value_state("tally", type=Tally)
+
+        def process(self, w, ctx):
+            self.tally.update({"count": "many"})
+
+    h = Harness("s-typed-wrong")
+    with pytest.raises(Exception, match="count"):
+        h.process("a", key="k")

@@ -65,6 +65,15 @@ class WasmHost:
         except Err as e:
             raise ValueError(e.value) from None
 
+    def declare_typed_state(self, name: str, kind: str, ttl: Optional[Tuple[int, bool]],
+                            value_type: str) -> int:
+        try:
+            return _host.declare_typed_state(
+                name, _STATE_KINDS[kind],
+                None if ttl is None else _t.StateTtl(ttl[0], ttl[1]), value_type)
+        except Err as e:
+            raise ValueError(e.value) from None
+
     def get_values(self, states: List[int], keys: List[bytes]) -> List[Optional[bytes]]:
         answer, present = _host.get_values(states, _packed(pack(keys)))
         strings = unpack(answer.data, answer.ends)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _rows
 from . import codec as _codec
+from . import types as _types
 from ._batch import OutBatch
 from ._state import ListState, MapState, StateCache, ValueState
 
@@ -269,35 +270,50 @@ class OpenContext:
             return 0
 
     def _declare(self, name: str, kind: str, ttl_ms: Optional[int] = None,
-                 refresh_on_read: bool = False) -> int:
+                 refresh_on_read: bool = False, type: Any = None) -> int:
         if not self._keyed:
             raise ValueError(f"state `{name}`: keyed state needs a keyed_process operator")
+        node = None if type is None else _types.type_of(type)
         if ttl_ms is None:
-            return self._cache.declare(name, kind)
+            return self._cache.declare(name, kind, None, node)
         if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
             raise ValueError(
                 f"state `{name}`: ttl_ms is a whole number of milliseconds, at least 1 "
                 f"(got {ttl_ms!r})")
-        return self._cache.declare(name, kind, (ttl_ms, bool(refresh_on_read)))
+        return self._cache.declare(name, kind, (ttl_ms, bool(refresh_on_read)), node)
 
     def value_state(self, name: str, ttl_ms: Optional[int] = None,
-                    refresh_on_read: bool = False) -> ValueState:
+                    refresh_on_read: bool = False, type: Any = None) -> ValueState:
         """Declare the value state ``name``.
 
         With ``ttl_ms`` its value expires that many milliseconds of
         processing time after it was last written (with
         ``refresh_on_read``, also read): an expired value reads as ``None``
-        and is cleaned out of the state (Flink's state time-to-live)."""
-        return ValueState(self._cache, self._declare(name, "value", ttl_ms, refresh_on_read))
+        and is cleaned out of the state (Flink's state time-to-live).
+
+        With ``type`` (a dataclass, or any type of :mod:`weir.types`), its
+        values are kept as **rows** of that type, as Flink's
+        ``ValueStateDescriptor`` takes a ``TypeInformation``: read as
+        instances of the dataclass, and kept with the type, so that a new
+        version of the operator that declares another type reads what an
+        older one wrote by field name (a field added as ``Optional`` reads
+        ``None``), or is refused naming the field (docs/types.md, "State
+        and schema evolution")."""
+        return ValueState(self._cache,
+                          self._declare(name, "value", ttl_ms, refresh_on_read, type))
 
     def list_state(self, name: str, ttl_ms: Optional[int] = None,
-                   refresh_on_read: bool = False) -> ListState:
+                   refresh_on_read: bool = False, type: Any = None) -> ListState:
         """Declare the list state ``name``; with ``ttl_ms``, each element
-        expires on its own (see :meth:`value_state`)."""
-        return ListState(self._cache, self._declare(name, "list", ttl_ms, refresh_on_read))
+        expires on its own, with ``type`` its elements are rows of it (see
+        :meth:`value_state`)."""
+        return ListState(self._cache,
+                         self._declare(name, "list", ttl_ms, refresh_on_read, type))
 
     def map_state(self, name: str, ttl_ms: Optional[int] = None,
-                  refresh_on_read: bool = False) -> MapState:
+                  refresh_on_read: bool = False, type: Any = None) -> MapState:
         """Declare the map state ``name``; with ``ttl_ms``, each entry
-        expires on its own (see :meth:`value_state`)."""
-        return MapState(self._cache, self._declare(name, "map", ttl_ms, refresh_on_read))
+        expires on its own, with ``type`` its values (not its keys) are
+        rows of it (see :meth:`value_state`)."""
+        return MapState(self._cache,
+                        self._declare(name, "map", ttl_ms, refresh_on_read, type))

@@ -10,9 +10,11 @@ changes go to the host in one call each when it ends.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Generic, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Tuple, TypeVar
 
+from . import _rows
 from . import codec as _codec
+from . import types as _types
 from ._batch import pack
 
 T = TypeVar("T")
@@ -55,22 +57,39 @@ class StateCache:
         self.lists: List[Dict[bytes, Tuple[bool, list, Optional[int]]]] = []
         self.map_ids: List[int] = []
         self.maps: List[Dict[bytes, _MapSlot]] = []
+        # Per value, list and map state: how its values (a map's values,
+        # not its keys) are read and written: in the codec, or as rows of
+        # the type it was declared with.
+        self.value_coders: List[Tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] = []
+        self.list_coders: List[Tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] = []
+        self.map_coders: List[Tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] = []
 
-    def declare(self, name: str, kind: str, ttl: Optional[Tuple[int, bool]] = None) -> int:
-        if ttl is None:
-            state = self.host.declare_state(name, kind)
+    def declare(self, name: str, kind: str, ttl: Optional[Tuple[int, bool]] = None,
+                node: Optional[_types.Node] = None) -> int:
+        if node is not None:
+            state = self.host.declare_typed_state(name, kind, ttl, _types.text(node))
+            coder = (_rows.reader(_rows.ROW, node), _rows.writer(_rows.ROW, node))
         else:
-            state = self.host.declare_state_ttl(name, kind, ttl[0], ttl[1])
+            if ttl is None:
+                state = self.host.declare_state(name, kind)
+            else:
+                state = self.host.declare_state_ttl(name, kind, ttl[0], ttl[1])
+            codec = self.codec
+            coder = (lambda data: _codec.decode(codec, data),
+                     lambda value: _codec.encode(codec, value))
         if kind == "value":
             self.value_ids.append(state)
             self.values.append({})
+            self.value_coders.append(coder)
             return len(self.values) - 1
         if kind == "list":
             self.list_ids.append(state)
             self.lists.append({})
+            self.list_coders.append(coder)
             return len(self.lists) - 1
         self.map_ids.append(state)
         self.maps.append({})
+        self.map_coders.append(coder)
         return len(self.maps) - 1
 
     def current(self) -> bytes:
@@ -102,9 +121,7 @@ class StateCache:
         packed per state, and the other changes in order."""
         puts = []
         ops = []
-        encode = _codec.encode
-        codec = self.codec
-        for slots, state in zip(self.values, self.value_ids):
+        for slots, state, (_, encode) in zip(self.values, self.value_ids, self.value_coders):
             keys = []
             values = []
             for key, slot in slots.items():
@@ -113,7 +130,7 @@ class StateCache:
                         ops.append(("clear", state, key))
                     else:
                         keys.append(key)
-                        values.append(encode(codec, slot[1]))
+                        values.append(encode(slot[1]))
             slots.clear()
             if keys:
                 puts.append((state, pack(keys), pack(values)))
@@ -175,7 +192,7 @@ class ValueState(Generic[T]):
             entry = slots[key] = [_RAW, raw]
         if entry[0] == _RAW:
             raw = entry[1]
-            value = None if raw is None else _codec.decode(cache.codec, raw)
+            value = None if raw is None else cache.value_coders[self._slot][0](raw)
             entry[:] = [_DECODED, value, False]
         return entry
 
@@ -217,9 +234,8 @@ class ListState(Generic[T]):
 
     def get(self) -> List[T]:
         """The current key's values, oldest first (empty when it has none)."""
-        decode = _codec.decode
-        codec = self._cache.codec
-        return [decode(codec, v) for v in self._known()[1]]
+        decode = self._cache.list_coders[self._slot][0]
+        return [decode(v) for v in self._known()[1]]
 
     def add(self, value: T) -> None:
         """Add ``value`` at the end of the current key's list."""
@@ -229,7 +245,8 @@ class ListState(Generic[T]):
         """Add ``values`` at the end of the current key's list."""
         cache = self._cache
         key = cache.current()
-        encoded = [_codec.encode(cache.codec, v) for v in values]
+        encode = cache.list_coders[self._slot][1]
+        encoded = [encode(v) for v in values]
         slots = cache.lists[self._slot]
         slot = slots.get(key)
         if slot is None:
@@ -243,8 +260,8 @@ class ListState(Generic[T]):
         """Replace the current key's list with ``values``."""
         cache = self._cache
         key = cache.current()
-        encoded = [_codec.encode(cache.codec, v) for v in values]
-        cache.lists[self._slot][key] = (True, encoded, None)
+        encode = cache.list_coders[self._slot][1]
+        cache.lists[self._slot][key] = (True, [encode(v) for v in values], None)
 
     def clear(self) -> None:
         """Remove the current key's list."""
@@ -286,7 +303,7 @@ class MapState(Generic[K, V]):
     def get(self, map_key: K, default: Optional[V] = None) -> Optional[V]:
         """The value under ``map_key``, or ``default``."""
         raw = self._raw(map_key)
-        return default if raw is None else _codec.decode(self._cache.codec, raw)
+        return default if raw is None else self._cache.map_coders[self._slot][0](raw)
 
     def contains(self, map_key: K) -> bool:
         """Whether ``map_key`` has a value."""
@@ -297,9 +314,10 @@ class MapState(Generic[K, V]):
 
     def put(self, map_key: K, value: V) -> None:
         """Set the value under ``map_key``."""
-        codec = self._cache.codec
+        cache = self._cache
         _, slot = self._slot_of()
-        slot.changes[_codec.encode(codec, map_key)] = _codec.encode(codec, value)
+        encode = cache.map_coders[self._slot][1]
+        slot.changes[_codec.encode(cache.codec, map_key)] = encode(value)
 
     def put_all(self, entries: Dict[K, V]) -> None:
         """Set every entry of ``entries``."""
@@ -322,10 +340,10 @@ class MapState(Generic[K, V]):
 
     def items(self) -> Iterator[Tuple[K, V]]:
         """Every (user key, value) of the current key's map."""
-        decode = _codec.decode
         codec = self._cache.codec
+        decode = self._cache.map_coders[self._slot][0]
         for k, v in self._entries():
-            yield decode(codec, k), decode(codec, v)
+            yield _codec.decode(codec, k), decode(v)
 
     def keys(self) -> Iterator[K]:
         """Every user key of the current key's map."""

@@ -72,6 +72,13 @@ class _MemoryHost:
         self.ttls[state] = (ttl_ms, refresh_on_read)
         return state
 
+    def declare_typed_state(self, name: str, kind: str, ttl: Optional[Tuple[int, bool]],
+                            value_type: str) -> int:
+        # The harness keeps the rows as the operator writes them.
+        if ttl is None:
+            return self.declare_state(name, kind)
+        return self.declare_state_ttl(name, kind, ttl[0], ttl[1])
+
     def _stamp(self, state: int, value: bytes) -> bytes:
         ttl = self.ttls.get(state)
         return value if ttl is None else struct.pack(">q", self.now + ttl[0]) + bytes(value)
