@@ -179,6 +179,9 @@ pub(crate) struct TaskState {
     pub(crate) backend: Box<dyn StateBackend>,
     /// The codec of keyed state not declared as rows (the job's).
     pub(crate) state_codec: weir_model::codec::Codec,
+    /// What the running `create` declared: states declared with another
+    /// type than they hold are converted once it returned.
+    pub(crate) declarations: crate::state_types::Declarations,
     /// True while `operator.create` runs: the only time state is declared.
     pub(crate) creating: bool,
     pub(crate) staged: Staged,
@@ -211,7 +214,8 @@ impl types::Host for TaskState {}
 impl TaskState {
     /// Declare a state (while the operator is created), its values rows
     /// of `value_type` or in the job's codec: a restored state of another
-    /// type is converted first ([`crate::state_types`]).
+    /// type is converted once the operator is created
+    /// ([`crate::state_types`]).
     fn declare(
         &mut self,
         name: String,
@@ -224,22 +228,31 @@ impl TaskState {
                 "state `{name}` declared outside `create`: declare state when the operator is created"
             )));
         }
+        let ty = value_type.as_deref();
+        let to = match crate::state_types::format_of(self.state_codec, &name, ty) {
+            Ok(to) => to,
+            Err(why) => return Ok(Err(self.backend.refuse(why))),
+        };
         let ttl = ttl.map(|t| weir_state::ttl::StateTtl {
             ttl_ms: t.ttl_ms,
             refresh_on_read: t.refresh_on_read,
         });
+        let existed = self.backend.states().iter().any(|d| d.name == name);
         let id = match self.backend.declare_ttl(&name, kind.into(), ttl) {
             Ok(id) => id,
             Err(why) => return Ok(Err(why)),
         };
-        crate::state_types::declare_type(
+        let declared = crate::state_types::declare_type(
             self.backend.as_mut(),
             self.state_codec,
-            &name,
-            id,
-            value_type.as_deref(),
-        )
-        .map(|declared| declared.map(|()| id))
+            (&name, id, existed),
+            (ty, to),
+            &mut self.declarations,
+        );
+        Ok(match declared {
+            Ok(()) => Ok(id),
+            Err(why) => Err(self.backend.refuse(why)),
+        })
     }
 }
 

@@ -182,8 +182,22 @@ impl OperatorInstance {
         );
         store.data_mut().creating = false;
         store.data_mut().staged.clear();
+        let declared = std::mem::take(&mut store.data_mut().declarations);
         match created {
-            Ok(Ok(handle)) => Ok((store, bindings, handle)),
+            Ok(Ok(handle)) => {
+                // States declared with another type than they hold:
+                // converted now, outside the guest's call and its deadline.
+                let data = store.data_mut();
+                if let Err(message) = crate::state_types::convert(data.backend.as_mut(), declared) {
+                    return Err(OperatorError {
+                        ident: (*data.ident).clone(),
+                        kind: ErrorKind::Host,
+                        message,
+                        guest_output: data.last_words.take(),
+                    });
+                }
+                Ok((store, bindings, handle))
+            }
             Ok(Err(message)) => Err(guest_error(&mut store, message)),
             Err(e) => Err(classify(&mut store, e, "creating the operator", config)),
         }

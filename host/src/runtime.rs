@@ -284,6 +284,7 @@ impl WasmRuntime {
             },
             backend,
             state_codec: Default::default(),
+            declarations: Default::default(),
             creating: false,
             staged: Staged::default(),
             watermark: None,

@@ -544,14 +544,25 @@ impl Visitor for Restoring<'_> {
     }
 
     fn state(&mut self, d: &Declared) -> anyhow::Result<u32> {
+        let held = self.backend.states().iter().any(|h| h.name == d.name);
         let id = self
             .backend
             .declare(&d.name, d.kind, d.stamped)
             .map_err(|e| anyhow::anyhow!(e))?;
         // The file's values are of its type (the operator converts them
-        // when it declares another).
-        if self.backend.value_type(id) != d.value_type.as_deref() {
-            self.backend.retype(id, d.value_type.as_deref(), None)?;
+        // when it declares another); values of two types under one state
+        // cannot be told apart.
+        let (had, has) = (self.backend.value_type(id), d.value_type.as_deref());
+        if had != has {
+            let kept = |t: Option<&str>| t.map_or("untyped".to_owned(), |t| format!("rows of {t}"));
+            anyhow::ensure!(
+                !held,
+                "state `{}` is kept as {} here and as {} in what was restored before it",
+                d.name,
+                kept(has),
+                kept(had)
+            );
+            self.backend.retype(id, has, None)?;
         }
         Ok(id)
     }

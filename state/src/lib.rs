@@ -345,6 +345,8 @@ pub trait StateBackend: Send {
     fn refuse(&self, why: String) -> String {
         why
     }
+    /// The states declared so far, by id (restored ones first).
+    fn states(&self) -> &[Declared];
     /// The type `state`'s values are rows of (its text), or `None`: they
     /// are in the job's codec.
     fn value_type(&self, state: u32) -> Option<&str>;

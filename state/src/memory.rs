@@ -195,6 +195,10 @@ impl StateBackend for MemoryStateBackend {
         Ok(self.names.len() as u32 - 1)
     }
 
+    fn states(&self) -> &[Declared] {
+        &self.names
+    }
+
     fn value_type(&self, state: u32) -> Option<&str> {
         self.names.get(state as usize)?.value_type.as_deref()
     }
@@ -237,7 +241,7 @@ impl StateBackend for MemoryStateBackend {
                 .collect::<anyhow::Result<PerKey<_>>>()?;
             let before = state_bytes(&self.values[s], &self.lists[s], &self.maps[s]);
             let after = state_bytes(&values, &lists, &maps);
-            self.bytes = self.bytes - before + after;
+            self.bytes = self.bytes.saturating_sub(before) + after;
             (self.values[s], self.lists[s], self.maps[s]) = (values, lists, maps);
         }
         self.names[s].value_type = ty.map(str::to_owned);

@@ -447,6 +447,10 @@ impl StateBackend for TtlBackend {
         self.expiry.clone()
     }
 
+    fn states(&self) -> &[crate::Declared] {
+        self.inner.states()
+    }
+
     fn value_type(&self, state: u32) -> Option<&str> {
         self.inner.value_type(state)
     }
@@ -465,9 +469,12 @@ impl StateBackend for TtlBackend {
         match convert {
             // A stamped value's bytes follow its stamp, which stays.
             Some(convert) if stamped => {
+                // What expired is never read again: left as it is, to go
+                // with the next purge.
+                let now = self.expiry.now();
                 let mut restamped = |stored: &[u8]| match unstamp(stored) {
-                    Some((at, value)) => Ok(stamp(at, &convert(value)?)),
-                    None => Ok(stored.to_vec()),
+                    Some((at, value)) if at > now => Ok(stamp(at, &convert(value)?)),
+                    _ => Ok(stored.to_vec()),
                 };
                 self.inner.retype(state, ty, Some(&mut restamped))
             }

@@ -583,6 +583,71 @@ suite!(
     a_retyped_state_converts_every_value_and_keeps_its_type,
 );
 
+/// Files that keep one state with two types (the subtasks of a savepoint
+/// that declared it differently) are refused when merged: their values
+/// could not be told apart.
+#[test]
+fn files_keeping_a_state_with_two_types_are_not_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, ty) in [Some("{n: u64}"), Some("{n: u32}"), None]
+        .into_iter()
+        .enumerate()
+    {
+        let mut b = MemoryStateBackend::with_key_groups(128);
+        let v = b.register("v", StateKind::Value).unwrap();
+        b.retype(v, ty, None).unwrap();
+        b.apply(put(v, &format!("k{i}"), "x")).unwrap();
+        let d = dir.path().join(i.to_string());
+        std::fs::create_dir_all(&d).unwrap();
+        files.push(b.savepoint(&d).unwrap().files[0].path.clone());
+    }
+    let mut same = MemoryStateBackend::with_key_groups(128);
+    weir_state::canonical::restore(&mut same, 128, &files[..1], &(0..128)).unwrap();
+    weir_state::canonical::restore(&mut same, 128, &files[..1], &(0..128)).unwrap();
+    assert_eq!(same.value_type(0), Some("{n: u64}"));
+    for other in [&files[1], &files[2]] {
+        let mut into = MemoryStateBackend::with_key_groups(128);
+        let e = weir_state::canonical::restore(
+            &mut into,
+            128,
+            &[files[0].clone(), other.clone()],
+            &(0..128),
+        )
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("state `v` is kept as") && e.contains("{n: u64}"),
+            "{e}"
+        );
+    }
+}
+
+/// What expired is not converted: it is never read again (and a value
+/// that no longer fits the new type must not fail the task for it).
+#[test]
+fn a_retype_leaves_expired_values_as_they_are() {
+    let (now, clock) = manual_clock();
+    let mut b = TtlBackend::new(Box::new(MemoryStateBackend::new())).with_clock(clock);
+    let v = b
+        .declare_ttl("v", StateKind::Value, ttl(10, false))
+        .unwrap();
+    b.apply(put(v, "old", "unreadable")).unwrap();
+    now.store(5, Ordering::Relaxed);
+    b.apply(put(v, "new", "1")).unwrap();
+    now.store(12, Ordering::Relaxed);
+    let mut only_numbers = |v: &[u8]| {
+        std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(|n| (n + 1).to_string().into_bytes())
+            .ok_or_else(|| format!("{:?} is not a number", String::from_utf8_lossy(v)))
+    };
+    b.retype(v, Some("u64"), Some(&mut only_numbers)).unwrap();
+    assert_eq!(b.get_value(v, b"new").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(b.get_value(v, b"old").unwrap(), None);
+}
+
 /// `r:` before the value: a conversion the test can see.
 fn retyped(v: &[u8]) -> Result<Vec<u8>, String> {
     Ok([b"r:", v].concat())

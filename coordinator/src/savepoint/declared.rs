@@ -57,8 +57,18 @@ pub async fn check(
                     )
                 })?;
             for d in declared {
-                if !states.iter().any(|s| s.name == d.name) {
-                    states.push(d);
+                match states.iter().find(|s| s.name == d.name) {
+                    None => states.push(d),
+                    Some(s) if s.value_type != d.value_type => {
+                        return Err(CoordinatorError::unprocessable(
+                            "savepoint_invalid",
+                            format!(
+                                "the savepoint's {}: state `{}` of operator `{}` is kept with another type than in its other files",
+                                f.file, d.name, v.name
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
                 }
             }
         }

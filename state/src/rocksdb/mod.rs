@@ -572,6 +572,10 @@ impl StateBackend for RocksDbStateBackend {
         Ok(id)
     }
 
+    fn states(&self) -> &[Declared] {
+        &self.names
+    }
+
     fn value_type(&self, state: u32) -> Option<&str> {
         self.names.get(state as usize)?.value_type.as_deref()
     }
