@@ -311,21 +311,9 @@ async fn latest_checkpoint_state(
     };
     let lines = state.jobs.latest_state(&id, &query).await?;
     // Streamed from the spooled file, a chunk at a time.
-    let chunks = futures::stream::unfold(
-        Some(tokio::fs::File::from_std(lines.file)),
-        |file| async move {
-            use tokio::io::AsyncReadExt;
-            let mut file = file?;
-            let mut chunk = vec![0u8; 64 << 10];
-            match file.read(&mut chunk).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    chunk.truncate(n);
-                    Some((Ok(bytes::Bytes::from(chunk)), Some(file)))
-                }
-                Err(e) => Some((Err::<bytes::Bytes, _>(e), None)),
-            }
-        },
+    let chunks = tokio_util::io::ReaderStream::with_capacity(
+        tokio::fs::File::from_std(lines.file),
+        64 << 10,
     );
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],

@@ -1088,5 +1088,10 @@ mod tests {
         l.get().unwrap();
         l.clear().unwrap();
         assert_eq!(written(), [(false, Vec::new())]);
+        // Cleared, then added to, in one batch: the list is replaced by
+        // what was added (the host's elements are gone).
+        l.clear().unwrap();
+        l.add(5).unwrap();
+        assert_eq!(written(), [(false, encoded(&[5]))]);
     }
 }

@@ -80,20 +80,21 @@ fn sync_up(file: &FsPath, root: &FsPath) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`sync_up`] off the async threads, its errors the store's.
+async fn synced(file: PathBuf, root: PathBuf) -> Result<()> {
+    let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
+        store: "Durable",
+        source: e,
+    };
+    tokio::task::spawn_blocking(move || sync_up(&file, &root))
+        .await
+        .map_err(|e| generic(Box::new(e)))?
+        .map_err(|e| generic(Box::new(e)))
+}
+
 impl Durable {
     async fn sync(&self, location: &Path) -> Result<()> {
-        let file = self.inner.path_to_filesystem(location)?;
-        let root = self.root.clone();
-        tokio::task::spawn_blocking(move || sync_up(&file, &root))
-            .await
-            .map_err(|e| object_store::Error::Generic {
-                store: "Durable",
-                source: Box::new(e),
-            })?
-            .map_err(|e| object_store::Error::Generic {
-                store: "Durable",
-                source: Box::new(e),
-            })
+        synced(self.inner.path_to_filesystem(location)?, self.root.clone()).await
     }
 }
 
@@ -182,15 +183,7 @@ impl MultipartUpload for DurableUpload {
 
     async fn complete(&mut self) -> Result<PutResult> {
         let put = self.inner.complete().await?;
-        let (file, root) = (self.file.clone(), self.root.clone());
-        let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
-            store: "Durable",
-            source: e,
-        };
-        tokio::task::spawn_blocking(move || sync_up(&file, &root))
-            .await
-            .map_err(|e| generic(Box::new(e)))?
-            .map_err(|e| generic(Box::new(e)))?;
+        synced(self.file.clone(), self.root.clone()).await?;
         Ok(put)
     }
 

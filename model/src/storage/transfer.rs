@@ -117,26 +117,12 @@ pub async fn put_file(
     location: &Path,
     file: &FsPath,
 ) -> anyhow::Result<Written> {
-    use tokio::io::AsyncReadExt;
     let opened = tokio::fs::File::open(file)
         .await
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let shown = file.display().to_string();
-    let chunks = futures::stream::unfold(Some(opened), move |f| {
-        let shown = shown.clone();
-        async move {
-            let mut f = f?;
-            let mut chunk = vec![0u8; READ];
-            match f.read(&mut chunk).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    chunk.truncate(n);
-                    Some((Ok(Bytes::from(chunk)), Some(f)))
-                }
-                Err(e) => Some((Err(anyhow::anyhow!("reading {shown}: {e}")), None)),
-            }
-        }
-    });
+    let chunks = tokio_util::io::ReaderStream::with_capacity(opened, READ)
+        .map(move |chunk| chunk.map_err(|e| anyhow::anyhow!("reading {shown}: {e}")));
     put_stream(store, location, Box::pin(chunks)).await
 }
 
