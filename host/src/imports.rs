@@ -212,6 +212,18 @@ pub use weir_model::now_ms;
 impl types::Host for TaskState {}
 
 impl TaskState {
+    /// Keyed state is read while a record or timer is handled (its key
+    /// current), never while the operator is created: a restored state
+    /// declared with another type is converted only once `create` returned.
+    fn readable(&self) -> wasmtime::Result<()> {
+        if self.creating {
+            return Err(wasmtime::format_err!(
+                "keyed state read while the operator is created: read it while a record or timer is handled"
+            ));
+        }
+        Ok(())
+    }
+
     /// Declare a state (while the operator is created), its values rows
     /// of `value_type` or in the job's codec: a restored state of another
     /// type is converted once the operator is created
@@ -249,10 +261,11 @@ impl TaskState {
             (ty, to),
             &mut self.declarations,
         );
-        Ok(match declared {
-            Ok(()) => Ok(id),
-            Err(why) => Err(self.backend.refuse(why)),
-        })
+        match declared {
+            Ok(Ok(())) => Ok(Ok(id)),
+            Ok(Err(why)) => Ok(Err(self.backend.refuse(why))),
+            Err(failed) => Err(wasmtime::Error::msg(failed)),
+        }
     }
 }
 
@@ -307,6 +320,7 @@ impl host::Host for TaskState {
         states: Vec<u32>,
         keys: types::Packed,
     ) -> wasmtime::Result<(types::Packed, Vec<bool>)> {
+        self.readable()?;
         let keys = crate::packed::strings(&keys).map_err(wasmtime::Error::msg)?;
         let answers = keys.len() * states.len();
         let mut values = types::Packed {
@@ -347,18 +361,21 @@ impl host::Host for TaskState {
     }
 
     fn get_list(&mut self, key: StateKey) -> wasmtime::Result<Vec<Vec<u8>>> {
+        self.readable()?;
         self.backend
             .get_list(key.state, &key.key)
             .map_err(backend_error)
     }
 
     fn get_entry(&mut self, key: StateKey, map_key: Vec<u8>) -> wasmtime::Result<Option<Vec<u8>>> {
+        self.readable()?;
         self.backend
             .get_entry(key.state, &key.key, &map_key)
             .map_err(backend_error)
     }
 
     fn get_entries(&mut self, key: StateKey) -> wasmtime::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.readable()?;
         self.backend
             .get_entries(key.state, &key.key)
             .map_err(backend_error)

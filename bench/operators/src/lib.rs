@@ -82,6 +82,92 @@ impl KeyedProcess for CountPerKey {
     }
 }
 
+/// What `stats-per-key` keeps per key: a record of several fields, the
+/// shape of state that a row reads without a parse by field name.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, Row)]
+pub struct PriceStats {
+    /// Events of the key so far.
+    pub n: u64,
+    /// The sum of their prices.
+    pub sum: u64,
+    /// The highest price.
+    pub max: u64,
+    /// The latest event time.
+    pub last_ts: i64,
+}
+
+/// A key's running price statistics.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
+pub struct KeyStats {
+    /// The key.
+    pub k: u32,
+    /// Events of the key so far.
+    pub n: u64,
+    /// The mean of their prices.
+    pub mean: f64,
+    /// The highest price.
+    pub max: u64,
+}
+
+/// Running price statistics per key (`SELECT k, COUNT(*), AVG(price),
+/// MAX(price) … GROUP BY k`, an update per event), their state a record
+/// kept untyped (MessagePack by field name) or, as `stats-per-key-rows`,
+/// as rows of its type.
+pub struct StatsPerKey {
+    stats: ValueState<PriceStats>,
+}
+
+impl StatsPerKey {
+    fn update(&mut self, e: Event, ctx: &mut Context<KeyStats>) -> weir::Result<()> {
+        let mut s = self.stats.get()?.unwrap_or_default();
+        s.n += 1;
+        s.sum += e.price;
+        s.max = s.max.max(e.price);
+        s.last_ts = s.last_ts.max(e.ts);
+        ctx.emit(KeyStats {
+            k: e.k,
+            n: s.n,
+            mean: s.sum as f64 / s.n as f64,
+            max: s.max,
+        });
+        self.stats.set(s);
+        Ok(())
+    }
+}
+
+impl KeyedProcess for StatsPerKey {
+    type In = Event;
+    type Out = KeyStats;
+
+    fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+        Ok(StatsPerKey {
+            stats: ctx.value_state("stats")?,
+        })
+    }
+
+    fn process(&mut self, e: Event, ctx: &mut Context<KeyStats>) -> weir::Result<()> {
+        self.update(e, ctx)
+    }
+}
+
+/// `stats-per-key` with its state kept as rows of `PriceStats`.
+pub struct StatsPerKeyRows(StatsPerKey);
+
+impl KeyedProcess for StatsPerKeyRows {
+    type In = Event;
+    type Out = KeyStats;
+
+    fn open(ctx: &mut OpenContext) -> weir::Result<Self> {
+        Ok(StatsPerKeyRows(StatsPerKey {
+            stats: ctx.row_value_state("stats")?,
+        }))
+    }
+
+    fn process(&mut self, e: Event, ctx: &mut Context<KeyStats>) -> weir::Result<()> {
+        self.0.update(e, ctx)
+    }
+}
+
 /// A window's count of a key.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Row)]
 pub struct WindowCount {
@@ -158,6 +244,8 @@ weir::export_operators! {
     map "q0" => q0;
     flat_map "q1" => q1;
     keyed_process "count-per-key" => CountPerKey;
+    keyed_process "stats-per-key" => StatsPerKey;
+    keyed_process "stats-per-key-rows" => StatsPerKeyRows;
     window_aggregate "windowed-count" => WindowedCount;
 }
 
@@ -173,6 +261,29 @@ mod tests {
             price: id % 1000,
             ts: (id / 100) as i64,
         }
+    }
+
+    #[test]
+    fn stats_per_key_are_the_same_kept_untyped_or_as_rows() {
+        let mut untyped = Harness::keyed_process::<StatsPerKey>(&[]).unwrap();
+        let mut rows = Harness::keyed_process::<StatsPerKeyRows>(&[]).unwrap();
+        for id in [3u64, 10_003, 20_003, 7] {
+            let e = event(id);
+            let a: Vec<KeyStats> = untyped.process(&e.k, &e, None).unwrap();
+            let b: Vec<KeyStats> = rows.process(&e.k, &e, None).unwrap();
+            assert_eq!(a, b);
+        }
+        let e = event(30_003);
+        let out: Vec<KeyStats> = rows.process(&e.k, &e, None).unwrap();
+        assert_eq!(
+            out,
+            [KeyStats {
+                k: 3,
+                n: 4,
+                mean: 3.0,
+                max: 3
+            }]
+        );
     }
 
     #[test]
