@@ -94,7 +94,12 @@ fn take_type(
     (ty, to): (Option<&str>, Format),
     declared: &mut Declarations,
 ) -> Result<Result<(), String>, String> {
+    // Labelled as `ty` (a write only where the label changes: RocksDB's
+    // registry is not rewritten at every start).
     let label = |backend: &mut dyn StateBackend| {
+        if backend.value_type(id) == ty {
+            return Ok(Ok(()));
+        }
         backend
             .retype(id, ty, None)
             .map(Ok)
