@@ -219,9 +219,7 @@ impl Format {
                 .map_err(|e| format!("a malformed row: {e}")),
         }
     }
-}
 
-impl Format {
     /// The format of keyed state declared as rows of `ty` (its text) or,
     /// `None`, in the job's codec `codec`.
     pub fn of_state(codec: Codec, ty: Option<&str>) -> Result<Format, String> {

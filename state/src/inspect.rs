@@ -10,9 +10,7 @@ use std::io::Write;
 use serde_json::{Value, json};
 use weir_model::builtin::accumulator::StoredAccumulator;
 use weir_model::codec::Codec;
-
-use weir_model::types::Type;
-use weir_model::types::row::Node;
+use weir_model::format::Format;
 
 use crate::canonical::{Entry, Visitor};
 use crate::{Declared, StateKind};
@@ -41,12 +39,12 @@ pub fn decode(bytes: &[u8], codec: Codec) -> Value {
     })
 }
 
-/// A row of `node`'s type as JSON (its hex, with why, when malformed).
-fn row_json(node: &Node, bytes: &[u8]) -> Value {
+/// A row in `rows` as JSON (its hex, with why, when malformed).
+fn row_json(rows: &Format, bytes: &[u8]) -> Value {
     let mut out = Vec::new();
-    match weir_model::types::row::json::write_value(node, bytes, &mut out) {
+    match rows.write_json(bytes, &mut out) {
         Ok(()) => serde_json::from_slice(&out).unwrap_or(Value::Null),
-        Err(e) => json!({ "hex": hex::encode(bytes), "malformed": e.to_string() }),
+        Err(e) => json!({ "hex": hex::encode(bytes), "malformed": e }),
     }
 }
 
@@ -57,8 +55,8 @@ pub struct Printer<'a> {
     subtask: u32,
     wanted: Option<&'a str>,
     /// Per state: its name, kind, whether its values carry expiry stamps,
-    /// and the type of its rows (compiled), if they are.
-    states: Vec<(String, StateKind, bool, Option<Node>)>,
+    /// and the format of its rows, if they are.
+    states: Vec<(String, StateKind, bool, Option<Format>)>,
     /// Whether any entry of the wanted state was seen.
     seen: bool,
     codec: Codec,
@@ -101,12 +99,10 @@ impl<'a> Printer<'a> {
 impl Visitor for Printer<'_> {
     fn state(&mut self, d: &Declared) -> anyhow::Result<u32> {
         let rows = match &d.value_type {
-            Some(text) => {
-                let ty: Type = text.parse().map_err(|e| {
-                    anyhow::anyhow!("state `{}` declares its rows as `{text}`: {e}", d.name)
-                })?;
-                Some(Node::of(&ty))
-            }
+            Some(text) => Some(
+                Format::of_state(Codec::Row, Some(text))
+                    .map_err(|e| anyhow::anyhow!("state `{}` declares its rows: {e}", d.name))?,
+            ),
             None => None,
         };
         self.states.push((d.name.clone(), d.kind, d.stamped, rows));
@@ -132,8 +128,8 @@ impl Visitor for Printer<'_> {
         // A stamped value: its bytes, and when it expires.
         let builtin = name.starts_with(BUILTIN);
         let show = |bytes: &[u8]| {
-            if let Some(node) = rows {
-                return row_json(node, bytes);
+            if let Some(format) = rows {
+                return row_json(format, bytes);
             }
             builtin
                 .then(|| StoredAccumulator::decode(bytes).map(|a| a.to_json()))
