@@ -71,7 +71,9 @@ pub struct Assigned {
     /// Per group, what it starts from: stored contents to merge (none for a
     /// new window), then the records targeting it are added.
     pub groups: Vec<Vec<Vec<u8>>>,
-    keys: Vec<Vec<u8>>,
+    /// The batch's distinct keys, one after another, and where each ends.
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
     opens: Vec<Vec<Open>>,
     watermark: Option<i64>,
 }
@@ -127,6 +129,11 @@ impl Spec {
             // A window that fired already takes the previous record: it
             // fires again before this one is assigned.
             let refires = |spec: &Spec, slot: (i64, i64), windows: &mut Vec<(i64, i64)>| {
+                // Every window of a slot ends at its end or later: none
+                // has fired while the slot's own end has not.
+                if !spec.has_fired(slot.1, watermark) {
+                    return false;
+                }
                 spec.windows_of(slot, windows);
                 windows
                     .iter()
@@ -218,7 +225,14 @@ impl Spec {
             late,
             consumed,
             groups: live,
-            keys: keys.into_iter().map(<[u8]>::to_vec).collect(),
+            key_ends: keys
+                .iter()
+                .scan(0u32, |end, k| {
+                    *end += k.len() as u32;
+                    Some(*end)
+                })
+                .collect(),
+            keys: keys.concat(),
             opens,
             watermark,
         })
@@ -297,6 +311,7 @@ impl Spec {
     ) -> Result<Vec<Fired>, S::Error> {
         let Assigned {
             keys,
+            key_ends,
             opens,
             watermark,
             ..
@@ -304,25 +319,42 @@ impl Spec {
         let mut results: Vec<Option<Vec<u8>>> = results.into_iter().map(Some).collect();
         let mut refire = Vec::new();
         let mut windows = Vec::new();
-        for (key, key_opens) in keys.into_iter().zip(opens) {
+        let mut key_start = 0;
+        for (&key_end, key_opens) in key_ends.iter().zip(opens) {
+            let key = &keys[key_start..key_end as usize];
+            key_start = key_end as usize;
+            for o in key_opens.iter().filter(|o| o.fresh) {
+                let slot = (o.start, o.end);
+                self.windows_of(slot, &mut windows);
+                for &(start, end) in &windows {
+                    // A pane stored before, inside the same window,
+                    // registered its timer already (and it is still due
+                    // if the window has not fired).
+                    let registered = || {
+                        key_opens
+                            .iter()
+                            .any(|p| !p.fresh && p.start >= start && p.end <= end)
+                    };
+                    if self.has_fired(end, watermark) || (self.has_panes() && registered()) {
+                        continue;
+                    }
+                    store.timer(key, end - 1, true)?;
+                }
+                if self.lateness > 0 {
+                    store.timer(key, self.slot_cleanup(slot), true)?;
+                }
+            }
             let mut slots = Vec::with_capacity(key_opens.len());
             let mut touched = Vec::new();
             for o in key_opens {
                 let slot = (o.start, o.end);
-                if o.fresh {
-                    self.windows_of(slot, &mut windows);
-                    for &(_, end) in &windows {
-                        if !self.has_fired(end, watermark) {
-                            store.timer(&key, end - 1, true)?;
-                        }
-                    }
-                    if self.lateness > 0 {
-                        store.timer(&key, self.slot_cleanup(slot), true)?;
-                    }
-                }
                 let contents = match o.group {
                     Some(g) => {
-                        touched.push(slot);
+                        // Only a slot whose end has passed can be in a
+                        // window that fired.
+                        if self.has_fired(slot.1, watermark) {
+                            touched.push(slot);
+                        }
                         results
                             .get_mut(g as usize)
                             .and_then(Option::take)
@@ -353,13 +385,13 @@ impl Spec {
             again.sort();
             for (start, end) in again {
                 refire.push(Fired {
-                    key: key.clone(),
+                    key: key.to_vec(),
                     start,
                     end,
                     contents: self.contents_of(&slots, (start, end)),
                 });
             }
-            store.save(&key, slots)?;
+            store.save(key, slots)?;
         }
         Ok(refire)
     }

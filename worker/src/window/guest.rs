@@ -47,11 +47,16 @@ impl WindowFunction for GuestFunction {
             take[r as usize] = true;
             targets.push(g);
         }
-        let records: Vec<Record> = records
-            .into_iter()
-            .zip(take)
-            .filter_map(|(r, t)| t.then_some(r))
-            .collect();
+        // Usually every record (none is late, none between windows).
+        let records: Vec<Record> = if take.iter().all(|&t| t) {
+            records
+        } else {
+            records
+                .into_iter()
+                .zip(take)
+                .filter_map(|(r, t)| t.then_some(r))
+                .collect()
+        };
         let mut group_ends = Vec::with_capacity(groups.len());
         let mut n = 0u32;
         for g in &groups {

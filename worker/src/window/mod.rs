@@ -403,36 +403,36 @@ impl weir_window::Store for BackendStore<'_> {
     type Error = anyhow::Error;
 
     fn load(&mut self, keys: &[&[u8]]) -> anyhow::Result<Vec<Vec<Slot>>> {
-        // The keys not cached are read from the backend in one call and
-        // decoded first; then the cached keys' slots are taken, their
-        // entries left in place for `save` (the engine saves every key it
-        // loads). A failure leaves the cache as it was.
-        let cache = &self.cache.slots;
-        let mut missing = keys.iter().copied().filter(|k| !cache.contains_key(*k));
-        let (mut data, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
-        self.backend.read_values(
-            &[self.state],
-            &mut missing,
-            &mut data,
-            &mut ends,
-            &mut present,
-        )?;
-        let mut read = Vec::with_capacity(present.len());
-        let mut start = 0;
-        for (&end, &set) in ends.iter().zip(&present) {
-            let bytes = &data[start..end as usize];
-            start = end as usize;
-            read.push(match set {
-                false => Vec::new(),
-                true => slot::decode(bytes)
-                    .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt"))?,
-            });
-        }
-        let mut read = read.into_iter();
-        Ok(keys
+        // The cached keys' slots are taken (one lookup each), their entries
+        // left in place for `save` (the engine saves every key it loads);
+        // the others are read from the backend in one call and decoded. A
+        // failure leaves the cache as it was.
+        let mut taken: Vec<Option<Vec<Slot>>> = keys
             .iter()
-            .map(|k| match self.cache.slots.get_mut(*k) {
-                Some(cached) => std::mem::take(cached),
+            .map(|k| self.cache.slots.get_mut(*k).map(std::mem::take))
+            .collect();
+        let mut missing = keys
+            .iter()
+            .zip(&taken)
+            .filter(|(_, t)| t.is_none())
+            .map(|(k, _)| *k);
+        let read = read_slots(&*self.backend, self.state, &mut missing);
+        let read = match read {
+            Ok(read) => read,
+            Err(e) => {
+                for (k, t) in keys.iter().zip(taken) {
+                    if let (Some(slots), Some(entry)) = (t, self.cache.slots.get_mut(*k)) {
+                        *entry = slots;
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let mut read = read.into_iter();
+        Ok(taken
+            .iter_mut()
+            .map(|t| match t.take() {
+                Some(cached) => cached,
                 None => read.next().unwrap_or_default(),
             })
             .collect())
@@ -461,4 +461,27 @@ impl weir_window::Store for BackendStore<'_> {
         });
         Ok(())
     }
+}
+
+/// The decoded slots of `keys` as stored in `backend`'s state `state`, in
+/// order (none for a key without any).
+fn read_slots(
+    backend: &dyn StateBackend,
+    state: u32,
+    keys: &mut dyn Iterator<Item = &[u8]>,
+) -> anyhow::Result<Vec<Vec<Slot>>> {
+    let (mut data, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
+    backend.read_values(&[state], keys, &mut data, &mut ends, &mut present)?;
+    let mut read = Vec::with_capacity(present.len());
+    let mut start = 0;
+    for (&end, &set) in ends.iter().zip(&present) {
+        let bytes = &data[start..end as usize];
+        start = end as usize;
+        read.push(match set {
+            false => Vec::new(),
+            true => slot::decode(bytes)
+                .ok_or_else(|| anyhow::anyhow!("a key's stored windows are corrupt"))?,
+        });
+    }
+    Ok(read)
 }
