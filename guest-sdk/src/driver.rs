@@ -548,11 +548,17 @@ impl Instance {
                 .prefetch(records.clone().filter_map(|r| r.ok().and_then(|r| r.key)));
         }
         let count = batch.timestamps.len();
-        let records = ExactLen(records, count);
-        self.run(records, ctx, batch.data.len(), |op, record, batch| {
+        let records = ExactLen(records.enumerate(), count);
+        let keyed = self.keyed;
+        self.run(records, ctx, batch.data.len(), |op, (i, record), batch| {
             let record = record?;
             batch.timestamp = record.timestamp;
-            with_cache(|c| c.set_key(record.key));
+            with_cache(|c| match record.key {
+                // Its entry among the value states' was found by the
+                // prefetch above, which took every record's key in order.
+                Some(key) if keyed => c.set_record_key(key, i),
+                key => c.set_key(key),
+            });
             op.record(record.value, batch)
         })
     }

@@ -874,6 +874,59 @@ impl Harness {
         self.apply(effects)
     }
 
+    /// Several records in one batch, as the runtime hands them over (a
+    /// keyed operator's value states are read once for the whole batch):
+    /// `(key, value, timestamp)` each; the batch's main outputs come back
+    /// decoded. Window functions take their records one at a time
+    /// ([`Harness::process`]).
+    ///
+    /// ```
+    /// # use weir::{Context, KeyedProcess, OpenContext, ValueState};
+    /// struct Count { n: ValueState<u64> }
+    /// impl KeyedProcess for Count {
+    ///     type In = u32;
+    ///     type Out = u64;
+    ///     fn open(ctx: &mut OpenContext) -> weir::Result<Self> { Ok(Count { n: ctx.value_state("n")? }) }
+    ///     fn process(&mut self, _: u32, ctx: &mut Context<u64>) -> weir::Result<()> {
+    ///         let n = self.n.get()?.unwrap_or(0) + 1;
+    ///         self.n.set(n);
+    ///         ctx.emit(n);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut h = weir::testing::Harness::keyed_process::<Count>(&[]).unwrap();
+    /// let batch = [("a", 1, None), ("a", 2, None), ("b", 3, None), ("a", 4, None), ("c", 5, None), ("b", 6, None)];
+    /// let out: Vec<u64> = h.process_batch(&batch).unwrap();
+    /// assert_eq!(out, [1, 2, 1, 3, 1, 2]);
+    /// // The counts were kept: the next batch goes on from them.
+    /// let out: Vec<u64> = h.process_batch(&[("c", 7, None), ("a", 8, None)]).unwrap();
+    /// assert_eq!(out, [2, 4]);
+    /// ```
+    pub fn process_batch<K: Serialize, I: Serialize, O: DeserializeOwned>(
+        &mut self,
+        records: &[(K, I, Option<i64>)],
+    ) -> crate::Result<Vec<O>> {
+        if self.window.is_some() {
+            return Err(
+                "process_batch: a window function takes its records one at a time (`process`)"
+                    .into(),
+            );
+        }
+        host::install(Box::new(MemoryHost(self.store.clone())));
+        let mut batch = OutBatch::with_capacity(records.len(), 0);
+        for (key, value, timestamp) in records {
+            let key = self
+                .keyed
+                .then(|| wire::encode(wire::key_codec(self.codecs.input), key));
+            let value = self.encode_input(value)?;
+            batch.push_with(key.as_deref(), *timestamp, |out| {
+                out.extend_from_slice(&value)
+            });
+        }
+        let effects = self.instance.process(batch.into_wit(), self.context())?;
+        self.apply(effects)
+    }
+
     /// A record for a window function: assigned to its windows, folded in
     /// with one `accumulate`, windows within their lateness fired again.
     fn window_record<O: DeserializeOwned>(

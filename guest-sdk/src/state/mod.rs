@@ -78,6 +78,9 @@ pub(crate) struct StateCache {
     pub(crate) current_key: Option<Vec<u8>>,
     /// The current key's entry among the value states', once looked up.
     current_entry: Option<u32>,
+    /// The entry of each record's key of the batch, in order (from
+    /// [`StateCache::prefetch`]; none without value states).
+    prefetched: Vec<u32>,
     /// The operator's codecs (its state's among them).
     pub(crate) codecs: Codecs,
     /// Value states' entries: the batch's keys, answers and values.
@@ -182,7 +185,16 @@ impl StateCache {
 
     /// Fetch the value states of `keys` in one host call.
     pub(crate) fn prefetch<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
-        self.values.fetch(keys);
+        self.prefetched.clear();
+        self.values.fetch(keys, &mut self.prefetched);
+    }
+
+    /// Make the key of the batch's record `record` the current key: its
+    /// entry is known from [`StateCache::prefetch`], which was given the
+    /// batch's keys in record order.
+    pub(crate) fn set_record_key(&mut self, key: &[u8], record: usize) {
+        self.set_key(Some(key));
+        self.current_entry = self.prefetched.get(record).copied();
     }
 
     /// Drain the batch's changes, leaving the cache empty. A value state's
@@ -194,6 +206,7 @@ impl StateCache {
         self.values.changes(codec, &mut puts, &mut ops);
         self.values.clear();
         self.current_entry = None;
+        self.prefetched.clear();
         for (slots, &state) in self.lists.iter_mut().zip(&self.list_ids) {
             for (key, slot) in slots.drain() {
                 let target = StateKey { state, key };
@@ -256,6 +269,7 @@ impl StateCache {
     pub(crate) fn discard(&mut self) {
         self.values.clear();
         self.current_entry = None;
+        self.prefetched.clear();
         self.lists.iter_mut().for_each(FxHashMap::clear);
         self.maps.iter_mut().for_each(FxHashMap::clear);
         self.current_key = None;

@@ -150,18 +150,28 @@ impl ValueEntries {
         self.ids.len() - 1
     }
 
-    /// Fetch the values of `keys` not yet known, in one host call.
-    pub(crate) fn fetch<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
+    /// Fetch the values of `keys` not yet known, in one host call; each
+    /// key's entry goes to `entries`, in order (nothing when there is no
+    /// value state).
+    pub(crate) fn fetch<'a>(
+        &mut self,
+        keys: impl Iterator<Item = &'a [u8]>,
+        entries: &mut Vec<u32>,
+    ) {
         if self.ids.is_empty() {
             return;
         }
         let mut requested: Vec<&[u8]> = Vec::new();
         for key in keys {
             let hash = FxBuildHasher.hash_one(key);
-            if self.keys.find(hash, key).is_none() {
-                self.keys.push(hash, key);
-                requested.push(key);
-            }
+            let entry = match self.keys.find(hash, key) {
+                Some(e) => e,
+                None => {
+                    requested.push(key);
+                    self.keys.push(hash, key)
+                }
+            };
+            entries.push(entry);
         }
         if requested.is_empty() {
             return;
@@ -211,8 +221,9 @@ impl ValueEntries {
                 let found = match self.keys.find(hash, key) {
                     Some(e) => e,
                     None => {
-                        self.fetch(std::iter::once(key));
-                        self.keys.find(hash, key).expect("fetched above")
+                        let mut fetched = Vec::with_capacity(1);
+                        self.fetch(std::iter::once(key), &mut fetched);
+                        fetched[0]
                     }
                 };
                 *entry = Some(found);
@@ -375,8 +386,12 @@ mod tests {
         let (count, name) = (e.add(7), e.add(9));
         let json = Codec::Json;
         // The batch's keys in one call, each once.
-        e.fetch([&b"a"[..], b"b", b"a"].into_iter());
+        let mut entries = Vec::new();
+        e.fetch([&b"a"[..], b"b", b"a"].into_iter(), &mut entries);
         assert_eq!(*asked.borrow(), [b"a".to_vec(), b"b".to_vec()]);
+        // Each key's entry, in order: the batch's records find their
+        // key's values without another lookup.
+        assert_eq!(entries, [0, 1, 0]);
         let get = |e: &mut ValueEntries, key: &[u8]| {
             e.with::<i64, _>(count, key, &mut None, json, Coding::serde(), |v, _| *v)
                 .unwrap()
@@ -469,7 +484,7 @@ mod tests {
         }));
         let mut e = ValueEntries::default();
         let s = e.add(3);
-        e.fetch(std::iter::once(&b"k"[..]));
+        e.fetch(std::iter::once(&b"k"[..]), &mut Vec::new());
         for _ in 0..3 {
             // A fresh lookup each time (no entry kept by the caller).
             let v = e.with::<Counted, _>(
@@ -509,7 +524,7 @@ mod tests {
         let mut e = ValueEntries::default();
         let s = e.add(1);
         let keys: Vec<[u8; 4]> = (0..2000u32).map(u32::to_be_bytes).collect();
-        e.fetch(keys.iter().map(|k| &k[..]));
+        e.fetch(keys.iter().map(|k| &k[..]), &mut Vec::new());
         for (i, k) in keys.iter().enumerate().rev() {
             let v = e
                 .with::<u32, _>(s, k, &mut None, Codec::Json, Coding::serde(), |v, _| *v)
