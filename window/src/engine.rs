@@ -253,6 +253,7 @@ impl Spec {
         let mut group: Option<u32> = None;
         let mut merged_stored = Vec::new();
         let mut merged_groups = Vec::new();
+        let mut unneeded = Vec::new();
         let mut i = 0;
         while i < opens.len() {
             let o = &opens[i];
@@ -262,8 +263,10 @@ impl Spec {
                 end = end.max(o.end);
                 if !o.fresh {
                     // Its timers were registered when it was stored.
-                    store.timer(key, o.end - 1, false)?;
-                    store.timer(key, self.slot_cleanup((o.start, o.end)), false)?;
+                    unneeded.push(o.end - 1);
+                    if self.lateness > 0 {
+                        unneeded.push(self.slot_cleanup((o.start, o.end)));
+                    }
                 }
                 match o.group {
                     Some(g) if group.is_none() => group = Some(g),
@@ -273,6 +276,19 @@ impl Spec {
                 merged_stored.extend(o.stored);
             } else {
                 i += 1;
+            }
+        }
+        // A key has one timer per time: one that a session kept apart (and
+        // stored) fires at is still needed. (The merged session registers
+        // its own when it is committed.)
+        for time in unneeded {
+            let needed = opens.iter().any(|o| {
+                !o.fresh
+                    && (o.end - 1 == time
+                        || (self.lateness > 0 && self.slot_cleanup((o.start, o.end)) == time))
+            });
+            if !needed {
+                store.timer(key, time, false)?;
             }
         }
         let g = match group {
@@ -323,31 +339,26 @@ impl Spec {
         for (&key_end, key_opens) in key_ends.iter().zip(opens) {
             let key = &keys[key_start..key_end as usize];
             key_start = key_end as usize;
-            for o in key_opens.iter().filter(|o| o.fresh) {
-                let slot = (o.start, o.end);
-                self.windows_of(slot, &mut windows);
-                for &(start, end) in &windows {
-                    // A pane stored before, inside the same window,
-                    // registered its timer already (and it is still due
-                    // if the window has not fired).
-                    let registered = || {
-                        key_opens
-                            .iter()
-                            .any(|p| !p.fresh && p.start >= start && p.end <= end)
-                    };
-                    if self.has_fired(end, watermark) || (self.has_panes() && registered()) {
-                        continue;
-                    }
-                    store.timer(key, end - 1, true)?;
-                }
-                if self.lateness > 0 {
-                    store.timer(key, self.slot_cleanup(slot), true)?;
-                }
-            }
             let mut slots = Vec::with_capacity(key_opens.len());
             let mut touched = Vec::new();
             for o in key_opens {
                 let slot = (o.start, o.end);
+                if o.fresh {
+                    // Every window of a new slot gets its timer, even one
+                    // that a pane stored before registered too: after a
+                    // restore the watermark starts again below what it
+                    // was, and a window that fired before it fires again
+                    // with what it takes within its lateness, as Flink's.
+                    self.windows_of(slot, &mut windows);
+                    for &(_, end) in &windows {
+                        if !self.has_fired(end, watermark) {
+                            store.timer(key, end - 1, true)?;
+                        }
+                    }
+                    if self.lateness > 0 {
+                        store.timer(key, self.slot_cleanup(slot), true)?;
+                    }
+                }
                 let contents = match o.group {
                     Some(g) => {
                         // Only a slot whose end has passed can be in a

@@ -267,3 +267,41 @@ fn sessions_merge_across_batches_and_fire_once() {
     assert_eq!(c.out, [(b"a".to_vec(), 0, 25, 5)]);
     assert!(c.store.timers.is_empty());
 }
+
+#[test]
+fn a_session_merged_away_keeps_the_timer_another_session_fires_at() {
+    // Gap 5, lateness 20: [0, 5) is cleaned up at 24, when [20, 25) fires.
+    let mut c = Counter::new(Assigner::Session { gap: 5 }, 20, Contents::Accumulator);
+    c.batch(&[("a", 0), ("a", 20)]);
+    // 5 touches [0, 5): the merged [0, 10) no longer needs 4 or 24, but
+    // [20, 25) still fires at 24.
+    c.batch(&[("a", 5)]);
+    c.advance(100);
+    let mut out = c.out.clone();
+    out.sort();
+    assert_eq!(out, [(b"a".to_vec(), 0, 10, 2), (b"a".to_vec(), 20, 25, 1)]);
+    assert!(c.store.timers.is_empty());
+}
+
+#[test]
+fn a_window_that_fired_before_a_restore_fires_again_with_a_new_pane() {
+    // Sliding 10 every 5 (panes of 5), lateness 20.
+    let mut c = Counter::new(
+        Assigner::Sliding { size: 10, slide: 5 },
+        20,
+        Contents::Accumulator,
+    );
+    c.batch(&[("k", 2)]);
+    c.advance(12);
+    assert_eq!(
+        c.out,
+        [(b"k".to_vec(), -5, 5, 1), (b"k".to_vec(), 0, 10, 1)]
+    );
+    // A restore: the state as it was, the watermark unknown again until
+    // the sources send one. A record of [0, 10)'s second pane arrives.
+    c.watermark = None;
+    c.batch(&[("k", 7)]);
+    c.advance(13);
+    // [0, 10) fires again with it (within its lateness), as Flink's does.
+    assert_eq!(c.out.last(), Some(&(b"k".to_vec(), 0, 10, 2)));
+}
