@@ -1027,6 +1027,18 @@ async fn an_operator_replaced_by_one_in_another_language_keeps_its_keys_state() 
 /// (followed or not), tumbling windows of a second per key, committed to
 /// `output`.
 fn windows_bundle(dir: &Path, name: &str, input: &Path, output: &Path, follow: bool) -> PathBuf {
+    windows_of(dir, name, input, output, follow, 1000)
+}
+
+/// [`windows_bundle`] with tumbling windows of `size_ms`.
+fn windows_of(
+    dir: &Path,
+    name: &str,
+    input: &Path,
+    output: &Path,
+    follow: bool,
+    size_ms: i64,
+) -> PathBuf {
     let checkpoint = if follow || name != "straight" {
         "[checkpoint]\ninterval-ms = 200\n"
     } else {
@@ -1041,7 +1053,7 @@ fn windows_bundle(dir: &Path, name: &str, input: &Path, output: &Path, follow: b
              [[source]]\nname = 'events'\ntype = 'json-lines-file'\npath = '{}'\nfollow = {follow}\n\
              timestamp = '/ts'\nwatermark = 'bounded'\nmax-delay-ms = 0\nwatermark-interval-ms = 0\n\
              [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\n\
-             window = {{ type = 'tumbling', size-ms = 1000 }}\n\
+             window = {{ type = 'tumbling', size-ms = {size_ms} }}\n\
              [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n{checkpoint}",
             input.display(),
             output.display()
@@ -1086,6 +1098,25 @@ async fn windows_stopped_and_restored_at_other_parallelisms_fire_as_a_straight_r
     written += 300;
     running(&rest, &first, 250).await;
     let sp1 = stop(&rest, &first);
+    // Other windows cannot take over the savepoint's open ones (their
+    // state and timers are for windows of a second): refused, naming both.
+    let wider = windows_of(&dir, "wider", &input, &output, true, 2000);
+    let o = common::weir(&[
+        "submit",
+        wider.to_str().unwrap(),
+        "--from-savepoint",
+        &sp1,
+        "--coordinator",
+        &rest,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("(422, savepoint_incompatible)")
+            && err.contains("`count` kept windows (tumbling, size-ms = 1000")
+            && err.contains("size-ms = 2000"),
+        "{err}"
+    );
     events(&input, written, 300);
     written += 300;
     let second = resume(&rest, &followed, 3, &sp1);

@@ -210,6 +210,11 @@ pub struct LayoutVertex {
     /// a sink writing there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink_target: Option<String>,
+    /// A window operator's windows (assigner, time, allowed lateness), as
+    /// text: a job restored from it must keep them, its stored windows and
+    /// their timers being for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 impl CheckpointMetadata {
@@ -309,6 +314,7 @@ mod tests {
                 role: "operator".into(),
                 parallelism,
                 sink_target: None,
+                window: None,
             }],
         }
     }

@@ -108,6 +108,11 @@ pub struct SavepointVertex {
     /// when it writes the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink_target: Option<String>,
+    /// A window operator's windows (assigner, time, allowed lateness), as
+    /// text: a job restored from it must keep them, its stored windows and
+    /// their timers being for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 impl SavepointVertex {
@@ -266,6 +271,7 @@ mod tests {
                     sha256: "0".repeat(64),
                 }],
                 sink_target: None,
+                window: None,
             }],
         };
         let bytes = serde_json::to_vec(&m).unwrap();

@@ -48,6 +48,33 @@ use weir_model::{CheckpointKind, CheckpointMode};
 
 use crate::error::CoordinatorError;
 
+/// A window operator's windows as text: what a job restored from its
+/// state must keep.
+fn window_text(kind: &VertexKind) -> Option<String> {
+    use weir_model::graph::{TimeCharacteristic, WindowAssigner};
+    let VertexKind::Operator {
+        window: Some(w), ..
+    } = kind
+    else {
+        return None;
+    };
+    let assigner = match w.assigner {
+        WindowAssigner::Tumbling { size_ms } => format!("tumbling, size-ms = {size_ms}"),
+        WindowAssigner::Sliding { size_ms, slide_ms } => {
+            format!("sliding, size-ms = {size_ms}, slide-ms = {slide_ms}")
+        }
+        WindowAssigner::Session { gap_ms } => format!("session, gap-ms = {gap_ms}"),
+    };
+    let time = match w.time {
+        TimeCharacteristic::Event => "event time",
+        TimeCharacteristic::Processing => "processing time",
+    };
+    Some(format!(
+        "{assigner}, {time}, allowed-lateness-ms = {}",
+        w.allowed_lateness_ms
+    ))
+}
+
 /// What a sink writes to: its connector, and its files.
 fn sink_target(kind: &VertexKind) -> Option<String> {
     let VertexKind::Sink(config) = kind else {
@@ -83,6 +110,7 @@ pub fn layout(graph: &JobGraph) -> CheckpointLayout {
                 role: role(&v.kind).into(),
                 parallelism: v.parallelism,
                 sink_target: sink_target(&v.kind),
+                window: window_text(&v.kind),
             })
             .collect(),
     }
@@ -126,6 +154,7 @@ pub async fn write(
             sinks: Vec::new(),
             state: Vec::new(),
             sink_target: v.sink_target.clone(),
+            window: v.window.clone(),
         };
         let mut splits = std::collections::BTreeSet::new();
         // A job's first checkpoint, imported from a savepoint at another
@@ -266,6 +295,7 @@ pub fn expected(graph: &JobGraph) -> SavepointMetadata {
                     Vec::new()
                 },
                 sink_target: sink_target(&v.kind),
+                window: window_text(&v.kind),
             }
         })
         .collect();
@@ -327,7 +357,8 @@ fn incompatible(message: String) -> CoordinatorError {
 /// Shape `savepoint` as checkpoint `id` of job `job` (`graph`), its first:
 /// see the module's documentation. A 4xx names what does not fit: another
 /// max parallelism or state codec, state no vertex claims (unless
-/// `allow_non_restored`: then it is dropped), a vertex whose role changed.
+/// `allow_non_restored`: then it is dropped), a vertex whose role changed,
+/// a window operator whose windows changed.
 pub fn plan_restore(
     savepoint: &SavepointMetadata,
     graph: &JobGraph,
@@ -383,6 +414,16 @@ pub fn plan_restore(
                     v.name,
                     v.role,
                     role(&g.kind)
+                )));
+            }
+            Some(g) if v.window.is_some() && window_text(&g.kind) != v.window => {
+                // Its stored windows and their timers are for the old ones.
+                return Err(incompatible(format!(
+                    "`{}` kept windows ({}) in the savepoint and has {} in this job: its open windows and their timers cannot be carried over (keep its windows, or give it another name to start it empty)",
+                    v.name,
+                    v.window.as_deref().unwrap_or_default(),
+                    window_text(&g.kind)
+                        .map_or_else(|| "none".to_owned(), |w| format!("other windows ({w})"))
                 )));
             }
             Some(_) => {}

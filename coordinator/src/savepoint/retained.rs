@@ -253,6 +253,7 @@ mod tests {
                 role: "operator".into(),
                 parallelism: 1,
                 sink_target: None,
+                window: None,
             }],
         }
     }
