@@ -156,6 +156,23 @@ fn stop(rest: &str, id: &str) -> String {
 }
 
 /// Start `bundle` at `parallelism` from the savepoint at `savepoint`.
+/// `weir submit` of `bundle` from `savepoint`: whether it succeeded, and
+/// what it wrote to standard error.
+fn submit_from(rest: &str, bundle: &Path, savepoint: &str) -> (bool, String) {
+    let o = common::weir(&[
+        "submit",
+        bundle.to_str().unwrap(),
+        "--from-savepoint",
+        savepoint,
+        "--coordinator",
+        rest,
+    ]);
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 fn resume(rest: &str, bundle: &Path, parallelism: u32, savepoint: &str) -> String {
     common::submitted(&common::weir(&[
         "submit",
@@ -1101,17 +1118,9 @@ async fn windows_stopped_and_restored_at_other_parallelisms_fire_as_a_straight_r
     // Other windows cannot take over the savepoint's open ones (their
     // state and timers are for windows of a second): refused, naming both.
     let wider = windows_of(&dir, "wider", &input, &output, true, 2000);
-    let o = common::weir(&[
-        "submit",
-        wider.to_str().unwrap(),
-        "--from-savepoint",
-        &sp1,
-        "--coordinator",
-        &rest,
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (started, err) = submit_from(&rest, &wider, &sp1);
     assert!(
-        !o.status.success()
+        !started
             && err.contains("(422, savepoint_incompatible)")
             && err.contains("`count` kept windows (tumbling, size-ms = 1000")
             && err.contains("size-ms = 2000"),
@@ -1300,16 +1309,8 @@ async fn a_state_declared_another_way_is_refused_at_submit_naming_it() {
         ("tally-with-ttl", ["`tally`", "without", "time-to-live"]),
     ] {
         let bundle = tally_bundle(&dir, function, function, &input, &output);
-        let o = common::weir(&[
-            "submit",
-            bundle.to_str().unwrap(),
-            "--from-savepoint",
-            &savepoint,
-            "--coordinator",
-            &rest,
-        ]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{function}: {err}");
+        let (started, err) = submit_from(&rest, &bundle, &savepoint);
+        assert!(!started, "{function}: {err}");
         assert!(
             err.contains("state_incompatible") || err.contains("422"),
             "{err}"

@@ -407,7 +407,7 @@ impl weir_window::Store for BackendStore<'_> {
         // left in place for `save` (the engine saves every key it loads);
         // the others are read from the backend in one call and decoded. A
         // failure leaves the cache as it was.
-        let mut taken: Vec<Option<Vec<Slot>>> = keys
+        let taken: Vec<Option<Vec<Slot>>> = keys
             .iter()
             .map(|k| self.cache.slots.get_mut(*k).map(std::mem::take))
             .collect();
@@ -430,8 +430,8 @@ impl weir_window::Store for BackendStore<'_> {
         };
         let mut read = read.into_iter();
         Ok(taken
-            .iter_mut()
-            .map(|t| match t.take() {
+            .into_iter()
+            .map(|t| match t {
                 Some(cached) => cached,
                 None => read.next().unwrap_or_default(),
             })
