@@ -1044,10 +1044,15 @@ async fn an_operator_replaced_by_one_in_another_language_keeps_its_keys_state() 
 /// (followed or not), tumbling windows of a second per key, committed to
 /// `output`.
 fn windows_bundle(dir: &Path, name: &str, input: &Path, output: &Path, follow: bool) -> PathBuf {
-    windows_of(dir, name, input, output, follow, 1000)
+    windows_of(dir, name, input, output, follow, 1000, COUNT)
 }
 
-/// [`windows_bundle`] with tumbling windows of `size_ms`.
+/// The Wasm window aggregate `count`, as [`windows_bundle`] runs it: (the
+/// guest, the operator's function line).
+const COUNT: (&str, &str) = ("windowed-counts", "function = 'count'");
+
+/// [`windows_bundle`] with tumbling windows of `size_ms`, computed by
+/// `function` (the guest, and its operator's function line).
 fn windows_of(
     dir: &Path,
     name: &str,
@@ -1055,6 +1060,7 @@ fn windows_of(
     output: &Path,
     follow: bool,
     size_ms: i64,
+    (guest, function): (&str, &str),
 ) -> PathBuf {
     let checkpoint = if follow || name != "straight" {
         "[checkpoint]\ninterval-ms = 200\n"
@@ -1064,12 +1070,12 @@ fn windows_of(
     common::bundle(
         dir,
         name,
-        "windowed-counts",
+        guest,
         &format!(
             "[job]\nname = 'windows'\nparallelism = 2\n[component]\npath = 'c.wasm'\n\
              [[source]]\nname = 'events'\ntype = 'json-lines-file'\npath = '{}'\nfollow = {follow}\n\
              timestamp = '/ts'\nwatermark = 'bounded'\nmax-delay-ms = 0\nwatermark-interval-ms = 0\n\
-             [[operator]]\nname = 'count'\nfunction = 'count'\nkey-by = '/key'\n\
+             [[operator]]\nname = 'count'\n{function}\nkey-by = '/key'\n\
              window = {{ type = 'tumbling', size-ms = {size_ms} }}\n\
              [[sink]]\nname = 'counts'\ntype = 'json-lines-file'\npath = '{}'\n{checkpoint}",
             input.display(),
@@ -1117,7 +1123,7 @@ async fn windows_stopped_and_restored_at_other_parallelisms_fire_as_a_straight_r
     let sp1 = stop(&rest, &first);
     // Other windows cannot take over the savepoint's open ones (their
     // state and timers are for windows of a second): refused, naming both.
-    let wider = windows_of(&dir, "wider", &input, &output, true, 2000);
+    let wider = windows_of(&dir, "wider", &input, &output, true, 2000, COUNT);
     let (started, err) = submit_from(&rest, &wider, &sp1);
     assert!(
         !started
@@ -1126,6 +1132,31 @@ async fn windows_stopped_and_restored_at_other_parallelisms_fire_as_a_straight_r
             && err.contains("size-ms = 2000"),
         "{err}"
     );
+    // Nor can the same windows with another kind of window function: the
+    // open windows hold the Wasm aggregate's accumulators, which are
+    // neither a built-in's nor the records a process-window function sees.
+    for (name, function, keeps) in [
+        (
+            "built-in",
+            ("windowed-counts", "builtin = 'count'"),
+            "keeps the accumulators of the built-in `count`",
+        ),
+        (
+            "process",
+            ("sessions", "function = 'sessionize'"),
+            "keeps the records of a process-window function",
+        ),
+    ] {
+        let other = windows_of(&dir, name, &input, &output, true, 1000, function);
+        let (started, err) = submit_from(&rest, &other, &sp1);
+        assert!(
+            !started
+                && err.contains("(422, savepoint_incompatible)")
+                && err.contains("`count` kept an aggregate function's accumulators")
+                && err.contains(keeps),
+            "{err}"
+        );
+    }
     events(&input, written, 300);
     written += 300;
     let second = resume(&rest, &followed, 3, &sp1);

@@ -42,7 +42,8 @@ impl LoadedComponent {
                     K::Map | K::FlatMap | K::Filter => R::Transform,
                     K::KeyedProcess => R::KeyedProcess,
                     K::TimestampAssigner => R::TimestampAssigner,
-                    K::Window | K::WindowProcess => R::Window,
+                    K::Window => R::Window,
+                    K::WindowProcess => R::WindowProcess,
                 };
                 // Checked when the component was loaded.
                 let parse = |t: &Option<String>| t.as_deref().and_then(|t| t.parse().ok());

@@ -113,6 +113,11 @@ pub struct SavepointVertex {
     /// their timers being for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
+    /// What a window operator's windows keep (an aggregate's accumulators,
+    /// a built-in's, or the records themselves), as text: a job restored
+    /// from it must keep the same, its stored windows holding that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_contents: Option<String>,
 }
 
 impl SavepointVertex {
@@ -272,6 +277,7 @@ mod tests {
                 }],
                 sink_target: None,
                 window: None,
+                window_contents: None,
             }],
         };
         let bytes = serde_json::to_vec(&m).unwrap();

@@ -75,6 +75,36 @@ fn window_text(kind: &VertexKind) -> Option<String> {
     ))
 }
 
+/// What a window operator's windows keep, as text, when it is known: a
+/// job restored from its state must keep the same (an aggregate's
+/// accumulators are not a built-in's, nor the records a process-window
+/// function is given).
+fn window_contents(kind: &VertexKind) -> Option<String> {
+    use weir_model::builtin::Builtin;
+    use weir_model::graph::WindowContents;
+    let VertexKind::Operator {
+        window: Some(w),
+        builtin,
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    match (builtin, w.keeps) {
+        (Some(Builtin::Aggregate { function, .. }), _) => Some(format!(
+            "the accumulators of the built-in `{}`",
+            function.name()
+        )),
+        (Some(_), _) | (None, None) => None,
+        (None, Some(WindowContents::Accumulator)) => {
+            Some("an aggregate function's accumulators".to_owned())
+        }
+        (None, Some(WindowContents::Records)) => {
+            Some("the records of a process-window function".to_owned())
+        }
+    }
+}
+
 /// What a sink writes to: its connector, and its files.
 fn sink_target(kind: &VertexKind) -> Option<String> {
     let VertexKind::Sink(config) = kind else {
@@ -111,6 +141,7 @@ pub fn layout(graph: &JobGraph) -> CheckpointLayout {
                 parallelism: v.parallelism,
                 sink_target: sink_target(&v.kind),
                 window: window_text(&v.kind),
+                window_contents: window_contents(&v.kind),
             })
             .collect(),
     }
@@ -155,6 +186,7 @@ pub async fn write(
             state: Vec::new(),
             sink_target: v.sink_target.clone(),
             window: v.window.clone(),
+            window_contents: v.window_contents.clone(),
         };
         let mut splits = std::collections::BTreeSet::new();
         // A job's first checkpoint, imported from a savepoint at another
@@ -296,6 +328,7 @@ pub fn expected(graph: &JobGraph) -> SavepointMetadata {
                 },
                 sink_target: sink_target(&v.kind),
                 window: window_text(&v.kind),
+                window_contents: window_contents(&v.kind),
             }
         })
         .collect();
@@ -424,6 +457,19 @@ pub fn plan_restore(
                     v.window.as_deref().unwrap_or_default(),
                     window_text(&g.kind)
                         .map_or_else(|| "none".to_owned(), |w| format!("other windows ({w})"))
+                )));
+            }
+            Some(g)
+                if v.window_contents.is_some()
+                    && window_contents(&g.kind)
+                        .is_some_and(|c| Some(&c) != v.window_contents.as_ref()) =>
+            {
+                // Its stored windows hold what the old function kept.
+                return Err(incompatible(format!(
+                    "`{}` kept {} in its windows in the savepoint and keeps {} in this job: its open windows cannot be carried over (keep its window function's kind, or give it another name to start it empty)",
+                    v.name,
+                    v.window_contents.as_deref().unwrap_or_default(),
+                    window_contents(&g.kind).unwrap_or_default()
                 )));
             }
             Some(_) => {}

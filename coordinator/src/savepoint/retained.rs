@@ -254,6 +254,7 @@ mod tests {
                 parallelism: 1,
                 sink_target: None,
                 window: None,
+                window_contents: None,
             }],
         }
     }

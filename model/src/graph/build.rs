@@ -247,6 +247,7 @@ fn window_spec(
         assigner,
         time,
         allowed_lateness_ms,
+        keeps: None,
     }))
 }
 

@@ -2,7 +2,7 @@
 
 use weir_types::{Type, check_reads};
 
-use super::{JobGraph, VertexKind};
+use super::{JobGraph, VertexKind, WindowContents};
 use crate::manifest::{KeyBy, ManifestError};
 
 fn invalid(msg: String) -> ManifestError {
@@ -54,8 +54,10 @@ pub enum OperatorRole {
     KeyedProcess,
     /// Assigns event timestamps (a source's `timestamp-assigner`).
     TimestampAssigner,
-    /// A window function: needs a `window`.
+    /// A window aggregate function (`window`): needs a `window`.
     Window,
+    /// A process-window function (`window-process`): needs a `window`.
+    WindowProcess,
 }
 
 impl OperatorRole {
@@ -66,14 +68,20 @@ impl OperatorRole {
             "map" | "flat-map" | "filter" => OperatorRole::Transform,
             "keyed-process" => OperatorRole::KeyedProcess,
             "timestamp-assigner" => OperatorRole::TimestampAssigner,
-            "window" | "window-process" => OperatorRole::Window,
+            "window" => OperatorRole::Window,
+            "window-process" => OperatorRole::WindowProcess,
             _ => return None,
         })
     }
 
     /// Whether an operator of this role needs a keyed input.
     pub fn keyed(self) -> bool {
-        matches!(self, OperatorRole::KeyedProcess | OperatorRole::Window)
+        matches!(self, OperatorRole::KeyedProcess) || self.windowed()
+    }
+
+    /// Whether an operator of this role is a window function.
+    pub fn windowed(self) -> bool {
+        matches!(self, OperatorRole::Window | OperatorRole::WindowProcess)
     }
 }
 
@@ -172,13 +180,13 @@ impl JobGraph {
             }
             let assigner = v.event_time.is_some();
             match (op.role, window.is_some(), assigner) {
-                (OperatorRole::Window, false, _) => {
+                (role, false, _) if role.windowed() => {
                     return Err(invalid(format!(
                         "operator `{}`: `{function}` is a window function and needs a `window` (tumbling, sliding or session)",
                         v.name
                     )));
                 }
-                (role, true, _) if role != OperatorRole::Window => {
+                (role, true, _) if !role.windowed() => {
                     return Err(invalid(format!(
                         "operator `{}` has a `window`, but `{function}` is not a window function (window_aggregate or window_process)",
                         v.name
@@ -191,6 +199,12 @@ impl JobGraph {
                     )));
                 }
                 _ => {}
+            }
+            if let Some(w) = window {
+                w.keeps = Some(match op.role {
+                    OperatorRole::WindowProcess => WindowContents::Records,
+                    _ => WindowContents::Accumulator,
+                });
             }
             if op.keyed && key_by.is_none() {
                 return Err(invalid(format!(

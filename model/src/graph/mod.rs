@@ -135,6 +135,21 @@ pub struct WindowSpec {
     pub time: TimeCharacteristic,
     /// How long after a window's end late records still update it.
     pub allowed_lateness_ms: i64,
+    /// What its windows keep, once the operator is checked against its
+    /// component's exports (`None` before, and in graphs stored before it
+    /// was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keeps: Option<WindowContents>,
+}
+
+/// What a window operator keeps per key and window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum WindowContents {
+    /// An aggregate function's accumulator (a Wasm `window` function).
+    Accumulator,
+    /// The window's records, for a process-window function
+    /// (`window-process`) that sees them all when the window fires.
+    Records,
 }
 
 /// How records are assigned to windows.

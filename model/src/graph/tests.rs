@@ -79,6 +79,7 @@ mod time_tests {
                 assigner: WindowAssigner::Tumbling { size_ms: 60000 },
                 time: TimeCharacteristic::Event,
                 allowed_lateness_ms: 5,
+                keeps: None,
             })
         );
         let g = build(
@@ -166,6 +167,24 @@ mod time_tests {
                 .resolve_operators(&exported(OperatorRole::Window))
                 .is_ok()
         );
+        // What its windows keep is the function's kind: restores check it.
+        let keeps = |g: &JobGraph| match &g.vertices[1].kind {
+            VertexKind::Operator {
+                window: Some(w), ..
+            } => w.keeps,
+            _ => panic!("a window operator"),
+        };
+        assert_eq!(keeps(&windowed), Some(WindowContents::Accumulator));
+        let mut process = build("", "window={type='tumbling', size-ms=10}").unwrap();
+        assert_eq!(keeps(&process), None);
+        process
+            .resolve_operators(&exported(OperatorRole::WindowProcess))
+            .unwrap();
+        assert_eq!(keeps(&process), Some(WindowContents::Records));
+        let e = plain
+            .resolve_operators(&exported(OperatorRole::WindowProcess))
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a `window`"), "{e}");
         let e = plain
             .resolve_operators(&exported(OperatorRole::Window))
             .unwrap_err();
