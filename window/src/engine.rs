@@ -141,7 +141,23 @@ impl Spec {
             };
             let r = r as u32;
             self.slots_of(t, &mut slots);
-            slots.retain(|&s| !self.is_slot_late(s, watermark));
+            if self.is_session() {
+                // A session merges first: a record whose own session is
+                // past its lateness still joins a stored one it touches
+                // that is not (Flink's merging windows drop a record only
+                // when the merged window is late).
+                if let Some(&own) = slots.first() {
+                    let merged = opens[k]
+                        .iter()
+                        .filter(|o| o.start <= own.1 && own.0 <= o.end)
+                        .fold(own, |(s, e), o| (s.min(o.start), e.max(o.end)));
+                    if self.is_slot_late(merged, watermark) {
+                        slots.clear();
+                    }
+                }
+            } else {
+                slots.retain(|&s| !self.is_slot_late(s, watermark));
+            }
             let Some(&first) = slots.first() else {
                 if self.time == crate::Time::Event
                     && watermark.is_some_and(|wm| t.saturating_add(self.lateness) <= wm)

@@ -98,6 +98,16 @@ impl Counter {
     }
 }
 
+/// Every kind of window: sliding ones whose slide divides the size, does
+/// not, and exceeds it.
+const ASSIGNERS: [Assigner; 5] = [
+    Assigner::Tumbling { size: 10 },
+    Assigner::Sliding { size: 10, slide: 5 },
+    Assigner::Sliding { size: 30, slide: 7 },
+    Assigner::Sliding { size: 4, slide: 10 },
+    Assigner::Session { gap: 6 },
+];
+
 /// A small deterministic generator.
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed
@@ -159,13 +169,7 @@ fn expected(assigner: Assigner, records: &[(&str, i64)]) -> BTreeMap<(Vec<u8>, i
 #[test]
 fn every_assigner_counts_as_flink_does_on_out_of_order_records() {
     let keys = ["a", "b", "c"];
-    for assigner in [
-        Assigner::Tumbling { size: 10 },
-        Assigner::Sliding { size: 10, slide: 5 },
-        Assigner::Sliding { size: 30, slide: 7 },
-        Assigner::Sliding { size: 4, slide: 10 },
-        Assigner::Session { gap: 6 },
-    ] {
+    for assigner in ASSIGNERS {
         for contents in [Contents::Accumulator, Contents::Records] {
             let mut seed = 7;
             let records: Vec<(&str, i64)> = (0..600)
@@ -304,4 +308,210 @@ fn a_window_that_fired_before_a_restore_fires_again_with_a_new_pane() {
     c.advance(13);
     // [0, 10) fires again with it (within its lateness), as Flink's does.
     assert_eq!(c.out.last(), Some(&(b"k".to_vec(), 0, 10, 2)));
+}
+
+#[test]
+fn a_record_whose_own_session_is_late_joins_one_it_touches_that_is_not() {
+    let mut c = Counter::new(Assigner::Session { gap: 5 }, 0, Contents::Accumulator);
+    c.batch(&[("a", 10)]);
+    c.advance(9);
+    // [5, 10) alone ends at the watermark (late); it touches [10, 15),
+    // which has not fired: merged, [5, 15) is not late and takes it.
+    c.batch(&[("a", 5)]);
+    assert!(c.late.is_empty(), "{:?}", c.late);
+    c.advance(100);
+    assert_eq!(c.out, [(b"a".to_vec(), 5, 15, 2)]);
+    // Alone, it is late.
+    c.batch(&[("a", 50)]);
+    assert_eq!(c.late, [50]);
+}
+
+/// A key's windows: (start, end) to their count and whether a timer at
+/// `end - 1` is pending.
+type KeyWindows = BTreeMap<(i64, i64), (u64, bool)>;
+
+/// Flink's window operator on event time, record by record: what fires
+/// (per key, in order, with its count) and what goes to `late`.
+struct Model {
+    assigner: Assigner,
+    lateness: i64,
+    watermark: Option<i64>,
+    /// Per key: its windows.
+    windows: BTreeMap<String, KeyWindows>,
+    fired: BTreeMap<String, Vec<(i64, i64, u64)>>,
+    late: Vec<i64>,
+}
+
+impl Model {
+    fn past(&self, time: i64) -> bool {
+        self.watermark.is_some_and(|wm| time <= wm)
+    }
+
+    fn record(&mut self, key: &str, t: i64) {
+        let l = self.lateness;
+        let wm = self.watermark;
+        let past = |time: i64| wm.is_some_and(|wm| time <= wm);
+        let mut skipped = true;
+        let mut assigned = Vec::new();
+        match self.assigner {
+            Assigner::Tumbling { size } => {
+                let s = t.div_euclid(size) * size;
+                assigned.push((s, s + size));
+            }
+            Assigner::Sliding { size, slide } => {
+                let mut s = t.div_euclid(slide) * slide;
+                while s > t - size {
+                    assigned.push((s, s + size));
+                    s -= slide;
+                }
+            }
+            Assigner::Session { gap } => {
+                // Merged first (touching windows merge), then checked.
+                let windows = self.windows.entry(key.to_owned()).or_default();
+                let (mut start, mut end, mut n) = (t, t + gap, 1);
+                let merged: Vec<(i64, i64)> = windows
+                    .keys()
+                    .filter(|&&(s, e)| s <= t + gap && t <= e)
+                    .copied()
+                    .collect();
+                for w in &merged {
+                    start = start.min(w.0);
+                    end = end.max(w.1);
+                }
+                if !past(end - 1 + l) {
+                    for w in merged {
+                        n += windows.remove(&w).unwrap().0;
+                    }
+                    let pending = !past(end - 1);
+                    windows.insert((start, end), (n, pending));
+                    if !pending {
+                        self.fire(key, (start, end));
+                    }
+                    skipped = false;
+                }
+            }
+        }
+        for w in assigned {
+            if self.past(w.1 - 1 + l) {
+                continue;
+            }
+            skipped = false;
+            let pending = !self.past(w.1 - 1);
+            let entry = self
+                .windows
+                .entry(key.to_owned())
+                .or_default()
+                .entry(w)
+                .or_default();
+            entry.0 += 1;
+            entry.1 |= pending;
+            if !pending {
+                self.fire(key, w);
+            }
+        }
+        if skipped && self.past(t + l) {
+            self.late.push(t);
+        }
+    }
+
+    fn fire(&mut self, key: &str, w: (i64, i64)) {
+        let n = self.windows[key][&w].0;
+        self.fired
+            .entry(key.to_owned())
+            .or_default()
+            .push((w.0, w.1, n));
+    }
+
+    fn advance(&mut self, wm: i64) {
+        self.watermark = Some(wm);
+        let l = self.lateness;
+        let mut due: Vec<(i64, String, (i64, i64))> = Vec::new();
+        for (k, windows) in &mut self.windows {
+            for (w, (_, pending)) in windows.iter_mut() {
+                if *pending && w.1 - 1 <= wm {
+                    *pending = false;
+                    due.push((w.1 - 1, k.clone(), *w));
+                }
+            }
+        }
+        due.sort();
+        for (_, k, w) in due {
+            self.fire(&k, w);
+        }
+        for windows in self.windows.values_mut() {
+            windows.retain(|w, _| w.1 - 1 + l > wm);
+        }
+    }
+}
+
+#[test]
+fn windows_with_allowed_lateness_fire_as_flinks_while_the_watermark_moves() {
+    let keys = ["a", "b", "c"];
+    for assigner in ASSIGNERS {
+        for lateness in [0, 7, 40] {
+            for contents in [Contents::Accumulator, Contents::Records] {
+                let mut seed = 11 + lateness as u64;
+                let mut engine = Counter::new(assigner, lateness, contents);
+                let mut model = Model {
+                    assigner,
+                    lateness,
+                    watermark: None,
+                    windows: BTreeMap::new(),
+                    fired: BTreeMap::new(),
+                    late: Vec::new(),
+                };
+                let mut now = 0;
+                for _ in 0..60 {
+                    // A chunk of records around `now`, some far behind it.
+                    let n = 1 + lcg(&mut seed) % 12;
+                    let chunk: Vec<(&str, i64)> = (0..n)
+                        .map(|_| {
+                            now += (lcg(&mut seed) % 4) as i64;
+                            let behind = match lcg(&mut seed) % 10 {
+                                0 => (lcg(&mut seed) % 80) as i64,
+                                _ => (lcg(&mut seed) % 8) as i64,
+                            };
+                            (keys[(lcg(&mut seed) % 3) as usize], now - behind)
+                        })
+                        .collect();
+                    engine.batch(&chunk);
+                    for &(k, t) in &chunk {
+                        model.record(k, t);
+                    }
+                    // The watermark follows, a little behind.
+                    if !lcg(&mut seed).is_multiple_of(3) {
+                        let wm = now - (lcg(&mut seed) % 6) as i64;
+                        if engine.watermark.is_none_or(|w| wm > w) {
+                            engine.advance(wm);
+                            model.advance(wm);
+                        }
+                    }
+                }
+                engine.advance(i64::MAX - 1);
+                model.advance(i64::MAX - 1);
+                let what = format!("{assigner:?}, lateness {lateness}, {contents:?}");
+                let mut got: BTreeMap<String, Vec<(i64, i64, u64)>> = BTreeMap::new();
+                for (k, s, e, n) in &engine.out {
+                    got.entry(String::from_utf8(k.clone()).unwrap())
+                        .or_default()
+                        .push((*s, *e, *n));
+                }
+                if !assigner_is_session(assigner) {
+                    // Windows of a key that fire together may come in
+                    // another order; each window's own firings may not.
+                    for fired in got.values_mut().chain(model.fired.values_mut()) {
+                        fired.sort_by_key(|&(s, e, _)| (s, e));
+                    }
+                }
+                assert_eq!(got, model.fired, "{what}");
+                assert_eq!(engine.late, model.late, "{what}");
+                assert!(engine.store.slots.is_empty(), "{what}: state cleaned up");
+                assert!(engine.store.timers.is_empty(), "{what}: timers cleaned up");
+            }
+        }
+    }
+}
+
+fn assigner_is_session(a: Assigner) -> bool {
+    matches!(a, Assigner::Session { .. })
 }
