@@ -485,3 +485,64 @@ fn read_slots(
     }
     Ok(read)
 }
+
+#[cfg(test)]
+mod tests {
+    use weir_window::Store;
+
+    use super::*;
+
+    fn slot(start: i64, contents: &[u8]) -> Slot {
+        Slot {
+            start,
+            end: start + 10,
+            contents: contents.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_failed_read_leaves_the_cached_windows_as_they_were() {
+        let mut backend = weir_state::MemoryStateBackend::new();
+        let state = backend.register(WINDOWS_STATE, StateKind::Value).unwrap();
+        let mut cache = SlotCache::default();
+        cache.slots.insert(b"a".to_vec(), vec![slot(0, b"cached")]);
+        // `b` is not cached, and its stored windows cannot be decoded.
+        backend
+            .apply(StateOp::PutValue {
+                target: StateKey {
+                    state,
+                    key: b"b".to_vec(),
+                },
+                value: vec![0xff; 3],
+            })
+            .unwrap();
+        let mut store = BackendStore {
+            domain: TimeDomain::EventTime,
+            backend: &mut backend,
+            state,
+            cache: &mut cache,
+            timers: Vec::new(),
+        };
+        let e = store.load(&[b"a", b"b"]).unwrap_err();
+        assert!(e.to_string().contains("corrupt"), "{e}");
+        // `a`'s windows are still there for the next batch.
+        assert_eq!(store.load(&[b"a"]).unwrap(), [vec![slot(0, b"cached")]]);
+        // A read that succeeds takes the cached slots and reads the others.
+        store.save(b"a", vec![slot(0, b"cached")]).unwrap();
+        store
+            .backend
+            .apply(StateOp::PutValue {
+                target: StateKey {
+                    state,
+                    key: b"b".to_vec(),
+                },
+                value: slot::encode(&[slot(20, b"stored")]),
+            })
+            .unwrap();
+        let loaded = store.load(&[b"b", b"a", b"c"]).unwrap();
+        assert_eq!(
+            loaded,
+            [vec![slot(20, b"stored")], vec![slot(0, b"cached")], vec![]]
+        );
+    }
+}
