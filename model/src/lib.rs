@@ -83,6 +83,7 @@ pub use graph::{
     Edge, ExportedOperator, JobGraph, OperatorRole, Partitioning, Task, Vertex, VertexKind,
 };
 pub use manifest::{KeyBy, Manifest, ManifestError};
+pub use record::packed::{PackedRecords, RecordRef, Records};
 pub use record::{
     Barrier, CheckpointKind, CheckpointMode, Record, RecordBuffer, Signal, StreamMessage,
 };

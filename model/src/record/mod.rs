@@ -1,5 +1,7 @@
 //! Stream elements and the messages between tasks.
 
+pub mod packed;
+
 use bytes::Bytes;
 
 /// One stream element. The runtime never interprets `value`; `key` is set
@@ -94,6 +96,32 @@ impl RecordBuffer {
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
+    }
+
+    /// The records, in the order they were added, in one buffer (keys
+    /// copied after the values).
+    pub fn finish_packed(self) -> packed::PackedRecords {
+        let RecordBuffer { mut data, records } = self;
+        let values = data.len();
+        let mut spans = Vec::with_capacity(records.len() * 4);
+        let mut timestamps = Vec::with_capacity(records.len());
+        for (key, start, end, timestamp) in records {
+            match key {
+                Some(k) => {
+                    spans.extend([data.len() as u32, k.len() as u32]);
+                    data.extend_from_slice(&k);
+                }
+                None => spans.extend([packed::NO_KEY, 0]),
+            }
+            spans.extend([start as u32, (end - start) as u32]);
+            timestamps.push(timestamp.unwrap_or(packed::NO_TIMESTAMP));
+        }
+        if data.capacity() - data.len() > data.len().max(4096) {
+            data.shrink_to_fit();
+        }
+        let bytes = data.len() as u64 - values as u64
+            + spans.chunks_exact(4).map(|s| u64::from(s[3])).sum::<u64>();
+        packed::PackedRecords::from_valid_parts(data, spans, timestamps, bytes)
     }
 
     /// The records, in the order they were added. Their buffer gives back

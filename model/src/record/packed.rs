@@ -1,0 +1,414 @@
+//! A batch of records kept as the contract's `batch` is: one buffer with
+//! every record's key and value, a span list and a timestamp list. Records
+//! move through a task's chain this way — from a source into a Wasm
+//! operator, from its output into the next operator or a sink — without a
+//! reference-counted slice per record, and cross the Wasm boundary without
+//! being packed or unpacked.
+
+use bytes::Bytes;
+
+use super::Record;
+
+/// A batch's key offset for a record without a key.
+pub const NO_KEY: u32 = u32::MAX;
+
+/// A batch's timestamp for a record without one.
+pub const NO_TIMESTAMP: i64 = i64::MIN;
+
+/// Records in one buffer: per record four spans (key offset or
+/// [`NO_KEY`], key length, value offset, value length) and a timestamp
+/// ([`NO_TIMESTAMP`] for none). Every span is inside the buffer (checked
+/// when it is made from parts).
+///
+/// ```
+/// use weir_model::PackedRecords;
+/// use weir_model::Record;
+/// let records = vec![Record::value(&b"1"[..]), Record::value(&b"22"[..])];
+/// let packed = PackedRecords::from_records(&records);
+/// assert_eq!(packed.len(), 2);
+/// assert_eq!(packed.get(1).value, b"22");
+/// assert_eq!(packed.into_records(), records);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PackedRecords {
+    data: Vec<u8>,
+    spans: Vec<u32>,
+    timestamps: Vec<i64>,
+    /// The bytes of the records' keys and values.
+    bytes: u64,
+}
+
+/// One record of a [`PackedRecords`], borrowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Its key, on a keyed stream.
+    pub key: Option<&'a [u8]>,
+    /// Its value.
+    pub value: &'a [u8],
+    /// Its event time, when known.
+    pub timestamp: Option<i64>,
+}
+
+impl PackedRecords {
+    /// A batch from its parts, as a guest or a source made them; an error
+    /// names a span outside the data or lists of the wrong lengths.
+    pub fn from_parts(
+        data: Vec<u8>,
+        spans: Vec<u32>,
+        timestamps: Vec<i64>,
+    ) -> Result<PackedRecords, String> {
+        let n = timestamps.len();
+        if spans.len() != n * 4 {
+            return Err(format!(
+                "a batch has {} spans for {n} timestamps (4 per record)",
+                spans.len()
+            ));
+        }
+        let within = |offset: u32, len: u32| {
+            let (start, len) = (offset as usize, len as usize);
+            if start.checked_add(len).is_none_or(|end| end > data.len()) {
+                return Err(format!(
+                    "a record's span {start}+{len} is outside the batch's {} bytes",
+                    data.len()
+                ));
+            }
+            Ok(len as u64)
+        };
+        let mut bytes = 0;
+        for span in spans.chunks_exact(4) {
+            if span[0] != NO_KEY {
+                bytes += within(span[0], span[1])?;
+            }
+            bytes += within(span[2], span[3])?;
+        }
+        Ok(PackedRecords {
+            data,
+            spans,
+            timestamps,
+            bytes,
+        })
+    }
+
+    /// A batch from parts made right: every span inside `data`, `bytes`
+    /// the sum of the spans' lengths.
+    pub(super) fn from_valid_parts(
+        data: Vec<u8>,
+        spans: Vec<u32>,
+        timestamps: Vec<i64>,
+        bytes: u64,
+    ) -> PackedRecords {
+        debug_assert_eq!(spans.len(), timestamps.len() * 4);
+        PackedRecords {
+            data,
+            spans,
+            timestamps,
+            bytes,
+        }
+    }
+
+    /// Its parts: the data, the spans and the timestamps.
+    pub fn into_parts(self) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
+        (self.data, self.spans, self.timestamps)
+    }
+
+    /// Records packed: their bytes copied into one buffer.
+    pub fn from_records(records: &[Record]) -> PackedRecords {
+        let size = records
+            .iter()
+            .map(|r| r.value.len() + r.key.as_ref().map_or(0, Bytes::len))
+            .sum();
+        let mut p = PackedRecords {
+            data: Vec::with_capacity(size),
+            spans: Vec::with_capacity(records.len() * 4),
+            timestamps: Vec::with_capacity(records.len()),
+            bytes: size as u64,
+        };
+        for r in records {
+            match &r.key {
+                Some(k) => {
+                    p.spans.extend([p.data.len() as u32, k.len() as u32]);
+                    p.data.extend_from_slice(k);
+                }
+                None => p.spans.extend([NO_KEY, 0]),
+            }
+            p.spans.extend([p.data.len() as u32, r.value.len() as u32]);
+            p.data.extend_from_slice(&r.value);
+            p.timestamps.push(r.timestamp.unwrap_or(NO_TIMESTAMP));
+        }
+        p
+    }
+
+    /// Add `other`'s records after its own (moved when it has none); an
+    /// error when the two together pass the 4 GiB that spans address.
+    pub fn append(&mut self, other: PackedRecords) -> Result<(), String> {
+        if self.is_empty() {
+            *self = other;
+            return Ok(());
+        }
+        if self.data.len() + other.data.len() > u32::MAX as usize {
+            return Err(format!(
+                "a batch of {} bytes and one of {} are more than a batch holds (4 GiB)",
+                self.data.len(),
+                other.data.len()
+            ));
+        }
+        let shift = self.data.len() as u32;
+        self.data.extend_from_slice(&other.data);
+        self.spans.reserve(other.spans.len());
+        for span in other.spans.chunks_exact(4) {
+            let key = match span[0] {
+                NO_KEY => NO_KEY,
+                offset => offset + shift,
+            };
+            self.spans.extend([key, span[1], span[2] + shift, span[3]]);
+        }
+        self.timestamps.extend(other.timestamps);
+        self.bytes += other.bytes;
+        Ok(())
+    }
+
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.timestamps.is_empty()
+    }
+
+    /// The bytes of its records' keys and values.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`PackedRecords::len`].
+    pub fn get(&self, i: usize) -> RecordRef<'_> {
+        let span = &self.spans[i * 4..i * 4 + 4];
+        let slice =
+            |offset: u32, len: u32| &self.data[offset as usize..offset as usize + len as usize];
+        RecordRef {
+            key: (span[0] != NO_KEY).then(|| slice(span[0], span[1])),
+            value: slice(span[2], span[3]),
+            timestamp: timestamp(self.timestamps[i]),
+        }
+    }
+
+    /// Its records, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Its records' timestamps, in order.
+    pub fn timestamps(&self) -> impl Iterator<Item = Option<i64>> + '_ {
+        self.timestamps.iter().map(|&t| timestamp(t))
+    }
+
+    /// Give each record the timestamp `of` reads from its value.
+    pub fn assign_timestamps<E>(
+        &mut self,
+        mut of: impl FnMut(&[u8]) -> Result<i64, E>,
+    ) -> Result<(), E> {
+        for (span, t) in self.spans.chunks_exact(4).zip(&mut self.timestamps) {
+            let start = span[2] as usize;
+            *t = of(&self.data[start..start + span[3] as usize])?;
+        }
+        Ok(())
+    }
+
+    /// Its records as records of their own: slices of its buffer.
+    pub fn into_records(self) -> Vec<Record> {
+        let data = Bytes::from(self.data);
+        let slice =
+            |offset: u32, len: u32| data.slice(offset as usize..offset as usize + len as usize);
+        self.spans
+            .chunks_exact(4)
+            .zip(self.timestamps)
+            .map(|(span, t)| Record {
+                key: (span[0] != NO_KEY).then(|| slice(span[0], span[1])),
+                value: slice(span[2], span[3]),
+                timestamp: timestamp(t),
+            })
+            .collect()
+    }
+}
+
+fn timestamp(t: i64) -> Option<i64> {
+    (t != NO_TIMESTAMP).then_some(t)
+}
+
+/// A batch of records on its way through a task: records of their own, or
+/// packed in one buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Records {
+    /// Records of their own (slices of shared buffers).
+    List(Vec<Record>),
+    /// Records in one buffer.
+    Packed(PackedRecords),
+}
+
+impl Default for Records {
+    fn default() -> Self {
+        Records::List(Vec::new())
+    }
+}
+
+impl From<Vec<Record>> for Records {
+    fn from(records: Vec<Record>) -> Self {
+        Records::List(records)
+    }
+}
+
+impl From<PackedRecords> for Records {
+    fn from(records: PackedRecords) -> Self {
+        Records::Packed(records)
+    }
+}
+
+impl Records {
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        match self {
+            Records::List(l) => l.len(),
+            Records::Packed(p) => p.len(),
+        }
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of its records' keys and values.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Records::List(l) => l
+                .iter()
+                .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Bytes::len)) as u64)
+                .sum(),
+            Records::Packed(p) => p.bytes(),
+        }
+    }
+
+    /// Its records' timestamps, in order.
+    pub fn for_each_timestamp(&self, mut f: impl FnMut(Option<i64>)) {
+        match self {
+            Records::List(l) => l.iter().for_each(|r| f(r.timestamp)),
+            Records::Packed(p) => p.timestamps().for_each(f),
+        }
+    }
+
+    /// Its records as records of their own.
+    pub fn into_list(self) -> Vec<Record> {
+        match self {
+            Records::List(l) => l,
+            Records::Packed(p) => p.into_records(),
+        }
+    }
+
+    /// Its records in one buffer.
+    pub fn into_packed(self) -> PackedRecords {
+        match self {
+            Records::List(l) => PackedRecords::from_records(&l),
+            Records::Packed(p) => p,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records() -> Vec<Record> {
+        vec![
+            Record {
+                key: Some(Bytes::from_static(b"k")),
+                value: Bytes::from_static(b"{\"a\":1}"),
+                timestamp: Some(-5),
+            },
+            Record::value(Bytes::new()),
+            Record {
+                key: Some(Bytes::new()),
+                value: Bytes::from_static(b"2"),
+                timestamp: Some(0),
+            },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip_with_and_without_keys_and_timestamps() {
+        let packed = PackedRecords::from_records(&records());
+        assert_eq!(packed.bytes(), 9);
+        assert_eq!(
+            packed.get(0),
+            RecordRef {
+                key: Some(b"k"),
+                value: b"{\"a\":1}",
+                timestamp: Some(-5)
+            }
+        );
+        assert_eq!(packed.get(1).key, None);
+        let (data, spans, timestamps) = packed.clone().into_parts();
+        let again = PackedRecords::from_parts(data, spans, timestamps).unwrap();
+        assert_eq!(again, packed);
+        assert_eq!(again.into_records(), records());
+    }
+
+    #[test]
+    fn a_record_buffer_packs_what_it_would_hand_out() {
+        let fill = |b: &mut crate::RecordBuffer| {
+            for r in records() {
+                b.push(r.key.clone(), r.timestamp, |v| {
+                    v.extend_from_slice(&r.value)
+                });
+            }
+        };
+        let (mut a, mut b) = (
+            crate::RecordBuffer::default(),
+            crate::RecordBuffer::default(),
+        );
+        fill(&mut a);
+        fill(&mut b);
+        let packed = a.finish_packed();
+        let listed = PackedRecords::from_records(&b.finish());
+        assert!(packed.iter().eq(listed.iter()));
+        assert_eq!(packed.bytes(), listed.bytes());
+        assert_eq!(packed.into_records(), records());
+    }
+
+    #[test]
+    fn appended_batches_keep_their_records_in_order() {
+        let mut a = PackedRecords::default();
+        a.append(PackedRecords::from_records(&records())).unwrap();
+        a.append(PackedRecords::from_records(&records()[1..]))
+            .unwrap();
+        a.append(PackedRecords::default()).unwrap();
+        let mut want = records();
+        want.extend_from_slice(&records()[1..]);
+        assert_eq!(a.bytes(), 9 + 1);
+        assert_eq!(a.into_records(), want);
+    }
+
+    #[test]
+    fn a_span_outside_the_data_or_a_short_list_is_an_error() {
+        let parts =
+            |spans: Vec<u32>, ts: Vec<i64>| PackedRecords::from_parts(b"abc".to_vec(), spans, ts);
+        let err = parts(vec![NO_KEY, 0, 2, 2], vec![1]).unwrap_err();
+        assert!(err.contains("2+2 is outside the batch's 3 bytes"), "{err}");
+        let err = parts(vec![u32::MAX - 1, 5, 0, 1], vec![1]).unwrap_err();
+        assert!(err.contains("outside"), "{err}");
+        let err = parts(vec![NO_KEY, 0, 0], vec![1]).unwrap_err();
+        assert!(err.contains("3 spans for 1 timestamps"), "{err}");
+        let mut p = parts(vec![0, 1, 1, 2], vec![NO_TIMESTAMP]).unwrap();
+        assert_eq!(p.get(0).key, Some(&b"a"[..]));
+        assert_eq!(p.get(0).value, b"bc");
+        assert_eq!(p.get(0).timestamp, None);
+        p.assign_timestamps(|v| Ok::<_, ()>(v.len() as i64))
+            .unwrap();
+        assert_eq!(p.get(0).timestamp, Some(2));
+    }
+}
