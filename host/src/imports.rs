@@ -20,7 +20,7 @@ use weir_state::StateBackend;
 /// What a call handed over, not yet applied.
 #[derive(Default)]
 pub(crate) struct Staged {
-    pub(crate) main: Vec<Record>,
+    pub(crate) main: weir_model::PackedRecords,
     pub(crate) side: Vec<(String, Vec<Record>)>,
     pub(crate) state_ops: Vec<weir_state::StateOp>,
     pub(crate) timer_ops: Vec<TimerOp>,
@@ -32,7 +32,7 @@ pub(crate) struct Staged {
 
 impl Staged {
     pub(crate) fn clear(&mut self) {
-        self.main.clear();
+        self.main = weir_model::PackedRecords::default();
         self.side.clear();
         self.state_ops.clear();
         self.timer_ops.clear();
@@ -272,7 +272,11 @@ impl TaskState {
 impl host::Host for TaskState {
     fn emit(&mut self, records: Batch) -> wasmtime::Result<()> {
         self.count_emitted(&records)?;
-        crate::packed::unpack_batch(records, &mut self.staged.main).map_err(wasmtime::Error::msg)
+        let records = crate::packed::from_batch(records).map_err(wasmtime::Error::msg)?;
+        self.staged
+            .main
+            .append(records)
+            .map_err(wasmtime::Error::msg)
     }
 
     fn emit_side(&mut self, name: String, records: Batch) -> wasmtime::Result<()> {

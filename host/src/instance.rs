@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use wasmtime::component::ResourceAny;
 use wasmtime::{Store, Trap};
-use weir_model::Record;
+use weir_model::{PackedRecords, Record};
 
 use crate::bindings::OperatorComponent;
 use crate::config::HostConfig;
@@ -30,6 +30,25 @@ pub struct BatchOutput {
     pub main: Vec<Record>,
     /// Records per side output, in order.
     pub side: Vec<(String, Vec<Record>)>,
+}
+
+/// The outputs of one successful call, the main output in one buffer (as
+/// the guest emitted it).
+#[derive(Debug, Default, PartialEq)]
+pub struct PackedOutput {
+    /// Records for the main output, in order.
+    pub main: PackedRecords,
+    /// Records per side output, in order.
+    pub side: Vec<(String, Vec<Record>)>,
+}
+
+impl From<PackedOutput> for BatchOutput {
+    fn from(out: PackedOutput) -> BatchOutput {
+        BatchOutput {
+            main: out.main.into_records(),
+            side: out.side,
+        }
+    }
 }
 
 /// An operator instance: a `Store`, the component instantiated in it, and the
@@ -240,7 +259,19 @@ impl OperatorInstance {
         records: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let batch = crate::packed::pack_batch(&records);
+        self.process_packed(PackedRecords::from_records(&records), ctx)
+            .map(Into::into)
+    }
+
+    /// [`process`](Self::process) a batch in one buffer, its main output
+    /// left in the buffer the guest emitted it in: neither is copied into
+    /// or split out of records of their own.
+    pub fn process_packed(
+        &mut self,
+        records: PackedRecords,
+        ctx: BatchContext,
+    ) -> Result<PackedOutput, OperatorError> {
+        let batch = crate::packed::to_batch(records);
         self.call(ctx, "processing a batch", |b, store, handle, ctx| {
             b.weir_operator_operators()
                 .operator()
@@ -259,6 +290,7 @@ impl OperatorInstance {
                 .operator()
                 .call_on_timer(store, handle, &timers, ctx)
         })
+        .map(Into::into)
     }
 
     /// A window aggregate folds records into accumulators (the contract's
@@ -309,6 +341,7 @@ impl OperatorInstance {
                 .operator()
                 .call_fire(store, handle, &windows, &contents, &ends, ctx)
         })
+        .map(Into::into)
     }
 
     fn guest_contract_error(&self, message: String) -> OperatorError {
@@ -332,7 +365,7 @@ impl OperatorInstance {
             ResourceAny,
             types::BatchContext,
         ) -> wasmtime::Result<Result<(), String>>,
-    ) -> Result<BatchOutput, OperatorError> {
+    ) -> Result<PackedOutput, OperatorError> {
         let wit_ctx = self.prepare(ctx);
         let started = std::time::Instant::now();
         let result = guest(&self.bindings, &mut self.store, self.handle, wit_ctx);
@@ -400,7 +433,7 @@ impl OperatorInstance {
         &mut self,
         result: wasmtime::Result<Result<(), String>>,
         doing: &str,
-    ) -> Result<BatchOutput, OperatorError> {
+    ) -> Result<PackedOutput, OperatorError> {
         match result {
             Ok(Ok(())) => {
                 let data = self.store.data_mut();
@@ -420,7 +453,7 @@ impl OperatorInstance {
                 if let Err(e) = data.quotas.check_held(data.backend.size()) {
                     return Err(classify(&mut self.store, e, doing, &self.config));
                 }
-                Ok(BatchOutput {
+                Ok(PackedOutput {
                     main: staged.main,
                     side: staged.side,
                 })

@@ -34,7 +34,9 @@ pub use components::{JobComponent, JobComponentError, JobComponents};
 pub use config::HostConfig;
 pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
 pub use imports::now_ms;
-pub use instance::{BatchContext, BatchOutput, InstanceMetrics, OperatorInstance, OperatorSpec};
+pub use instance::{
+    BatchContext, BatchOutput, InstanceMetrics, OperatorInstance, OperatorSpec, PackedOutput,
+};
 pub use runtime::{LoadedComponent, WasmRuntime};
 pub use weir_state::{MemoryStateBackend, StateBackend, StateSize};
 

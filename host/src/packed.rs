@@ -2,38 +2,20 @@
 //! (byte strings in one buffer, with their end offsets) and `batch` (records
 //! in one buffer, with their spans and timestamps).
 
-use bytes::Bytes;
-use weir_model::Record;
+use weir_model::{PackedRecords, Record};
 
 use crate::types::{Batch, Packed};
 
-/// A batch's key offset for a record without a key.
-pub const NO_KEY: u32 = u32::MAX;
-
-/// A batch's timestamp for a record without one.
-pub const NO_TIMESTAMP: i64 = i64::MIN;
+pub use weir_model::record::packed::{NO_KEY, NO_TIMESTAMP};
 
 /// Records as one batch: their bytes copied into one buffer.
 pub fn pack_batch(records: &[Record]) -> Batch {
-    let size = records
-        .iter()
-        .map(|r| r.value.len() + r.key.as_ref().map_or(0, Bytes::len))
-        .sum();
-    let mut data = Vec::with_capacity(size);
-    let mut spans = Vec::with_capacity(records.len() * 4);
-    let mut timestamps = Vec::with_capacity(records.len());
-    for r in records {
-        match &r.key {
-            Some(k) => {
-                spans.extend([data.len() as u32, k.len() as u32]);
-                data.extend_from_slice(k);
-            }
-            None => spans.extend([NO_KEY, 0]),
-        }
-        spans.extend([data.len() as u32, r.value.len() as u32]);
-        data.extend_from_slice(&r.value);
-        timestamps.push(r.timestamp.unwrap_or(NO_TIMESTAMP));
-    }
+    to_batch(PackedRecords::from_records(records))
+}
+
+/// A packed batch as the contract's `batch` (its parts moved, not copied).
+pub fn to_batch(records: PackedRecords) -> Batch {
+    let (data, spans, timestamps) = records.into_parts();
     Batch {
         data,
         spans,
@@ -41,40 +23,18 @@ pub fn pack_batch(records: &[Record]) -> Batch {
     }
 }
 
+/// The contract's `batch` as a packed batch (its parts moved, not copied).
+/// Spans outside the data, or lists of the wrong lengths, are the guest's
+/// bug: the error says which.
+pub fn from_batch(batch: Batch) -> Result<PackedRecords, String> {
+    PackedRecords::from_parts(batch.data, batch.spans, batch.timestamps)
+}
+
 /// Append a batch's records to `out`, as slices of its one buffer (no copy
 /// and no allocation per record). Spans outside the data, or lists of the
 /// wrong lengths, are the guest's bug: the error says which.
 pub fn unpack_batch(batch: Batch, out: &mut Vec<Record>) -> Result<(), String> {
-    let n = batch.timestamps.len();
-    if batch.spans.len() != n * 4 {
-        return Err(format!(
-            "a batch has {} spans for {n} timestamps (4 per record)",
-            batch.spans.len()
-        ));
-    }
-    let data = Bytes::from(batch.data);
-    let slice = |offset: u32, len: u32| -> Result<Bytes, String> {
-        let (start, len) = (offset as usize, len as usize);
-        if start.checked_add(len).is_none_or(|end| end > data.len()) {
-            return Err(format!(
-                "a record's span {start}+{len} is outside the batch's {} bytes",
-                data.len()
-            ));
-        }
-        Ok(data.slice(start..start + len))
-    };
-    out.reserve(n);
-    for (span, &timestamp) in batch.spans.chunks_exact(4).zip(&batch.timestamps) {
-        let key = match span[0] {
-            NO_KEY => None,
-            offset => Some(slice(offset, span[1])?),
-        };
-        out.push(Record {
-            key,
-            value: slice(span[2], span[3])?,
-            timestamp: (timestamp != NO_TIMESTAMP).then_some(timestamp),
-        });
-    }
+    out.extend(from_batch(batch)?.into_records());
     Ok(())
 }
 
@@ -112,43 +72,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_round_trip_records_with_and_without_keys_and_timestamps() {
-        let records = vec![
-            Record {
-                key: Some(Bytes::from_static(b"k")),
-                value: Bytes::from_static(b"{\"a\":1}"),
-                timestamp: Some(-5),
-            },
-            Record::value(Bytes::new()),
-            Record {
-                key: Some(Bytes::new()),
-                value: Bytes::from_static(b"2"),
-                timestamp: Some(0),
-            },
-        ];
+    fn a_batch_unpacks_whole_or_not_at_all() {
+        let records = vec![Record::value(&b"1"[..]), Record::value(&b"22"[..])];
         let mut out = Vec::new();
         unpack_batch(pack_batch(&records), &mut out).unwrap();
         assert_eq!(out, records);
-    }
-
-    #[test]
-    fn a_span_outside_the_data_or_a_short_list_is_an_error() {
-        let batch = |spans: Vec<u32>, timestamps: Vec<i64>| Batch {
+        // The second record's span is outside the data: nothing is added.
+        let bad = Batch {
             data: b"abc".to_vec(),
-            spans,
-            timestamps,
+            spans: vec![NO_KEY, 0, 0, 1, NO_KEY, 0, 2, 2],
+            timestamps: vec![NO_TIMESTAMP, NO_TIMESTAMP],
         };
-        let mut out = Vec::new();
-        let err = unpack_batch(batch(vec![NO_KEY, 0, 2, 2], vec![1]), &mut out).unwrap_err();
+        let err = unpack_batch(bad, &mut out).unwrap_err();
         assert!(err.contains("2+2 is outside the batch's 3 bytes"), "{err}");
-        let err = unpack_batch(batch(vec![u32::MAX - 1, 5, 0, 1], vec![1]), &mut out).unwrap_err();
-        assert!(err.contains("outside"), "{err}");
-        let err = unpack_batch(batch(vec![NO_KEY, 0, 0], vec![1]), &mut out).unwrap_err();
-        assert!(err.contains("3 spans for 1 timestamps"), "{err}");
-        assert!(out.is_empty());
-        unpack_batch(batch(vec![0, 1, 1, 2], vec![NO_TIMESTAMP]), &mut out).unwrap();
-        assert_eq!(out[0].key.as_deref(), Some(&b"a"[..]));
-        assert_eq!(&out[0].value[..], b"bc");
-        assert_eq!(out[0].timestamp, None);
+        assert_eq!(out, records);
     }
 }
