@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use weir_host::{
     BatchContext, BatchOutput, JobComponents, OperatorError, OperatorInstance, OperatorSpec,
-    TaskIdent, WasmRuntime,
+    PackedOutput, TaskIdent, WasmRuntime,
 };
 use weir_model::codec::StreamCodecs;
-use weir_model::{JobGraph, Record, Vertex, VertexKind};
+use weir_model::{JobGraph, Record, Records, Vertex, VertexKind};
 use weir_state::TimeDomain;
 use weir_state::snapshot::LocalSnapshot;
 
@@ -18,6 +18,35 @@ use weir_window::Contents;
 use crate::state::StateSetup;
 use crate::window::{BuiltinAggregate, GuestFunction, WindowOperator};
 
+/// What an operator's call gives the task: its main output — records of
+/// their own, or packed as a Wasm operator emitted them — and its side
+/// outputs.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Records for the main output, in order.
+    pub main: Records,
+    /// Records per side output, in order.
+    pub side: Vec<(String, Vec<Record>)>,
+}
+
+impl From<BatchOutput> for Output {
+    fn from(out: BatchOutput) -> Output {
+        Output {
+            main: Records::List(out.main),
+            side: out.side,
+        }
+    }
+}
+
+impl From<PackedOutput> for Output {
+    fn from(out: PackedOutput) -> Output {
+        Output {
+            main: Records::Packed(out.main),
+            side: out.side,
+        }
+    }
+}
+
 /// An operator as a task runs it: batches in, outputs out; timers fire on
 /// watermarks and on processing time.
 pub trait StreamOperator: Send {
@@ -27,6 +56,17 @@ pub trait StreamOperator: Send {
         batch: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError>;
+
+    /// Process a batch as it reached the operator (records of their own,
+    /// or packed in one buffer): what the task calls. The default gives
+    /// [`StreamOperator::process`] records of their own.
+    fn process_records(
+        &mut self,
+        batch: Records,
+        ctx: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        self.process(batch.into_list(), ctx).map(Output::from)
+    }
 
     /// The watermark advanced to `ctx.watermark`: fire due event-time timers.
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
@@ -105,6 +145,18 @@ impl StreamOperator for WasmOperator {
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         self.0.process(batch, ctx)
+    }
+
+    fn process_records(
+        &mut self,
+        batch: Records,
+        ctx: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        // The batch crosses into the guest and its output comes back in
+        // one buffer each way.
+        self.0
+            .process_packed(batch.into_packed(), ctx)
+            .map(Output::from)
     }
 
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {

@@ -21,12 +21,12 @@ use weir_model::builtin::accumulator::StoredAccumulator;
 use weir_model::builtin::{AggregateFunction, Emit};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
-use weir_model::{Record, RecordBuffer};
+use weir_model::{Record, RecordBuffer, Records};
 use weir_state::{Packed, PackedPuts, StateBackend, StateKind, StateOp};
 
 use super::fields::{FieldReader, NotNumber};
 use super::{Number, excerpt, input_error, state_error};
-use crate::operators::StreamOperator;
+use crate::operators::{Output, StreamOperator};
 
 /// One key's (or window's) accumulator.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -352,17 +352,14 @@ impl RunningAggregate {
     }
 }
 
-impl StreamOperator for RunningAggregate {
-    fn process(
-        &mut self,
-        batch: Vec<Record>,
-        _: BatchContext,
-    ) -> Result<BatchOutput, OperatorError> {
+impl RunningAggregate {
+    /// Add a batch's records to their keys' aggregates; what it emits.
+    fn aggregate(&mut self, batch: &[Record]) -> Result<RecordBuffer, OperatorError> {
         // The batch's keys, each once, in order of first appearance.
         let mut index: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
         let mut keys: Vec<&[u8]> = Vec::with_capacity(batch.len());
         let mut of_record = Vec::with_capacity(batch.len());
-        for r in &batch {
+        for r in batch {
             let key = r.key.as_deref().ok_or_else(|| {
                 input_error(
                     &self.ident,
@@ -440,8 +437,30 @@ impl StreamOperator for RunningAggregate {
         self.backend
             .apply_all(vec![StateOp::PutValues(puts)], Vec::new())
             .map_err(|e| state_error(&self.ident, e))?;
+        Ok(main)
+    }
+}
+
+impl StreamOperator for RunningAggregate {
+    fn process(
+        &mut self,
+        batch: Vec<Record>,
+        _: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
         Ok(BatchOutput {
-            main: main.finish(),
+            main: self.aggregate(&batch)?.finish(),
+            side: Vec::new(),
+        })
+    }
+
+    fn process_records(
+        &mut self,
+        batch: Records,
+        _: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        // What it emits leaves in one buffer.
+        Ok(Output {
+            main: Records::Packed(self.aggregate(&batch.into_list())?.finish_packed()),
             side: Vec::new(),
         })
     }

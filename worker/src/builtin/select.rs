@@ -6,14 +6,15 @@
 //! floating-point division), null when a side is null or not a number. A
 //! comparison with a null is false, so `where` drops such records.
 
+use bytes::Bytes;
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
 use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use weir_model::format::Format;
-use weir_model::{Record, RecordBuffer};
+use weir_model::{Record, RecordBuffer, Records};
 
 use super::fields::{Field, FieldReader, NotNumber};
 use super::{Number, input_error};
-use crate::operators::StreamOperator;
+use crate::operators::{Output, StreamOperator};
 
 /// An expression compiled against the select's fields: a field is its
 /// index in [`FieldReader::read`]'s answer.
@@ -228,23 +229,24 @@ fn arithmetic(a: Number, op: BinaryOp, b: Number) -> Number {
     })
 }
 
-impl StreamOperator for Select {
-    fn process(
-        &mut self,
-        batch: Vec<Record>,
-        _: BatchContext,
-    ) -> Result<BatchOutput, OperatorError> {
-        let size = batch.iter().map(|r| r.value.len() + 16).sum();
-        let mut main = RecordBuffer::with_capacity(batch.len(), size);
+impl Select {
+    /// The selected columns of the records that pass, each record given as
+    /// its key, value and timestamp; `size` is about their values' bytes.
+    fn select<'a>(
+        &self,
+        records: impl ExactSizeIterator<Item = (Option<Bytes>, &'a [u8], Option<i64>)>,
+        size: usize,
+    ) -> Result<RecordBuffer, OperatorError> {
+        let mut main = RecordBuffer::with_capacity(records.len(), size + 16 * records.len());
         let mut scratch = Vec::new();
-        for r in &batch {
-            let fields = self.fields(&r.value, &mut scratch)?;
+        for (key, value, timestamp) in records {
+            let fields = self.fields(value, &mut scratch)?;
             let malformed_row = |e: String| {
                 input_error(
                     &self.ident,
                     format!(
                         "a record is a malformed row ({e}): {}",
-                        self.input.excerpt(&r.value)
+                        self.input.excerpt(value)
                     ),
                 )
             };
@@ -252,11 +254,11 @@ impl StreamOperator for Select {
                 continue;
             }
             let mut malformed = None;
-            let key = match &r.key {
-                Some(k) if self.keys_of_rows => Some(json_key(k)),
-                k => k.clone(),
+            let key = match key {
+                Some(k) if self.keys_of_rows => Some(json_key(&k)),
+                k => k,
             };
-            main.push(key, r.timestamp, |value| {
+            main.push(key, timestamp, |value| {
                 value.push(b'{');
                 for (i, (prefix, column)) in self.columns.iter().enumerate() {
                     if i > 0 {
@@ -288,8 +290,43 @@ impl StreamOperator for Select {
                 return Err(malformed_row(e));
             }
         }
+        Ok(main)
+    }
+}
+
+impl StreamOperator for Select {
+    fn process(
+        &mut self,
+        batch: Vec<Record>,
+        _: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        let size = batch.iter().map(|r| r.value.len()).sum();
+        let records = batch
+            .iter()
+            .map(|r| (r.key.clone(), &r.value[..], r.timestamp));
         Ok(BatchOutput {
-            main: main.finish(),
+            main: self.select(records, size)?.finish(),
+            side: Vec::new(),
+        })
+    }
+
+    fn process_records(
+        &mut self,
+        batch: Records,
+        ctx: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        let Records::Packed(batch) = batch else {
+            return self.process(batch.into_list(), ctx).map(Output::from);
+        };
+        // Read in place; written into one buffer.
+        let records = batch
+            .iter()
+            .map(|r| (r.key.map(Bytes::copy_from_slice), r.value, r.timestamp));
+        Ok(Output {
+            main: Records::Packed(
+                self.select(records, batch.bytes() as usize)?
+                    .finish_packed(),
+            ),
             side: Vec::new(),
         })
     }

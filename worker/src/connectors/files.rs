@@ -8,7 +8,7 @@ use std::time::Duration;
 use weir_model::codec::Codec;
 use weir_model::connectors::files::{JsonLinesFile, TextFile};
 use weir_model::types::Type;
-use weir_model::{Record, RecordBuffer};
+use weir_model::{Record, RecordBuffer, Records};
 
 use super::Source;
 use super::lines::{LineDecoder, LineError, LineFormat};
@@ -201,6 +201,10 @@ impl Source for FileSplit {
     }
 
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        Ok(self.next_records(max)?.map(Records::into_list))
+    }
+
+    fn next_records(&mut self, max: usize) -> anyhow::Result<Option<Records>> {
         let mut batch = RecordBuffer::with_capacity(max, max * 64);
         while batch.len() + self.rejects.len() < max && self.pos < self.end {
             self.line.clear();
@@ -251,7 +255,7 @@ impl Source for FileSplit {
         Ok(if batch.is_empty() && self.pos >= self.end {
             None
         } else {
-            Some(batch.finish())
+            Some(Records::Packed(batch.finish_packed()))
         })
     }
 }

@@ -4,12 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use weir_model::Record;
 use weir_model::RecordBuffer;
 use weir_model::codec::Codec;
 use weir_model::connectors::generator::{Generator as Config, GeneratorPattern};
 use weir_model::types::Type;
 use weir_model::types::row::Node;
+use weir_model::{Record, Records};
 
 use super::Source;
 use super::lines::{json_string, msgpack_str};
@@ -141,12 +141,16 @@ impl Source for Generator {
     }
 
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        Ok(self.next_records(max)?.map(Records::into_list))
+    }
+
+    fn next_records(&mut self, max: usize) -> anyhow::Result<Option<Records>> {
         let mut max = max;
         let now = Instant::now();
         if now < self.started {
             // Not due yet (`start-at-ms`).
             std::thread::sleep((self.started - now).min(Duration::from_millis(100)));
-            return Ok(Some(Vec::new()));
+            return Ok(Some(Records::default()));
         }
         if let Some(rate) = self.rate.filter(|r| *r > 0) {
             // Wait until the rate allows another record, then take what it allows.
@@ -155,7 +159,7 @@ impl Source for Generator {
                 let wait =
                     (self.made + 1) as f64 / rate as f64 - self.started.elapsed().as_secs_f64();
                 std::thread::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.1)));
-                return Ok(Some(Vec::new()));
+                return Ok(Some(Records::default()));
             }
             max = max.min((allowed - self.made) as usize);
         }
@@ -184,7 +188,7 @@ impl Source for Generator {
         Ok(if batch.is_empty() && self.count.is_some() {
             None
         } else {
-            Some(batch.finish())
+            Some(Records::Packed(batch.finish_packed()))
         })
     }
 }

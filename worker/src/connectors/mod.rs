@@ -36,11 +36,11 @@ pub mod socket;
 #[cfg(test)]
 mod tests;
 
-use weir_model::Record;
 use weir_model::codec::Codec;
 use weir_model::connectors::{SinkConfig, SourceConfig};
 use weir_model::format::Format;
 use weir_model::types::Type;
+use weir_model::{PackedRecords, Record, Records};
 
 use crate::checkpoint::SplitPosition;
 use crate::dead_letter::{Rejects, Undecodable};
@@ -56,6 +56,12 @@ use weir_model::dead_letter::ErrorPolicy;
 pub trait Source: Send {
     /// The next batch, `None` at the end of a bounded input.
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>>;
+
+    /// [`Source::next_batch`] as the source makes it: records of their own,
+    /// or packed in one buffer (what the task reads).
+    fn next_records(&mut self, max: usize) -> anyhow::Result<Option<Records>> {
+        Ok(self.next_batch(max)?.map(Records::List))
+    }
 
     /// Where each of its splits stands now.
     fn snapshot(&self) -> Vec<SplitPosition>;
@@ -316,9 +322,13 @@ struct Splits {
 
 impl Source for Splits {
     fn next_batch(&mut self, max: usize) -> anyhow::Result<Option<Vec<Record>>> {
+        Ok(self.next_records(max)?.map(Records::into_list))
+    }
+
+    fn next_records(&mut self, max: usize) -> anyhow::Result<Option<Records>> {
         while !self.parts.is_empty() {
             let i = self.next % self.parts.len();
-            match self.parts[i].next_batch(max)? {
+            match self.parts[i].next_records(max)? {
                 Some(batch) if batch.is_empty() => {
                     // Nothing for now (a followed file at its end): the next
                     // split's turn.
@@ -374,6 +384,12 @@ impl Source for Splits {
 pub trait Sink: Send {
     /// Write a batch of records.
     fn write(&mut self, batch: &[Record]) -> anyhow::Result<()>;
+    /// Write a batch of records packed in one buffer (a Wasm operator's
+    /// output, chained to the sink). The default makes records of their own
+    /// for [`Sink::write`].
+    fn write_packed(&mut self, batch: PackedRecords) -> anyhow::Result<()> {
+        self.write(&batch.into_records())
+    }
     /// The input ended: make everything durable (and, for a transactional
     /// sink, visible).
     fn finish(&mut self) -> anyhow::Result<()>;
@@ -408,14 +424,18 @@ pub trait Sink: Send {
     }
 }
 
-/// Append `batch` to `out` as JSON lines: records of a JSON stream as they
-/// are, rows and MessagePack written as JSON.
-pub fn json_lines(format: &Format, batch: &[Record], out: &mut Vec<u8>) -> Result<(), String> {
-    for r in batch {
+/// Append records' `values` to `out` as JSON lines: records of a JSON
+/// stream as they are, rows and MessagePack written as JSON.
+pub fn json_lines<'a>(
+    format: &Format,
+    values: impl IntoIterator<Item = &'a [u8]>,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    for value in values {
         match format.codec {
-            Codec::Json => out.extend_from_slice(&r.value),
+            Codec::Json => out.extend_from_slice(value),
             _ => format
-                .write_json(&r.value, out)
+                .write_json(value, out)
                 .map_err(|e| format!("a record cannot be written as JSON: {e}"))?,
         }
         out.push(b'\n');

@@ -25,7 +25,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use weir_model::Record;
+use weir_model::{PackedRecords, Record};
 
 use super::Sink;
 
@@ -293,9 +293,14 @@ impl PartFileSink {
     }
 }
 
-impl Sink for PartFileSink {
-    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
-        if batch.is_empty() {
+impl PartFileSink {
+    /// Write records' values into the part file in progress (opened on the
+    /// first).
+    fn write_values<'a>(
+        &mut self,
+        values: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) -> anyhow::Result<()> {
+        if values.len() == 0 {
             return Ok(());
         }
         if self.current.is_none() {
@@ -310,10 +315,20 @@ impl Sink for PartFileSink {
         }
         let (w, path) = self.current.as_mut().expect("opened above");
         self.lines.clear();
-        super::json_lines(&self.format, batch, &mut self.lines)
+        super::json_lines(&self.format, values, &mut self.lines)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
         w.write_all(&self.lines)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+    }
+}
+
+impl Sink for PartFileSink {
+    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
+        self.write_values(batch.iter().map(|r| &r.value[..]))
+    }
+
+    fn write_packed(&mut self, batch: PackedRecords) -> anyhow::Result<()> {
+        self.write_values(batch.iter().map(|r| r.value))
     }
 
     fn finish(&mut self) -> anyhow::Result<()> {

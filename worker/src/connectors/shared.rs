@@ -7,8 +7,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
-use weir_model::Record;
 use weir_model::format::Format;
+use weir_model::{PackedRecords, Record};
 
 use super::{FLUSH_INTERVAL, Sink, json_lines};
 
@@ -87,19 +87,35 @@ impl SharedSink {
     }
 }
 
-impl Sink for SharedSink {
-    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
-        if self.discard {
+impl SharedSink {
+    /// Write records' values, `bytes` of them in all.
+    fn write_values<'a>(
+        &mut self,
+        values: impl ExactSizeIterator<Item = &'a [u8]>,
+        bytes: u64,
+    ) -> anyhow::Result<()> {
+        if self.discard || values.len() == 0 {
             return Ok(());
         }
         // Build the batch's bytes outside the lock.
-        let mut buf = Vec::with_capacity(batch.iter().map(|r| r.value.len() + 1).sum());
-        json_lines(&self.format, batch, &mut buf)
+        let mut buf = Vec::with_capacity(bytes as usize + values.len());
+        json_lines(&self.format, values, &mut buf)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))?;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        self.unwritten |= !batch.is_empty();
+        self.unwritten = true;
         w.write_all(&buf)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.what))
+    }
+}
+
+impl Sink for SharedSink {
+    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
+        let bytes = batch.iter().map(|r| r.value.len() as u64).sum();
+        self.write_values(batch.iter().map(|r| &r.value[..]), bytes)
+    }
+
+    fn write_packed(&mut self, batch: PackedRecords) -> anyhow::Result<()> {
+        self.write_values(batch.iter().map(|r| r.value), batch.bytes())
     }
 
     fn finish(&mut self) -> anyhow::Result<()> {
@@ -146,14 +162,14 @@ mod tests {
         json::read_value(&schema.node, br#"{"n": 3, "s": "x"}"#, &mut row).unwrap();
         let batch = [Record::value(row.clone()), Record::value(row.clone())];
         let mut out = Vec::new();
-        json_lines(&format, &batch, &mut out).unwrap();
+        json_lines(&format, batch.iter().map(|r| &r.value[..]), &mut out).unwrap();
         assert_eq!(out, b"{\"n\":3,\"s\":\"x\"}\n{\"n\":3,\"s\":\"x\"}\n");
         let bad = [Record::value(row[..row.len() - 1].to_vec())];
-        let e = json_lines(&format, &bad, &mut out).unwrap_err();
+        let e = json_lines(&format, bad.iter().map(|r| &r.value[..]), &mut out).unwrap_err();
         assert!(e.contains("cannot be written as JSON"), "{e}");
         // JSON records go out as they came.
         let mut out = Vec::new();
-        json_lines(&Format::default(), &[Record::value(&b"[1]"[..])], &mut out).unwrap();
+        json_lines(&Format::default(), [&b"[1]"[..]], &mut out).unwrap();
         assert_eq!(out, b"[1]\n");
     }
 }

@@ -32,14 +32,14 @@ use std::time::{Duration, Instant};
 use weir_host::{BatchContext, BatchOutput, now_ms};
 use weir_model::metrics::Counters;
 use weir_model::record::MAX_WATERMARK;
-use weir_model::{Barrier, Record, Signal, StreamMessage};
+use weir_model::{Barrier, Record, Records, Signal, StreamMessage};
 
 use crate::checkpoint::unaligned::InFlight;
 use crate::checkpoint::{BarrierHandler, CheckpointLink, Handled, SplitPosition, TaskSnapshot};
 use crate::connectors::{Sink, Source};
 use crate::dead_letter::{ErrorHandler, Undecodable, process_isolating, side_output};
 use crate::inbox::Inbox;
-use crate::operators::StreamOperator;
+use crate::operators::{Output, StreamOperator};
 use crate::partition::{NetworkOutput, PartitionError};
 use crate::watermark::{TimestampField, WatermarkGenerator, WatermarkTracker};
 use weir_model::dead_letter::DEAD_LETTER;
@@ -467,7 +467,7 @@ impl Subtask {
                 continue;
             }
             let asked = Instant::now();
-            let batch = source.next_batch(self.batch_size).map_err(|e| {
+            let batch = source.next_records(self.batch_size).map_err(|e| {
                 anyhow::anyhow!("source `{}` ({}): {e:#}", self.nodes[0].name, self.name)
             })?;
             self.reject(source.take_rejected(), *watermark)?;
@@ -714,7 +714,7 @@ impl Subtask {
         let advanced = match message {
             StreamMessage::Data(batch) => {
                 input.tracker.active(channel);
-                self.push(0, batch, input.watermark)?;
+                self.push(0, batch.into(), input.watermark)?;
                 None
             }
             StreamMessage::Signal(Signal::Watermark(wm)) => input.tracker.update(channel, wm),
@@ -961,7 +961,7 @@ impl Subtask {
     fn push(
         &mut self,
         node: usize,
-        records: Vec<Record>,
+        records: Records,
         watermark: Option<i64>,
     ) -> anyhow::Result<()> {
         let ctx = self.ctx(watermark);
@@ -971,19 +971,24 @@ impl Subtask {
             .fetch_add(records.len() as u64, Ordering::Relaxed);
         n.counters
             .bytes_in
-            .fetch_add(bytes_of(&records), Ordering::Relaxed);
+            .fetch_add(records.bytes(), Ordering::Relaxed);
         let out = match &mut n.op {
-            NodeOp::Source => BatchOutput {
+            NodeOp::Source => Output {
                 main: records,
                 side: Vec::new(),
             },
             NodeOp::Operator(op) => match n.errors.as_mut() {
-                None => op.process(records, ctx)?,
+                None => op.process_records(records, ctx)?,
                 Some(errors) => {
                     let mut failed = Vec::new();
                     let budget = errors.remaining();
-                    let mut out =
-                        process_isolating(op.as_mut(), records, ctx, &mut failed, budget)?;
+                    let mut out = process_isolating(
+                        op.as_mut(),
+                        records.into_list(),
+                        ctx,
+                        &mut failed,
+                        budget,
+                    )?;
                     for (record, e) in failed {
                         if let Some(letter) = errors
                             .failed(&record, &e, &n.counters)
@@ -992,12 +997,15 @@ impl Subtask {
                             side_output(&mut out, DEAD_LETTER).push(letter);
                         }
                     }
-                    out
+                    out.into()
                 }
             },
             NodeOp::Sink(sink) => {
-                sink.write(&records)
-                    .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", n.name, self.name))?;
+                match records {
+                    Records::List(list) => sink.write(&list),
+                    Records::Packed(packed) => sink.write_packed(packed),
+                }
+                .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", n.name, self.name))?;
                 return Ok(());
             }
         };
@@ -1026,33 +1034,28 @@ impl Subtask {
         if !letters.is_empty() {
             out.side.push((DEAD_LETTER.to_owned(), letters));
         }
-        self.route(0, out, watermark)?;
+        self.route(0, out.into(), watermark)?;
         // Also when the batch had nothing else: the letters leave now.
         self.flush()
     }
 
-    fn route(
-        &mut self,
-        node: usize,
-        out: BatchOutput,
-        watermark: Option<i64>,
-    ) -> anyhow::Result<()> {
+    fn route(&mut self, node: usize, out: Output, watermark: Option<i64>) -> anyhow::Result<()> {
         if let Some(clock) = self.clock.as_mut().filter(|c| c.node == node && node > 0) {
             // A timestamp assigner's output: its timestamps make the
             // watermarks.
             let now = Instant::now();
-            for r in &out.main {
-                if let Some(wm) = clock.generator.observe(r.timestamp, now) {
+            out.main.for_each_timestamp(|t| {
+                if let Some(wm) = clock.generator.observe(t, now) {
                     clock.pending = Some(wm);
                 }
-            }
+            });
         }
         let n = &self.nodes[node];
         let produced = out.main.len() + out.side.iter().map(|(_, r)| r.len()).sum::<usize>();
         n.counters
             .records_out
             .fetch_add(produced as u64, Ordering::Relaxed);
-        let bytes = bytes_of(&out.main) + out.side.iter().map(|(_, r)| bytes_of(r)).sum::<u64>();
+        let bytes = out.main.bytes() + out.side.iter().map(|(_, r)| bytes_of(r)).sum::<u64>();
         n.counters.bytes_out.fetch_add(bytes, Ordering::Relaxed);
         let main = n.main.clone();
         let mut side = Vec::new();
@@ -1067,7 +1070,7 @@ impl Subtask {
         }
         self.send(node, main, out.main, watermark)?;
         for (routes, records) in side {
-            self.send(node, routes, records, watermark)?;
+            self.send(node, routes, Records::List(records), watermark)?;
         }
         Ok(())
     }
@@ -1076,7 +1079,7 @@ impl Subtask {
         &mut self,
         from: usize,
         routes: Vec<Route>,
-        records: Vec<Record>,
+        records: Records,
         watermark: Option<i64>,
     ) -> anyhow::Result<()> {
         if records.is_empty() {
@@ -1095,7 +1098,7 @@ impl Subtask {
                 Route::Net(o) => {
                     let name = self.nodes[from].name.clone();
                     self.outputs[o]
-                        .push(batch)
+                        .push(batch.into_list())
                         .map_err(|e| partition_error(e, &name))?
                 }
             }
@@ -1114,7 +1117,7 @@ impl Subtask {
     /// mode, one after every record that advances it), records pushed.
     fn push_source(
         &mut self,
-        mut batch: Vec<Record>,
+        mut batch: Records,
         watermark: &mut Option<i64>,
     ) -> anyhow::Result<()> {
         let Some(clock) = self.clock.as_mut() else {
@@ -1130,32 +1133,48 @@ impl Subtask {
             return Ok(());
         }
         if let Some(field) = &clock.timestamps {
-            for r in &mut batch {
-                let t = field.read(&r.value, &clock.format).map_err(|e| {
+            let read = |value: &[u8]| {
+                field.read(value, &clock.format).map_err(|e| {
                     anyhow::anyhow!("source `{}` ({}): {e}", self.nodes[0].name, self.name)
-                })?;
-                r.timestamp = Some(t);
+                })
+            };
+            match &mut batch {
+                Records::List(list) => {
+                    for r in list {
+                        r.timestamp = Some(read(&r.value)?);
+                    }
+                }
+                Records::Packed(packed) => packed.assign_timestamps(read)?,
             }
         }
+        // The records after which the watermark advanced, and to where.
         let now = Instant::now();
-        let mut run = Vec::new();
-        for r in batch {
-            let t = r.timestamp;
-            run.push(r);
-            let advanced = self
-                .clock
-                .as_mut()
-                .and_then(|c| c.generator.observe(t, now));
-            if let Some(wm) = advanced {
-                self.push(0, std::mem::take(&mut run), *watermark)?;
-                *watermark = Some(wm);
-                self.advance_watermark(wm)?;
+        let mut advances = Vec::new();
+        let mut i = 0;
+        batch.for_each_timestamp(|t| {
+            if let Some(wm) = clock.generator.observe(t, now) {
+                advances.push((i, wm));
             }
+            i += 1;
+        });
+        if advances.is_empty() {
+            return self.push(0, batch, *watermark);
         }
-        if run.is_empty() {
+        // Each watermark follows the records before it.
+        let mut records = batch.into_list().into_iter();
+        let mut pushed = 0;
+        for (i, wm) in advances {
+            let run: Vec<Record> = records.by_ref().take(i + 1 - pushed).collect();
+            pushed = i + 1;
+            self.push(0, run.into(), *watermark)?;
+            *watermark = Some(wm);
+            self.advance_watermark(wm)?;
+        }
+        let rest: Vec<Record> = records.collect();
+        if rest.is_empty() {
             return Ok(());
         }
-        self.push(0, run, *watermark)
+        self.push(0, rest.into(), *watermark)
     }
 
     /// A source task's periodic watermark and idleness.
@@ -1194,7 +1213,7 @@ impl Subtask {
             while let NodeOp::Operator(op) = &mut self.nodes[i].op {
                 let out = op.on_watermark(ctx)?;
                 let more = op.more_due(wm);
-                self.route(i, out, Some(wm))?;
+                self.route(i, out.into(), Some(wm))?;
                 if !more {
                     break;
                 }
@@ -1245,7 +1264,7 @@ impl Subtask {
         for i in 0..self.nodes.len() {
             if let NodeOp::Operator(op) = &mut self.nodes[i].op {
                 let out = op.on_processing_time(ctx)?;
-                self.route(i, out, watermark)?;
+                self.route(i, out.into(), watermark)?;
             }
         }
         self.flush()
