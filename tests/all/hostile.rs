@@ -83,16 +83,19 @@ fn a_guest_that_sleeps_is_stopped_at_the_wall_clock_deadline() {
     );
 }
 
+/// A runtime whose instances emit at most `records` records a call.
+fn emitting_at_most(records: u64) -> std::sync::Arc<weir_host::WasmRuntime> {
+    let config = weir_host::HostConfig {
+        max_emit_records: records,
+        max_instances: 8,
+        ..weir_host::HostConfig::default()
+    };
+    weir_host::WasmRuntime::new(config).unwrap()
+}
+
 #[test]
 fn a_call_that_emits_past_its_quota_fails_naming_it() {
-    let rt = std::sync::Arc::new(
-        weir_host::WasmRuntime::new(weir_host::HostConfig {
-            max_emit_records: 1000,
-            max_instances: 8,
-            ..weir_host::HostConfig::default()
-        })
-        .unwrap(),
-    );
+    let rt = emitting_at_most(1000);
     // `twice` emits two records per input: 600 inputs, 1,200 records.
     let mut op = instance(&rt, "twice");
     let batch = |n: usize| (0..n).map(|i| text(&i.to_string())).collect::<Vec<_>>();
@@ -334,4 +337,37 @@ fn sockets_are_denied() {
     );
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "nothing reached the listener");
+}
+
+/// An output larger than the guest hands over at once arrives in several
+/// `emit`s: in one buffer, in order, each record's timestamp kept; a call
+/// that fails after handing some over leaves nothing.
+#[test]
+fn an_output_handed_over_in_parts_arrives_whole_and_in_order() {
+    let rt = emitting_at_most(30_000);
+    let mut op = instance(&rt, "twice");
+    let batch = |n: usize| -> Vec<weir_model::Record> {
+        (0..n)
+            .map(|i| weir_model::Record {
+                timestamp: Some(i as i64),
+                ..text(&i.to_string())
+            })
+            .collect()
+    };
+    // 12,000 inputs, 24,000 outputs: more than one hand-over (16,384).
+    let input = weir_model::PackedRecords::from_records(&batch(12_000));
+    let out = op.process_packed(input, ctx()).unwrap().main;
+    assert_eq!(out.len(), 24_000);
+    for (i, r) in out.iter().enumerate() {
+        let want = serde_json::to_vec(&(i / 2).to_string()).unwrap();
+        assert_eq!(r.value, want, "record {i}");
+        assert_eq!(r.timestamp, Some((i / 2) as i64), "record {i}");
+    }
+    // 16,000 inputs: the first hand-over is taken, the second passes the
+    // quota; nothing of the call is kept.
+    let err = op.process(batch(16_000), ctx()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Quota, "{err}");
+    op.reset().unwrap();
+    let out = op.process(batch(10), ctx()).unwrap().main;
+    assert_eq!(values(&out).len(), 20);
 }

@@ -98,9 +98,24 @@ impl RecordBuffer {
         self.records.is_empty()
     }
 
-    /// The records, in the order they were added, in one buffer (keys
-    /// copied after the values).
-    pub fn finish_packed(self) -> packed::PackedRecords {
+    /// The records, in the order they were added: in one buffer (keys
+    /// copied after the values), or, past the 4 GiB a batch's spans
+    /// address, as records of their own.
+    pub fn finish_records(self) -> packed::Records {
+        let keys: usize = self
+            .records
+            .iter()
+            .map(|(k, ..)| k.as_ref().map_or(0, Bytes::len))
+            .sum();
+        if self.data.len() + keys > u32::MAX as usize {
+            return packed::Records::List(self.finish());
+        }
+        packed::Records::Packed(self.finish_packed())
+    }
+
+    /// [`RecordBuffer::finish_records`] in one buffer, whose size the caller
+    /// checked.
+    fn finish_packed(self) -> packed::PackedRecords {
         let RecordBuffer { mut data, records } = self;
         let values = data.len();
         let mut spans = Vec::with_capacity(records.len() * 4);

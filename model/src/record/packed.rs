@@ -373,7 +373,9 @@ mod tests {
         );
         fill(&mut a);
         fill(&mut b);
-        let packed = a.finish_packed();
+        let Records::Packed(packed) = a.finish_records() else {
+            panic!("a small batch is packed")
+        };
         let listed = PackedRecords::from_records(&b.finish());
         assert!(packed.iter().eq(listed.iter()));
         assert_eq!(packed.bytes(), listed.bytes());

@@ -460,7 +460,7 @@ impl StreamOperator for RunningAggregate {
     ) -> Result<Output, OperatorError> {
         // What it emits leaves in one buffer.
         Ok(Output {
-            main: Records::Packed(self.aggregate(&batch.into_list())?.finish_packed()),
+            main: self.aggregate(&batch.into_list())?.finish_records(),
             side: Vec::new(),
         })
     }

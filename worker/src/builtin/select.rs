@@ -323,10 +323,9 @@ impl StreamOperator for Select {
             .iter()
             .map(|r| (r.key.map(Bytes::copy_from_slice), r.value, r.timestamp));
         Ok(Output {
-            main: Records::Packed(
-                self.select(records, batch.bytes() as usize)?
-                    .finish_packed(),
-            ),
+            main: self
+                .select(records, batch.bytes() as usize)?
+                .finish_records(),
             side: Vec::new(),
         })
     }
@@ -362,8 +361,10 @@ mod tests {
         run_on(s, records)
     }
 
+    /// The selected records' values, read from records of their own and,
+    /// the same, from a packed batch (which comes out packed).
     fn run_on(s: &mut Select, records: Vec<Vec<u8>>) -> Vec<String> {
-        let batch = records
+        let batch: Vec<Record> = records
             .into_iter()
             .map(|r| Record {
                 key: None,
@@ -375,9 +376,17 @@ mod tests {
             watermark: None,
             processing_time: 0,
         };
-        s.process(batch, ctx)
+        let packed = weir_model::PackedRecords::from_records(&batch);
+        let listed = s.process(batch, ctx).unwrap().main;
+        let Records::Packed(read_in_place) = s
+            .process_records(Records::Packed(packed), ctx)
             .unwrap()
             .main
+        else {
+            panic!("a packed batch's selection is packed");
+        };
+        assert_eq!(read_in_place.into_records(), listed);
+        listed
             .into_iter()
             .map(|r| String::from_utf8(r.value.to_vec()).unwrap())
             .collect()

@@ -255,7 +255,7 @@ impl Source for FileSplit {
         Ok(if batch.is_empty() && self.pos >= self.end {
             None
         } else {
-            Some(Records::Packed(batch.finish_packed()))
+            Some(batch.finish_records())
         })
     }
 }

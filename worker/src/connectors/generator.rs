@@ -188,7 +188,7 @@ impl Source for Generator {
         Ok(if batch.is_empty() && self.count.is_some() {
             None
         } else {
-            Some(Records::Packed(batch.finish_packed()))
+            Some(batch.finish_records())
         })
     }
 }
