@@ -70,7 +70,7 @@ fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
 /// ```
 /// use weir_model::frame::{decode, encode, Frame};
 /// use weir_model::{Record, StreamMessage};
-/// let f = Frame::Message(StreamMessage::Data(vec![Record::value(b"1".to_vec())]));
+/// let f = Frame::Message(StreamMessage::Data(vec![Record::value(b"1".to_vec())].into()));
 /// assert_eq!(decode(encode(&f)).unwrap(), f);
 /// ```
 pub fn encode(frame: &Frame) -> Bytes {
@@ -85,20 +85,16 @@ pub fn encode(frame: &Frame) -> Bytes {
             put_bytes(&mut buf, token.as_bytes());
         }
         Frame::Message(StreamMessage::Data(records)) => {
-            let size: usize = records
-                .iter()
-                .map(|r| 17 + r.value.len() + r.key.as_ref().map_or(0, Bytes::len))
-                .sum();
-            buf.reserve(5 + size);
+            buf.reserve(5 + 17 * records.len() + records.bytes() as usize);
             buf.put_u8(2);
             buf.put_u32(records.len() as u32);
-            for r in records {
+            for r in records.iter() {
                 let flags = u8::from(r.key.is_some()) | (u8::from(r.timestamp.is_some()) << 1);
                 buf.put_u8(flags);
-                if let Some(k) = &r.key {
+                if let Some(k) = r.key {
                     put_bytes(&mut buf, k);
                 }
-                put_bytes(&mut buf, &r.value);
+                put_bytes(&mut buf, r.value);
                 if let Some(t) = r.timestamp {
                     buf.put_i64(t);
                 }
@@ -202,7 +198,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
                     timestamp,
                 });
             }
-            Frame::Message(StreamMessage::Data(records))
+            Frame::Message(StreamMessage::Data(records.into()))
         }
         3 => {
             need(&buf, 8, "watermark")?;
@@ -267,18 +263,21 @@ mod tests {
                 },
                 "a-token".into(),
             ),
-            Frame::Message(StreamMessage::Data(vec![
-                Record {
-                    key: Some(Bytes::from_static(b"k")),
-                    value: Bytes::from_static(b"{}"),
-                    timestamp: Some(-5),
-                },
-                Record {
-                    key: None,
-                    value: Bytes::new(),
-                    timestamp: None,
-                },
-            ])),
+            Frame::Message(StreamMessage::Data(
+                vec![
+                    Record {
+                        key: Some(Bytes::from_static(b"k")),
+                        value: Bytes::from_static(b"{}"),
+                        timestamp: Some(-5),
+                    },
+                    Record {
+                        key: None,
+                        value: Bytes::new(),
+                        timestamp: None,
+                    },
+                ]
+                .into(),
+            )),
             Frame::Message(StreamMessage::watermark(i64::MAX)),
             Frame::Message(StreamMessage::IDLE),
             Frame::Message(StreamMessage::Signal(Signal::Barrier(Barrier {

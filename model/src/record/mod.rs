@@ -168,7 +168,7 @@ impl RecordBuffer {
 #[derive(Clone, Debug, PartialEq)]
 pub enum StreamMessage {
     /// A batch of records.
-    Data(Vec<Record>),
+    Data(packed::Records),
     /// A signal: time, idleness, a checkpoint barrier, the end.
     Signal(Signal),
 }

@@ -167,6 +167,32 @@ impl PackedRecords {
         Ok(())
     }
 
+    /// Add a record after its own, its bytes copied; an error when the
+    /// batch would pass the 4 GiB that spans address.
+    pub fn push(&mut self, record: RecordRef<'_>) -> Result<(), String> {
+        let size = record.key.map_or(0, <[u8]>::len) + record.value.len();
+        if self.data.len() + size > u32::MAX as usize {
+            return Err(format!(
+                "a record of {size} bytes does not fit in a batch of {} (4 GiB at most)",
+                self.data.len()
+            ));
+        }
+        match record.key {
+            Some(k) => {
+                self.spans.extend([self.data.len() as u32, k.len() as u32]);
+                self.data.extend_from_slice(k);
+            }
+            None => self.spans.extend([NO_KEY, 0]),
+        }
+        self.spans
+            .extend([self.data.len() as u32, record.value.len() as u32]);
+        self.data.extend_from_slice(record.value);
+        self.timestamps
+            .push(record.timestamp.unwrap_or(NO_TIMESTAMP));
+        self.bytes += size as u64;
+        Ok(())
+    }
+
     /// How many records it holds.
     pub fn len(&self) -> usize {
         self.timestamps.len()
@@ -242,8 +268,9 @@ fn timestamp(t: i64) -> Option<i64> {
 }
 
 /// A batch of records on its way through a task: records of their own, or
-/// packed in one buffer.
-#[derive(Clone, Debug, PartialEq)]
+/// packed in one buffer. Two batches are equal when they hold the same
+/// records, however each keeps them.
+#[derive(Clone, Debug)]
 pub enum Records {
     /// Records of their own (slices of shared buffers).
     List(Vec<Record>),
@@ -269,7 +296,37 @@ impl From<PackedRecords> for Records {
     }
 }
 
+impl PartialEq for Records {
+    fn eq(&self, other: &Records) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
 impl Records {
+    /// Record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`Records::len`].
+    pub fn get(&self, i: usize) -> RecordRef<'_> {
+        match self {
+            Records::List(l) => {
+                let r = &l[i];
+                RecordRef {
+                    key: r.key.as_deref(),
+                    value: &r.value,
+                    timestamp: r.timestamp,
+                }
+            }
+            Records::Packed(p) => p.get(i),
+        }
+    }
+
+    /// Its records, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
     /// How many records it holds.
     pub fn len(&self) -> usize {
         match self {
@@ -380,6 +437,19 @@ mod tests {
         assert!(packed.iter().eq(listed.iter()));
         assert_eq!(packed.bytes(), listed.bytes());
         assert_eq!(packed.into_records(), records());
+    }
+
+    #[test]
+    fn records_pushed_one_by_one_are_the_same_batch_however_kept() {
+        let mut p = PackedRecords::default();
+        let list = Records::List(records());
+        for r in list.iter() {
+            p.push(r).unwrap();
+        }
+        assert_eq!(p, PackedRecords::from_records(&records()));
+        let packed = Records::Packed(p);
+        assert_eq!(packed, list);
+        assert_ne!(packed, Records::List(records()[1..].to_vec()));
     }
 
     #[test]
