@@ -512,7 +512,7 @@ async fn pump(
         let mut sent = 0;
         while sent < records {
             let n = (records - sent).min(1024) as usize;
-            tx.blocking_send((0, StreamMessage::Data(batch[..n].to_vec())))
+            tx.blocking_send((0, StreamMessage::Data(batch[..n].to_vec().into())))
                 .expect("the receiver runs");
             sent += n as u64;
         }

@@ -329,7 +329,7 @@ mod tests {
     use weir_model::{CheckpointKind, CheckpointMode, Record};
 
     fn data(i: usize) -> StreamMessage {
-        StreamMessage::Data(vec![Record::value(i.to_string().into_bytes())])
+        StreamMessage::Data(vec![Record::value(i.to_string().into_bytes())].into())
     }
 
     fn barrier(id: u64) -> StreamMessage {

@@ -409,7 +409,7 @@ mod tests {
     }
 
     fn batch(i: usize) -> StreamMessage {
-        StreamMessage::Data(vec![Record::value(i.to_string().into_bytes())])
+        StreamMessage::Data(vec![Record::value(i.to_string().into_bytes())].into())
     }
 
     #[tokio::test]
@@ -533,7 +533,7 @@ mod auth_tests {
             let mut failed = false;
             for _ in 0..100 {
                 if out
-                    .send((0, StreamMessage::Data(Vec::new())))
+                    .send((0, StreamMessage::Data(Default::default())))
                     .await
                     .is_err()
                 {
@@ -548,10 +548,13 @@ mod auth_tests {
         let out = connect(server.addr(), key(), server.token(), None)
             .await
             .unwrap();
-        out.send((0, StreamMessage::Data(Vec::new())))
+        out.send((0, StreamMessage::Data(Default::default())))
             .await
             .unwrap();
         let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-        assert_eq!(got.unwrap(), Some((0, StreamMessage::Data(Vec::new()))));
+        assert_eq!(
+            got.unwrap(),
+            Some((0, StreamMessage::Data(Default::default())))
+        );
     }
 }

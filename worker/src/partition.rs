@@ -10,7 +10,7 @@ use weir_model::format::{Format, RowKeys};
 
 use crate::inbox::InboxSender;
 use weir_model::keygroup::subtask_for_key;
-use weir_model::{KeyBy, Partitioning, Record, StreamMessage};
+use weir_model::{KeyBy, PackedRecords, Partitioning, Record, RecordRef, Records, StreamMessage};
 
 /// How often a send waiting for room checks the job's cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
@@ -47,7 +47,9 @@ pub struct NetworkOutput {
     /// For a hash edge of rows, its keys' reader, compiled once.
     row_keys: Option<RowKeys>,
     max_parallelism: u32,
-    buffers: Vec<Vec<Record>>,
+    buffers: Vec<PackedRecords>,
+    /// A key read from a row, written here first.
+    scratch: Vec<u8>,
     batch_size: usize,
     next: usize,
     subtask: usize,
@@ -95,42 +97,6 @@ pub fn assign_key(
                 std::borrow::Cow::Owned(v) => v.into(),
             });
         }
-    }
-    Ok(())
-}
-
-/// Set the keys of a batch of rows with `keys`: every key written into one
-/// buffer (one allocation a batch), each record's a slice of it.
-fn row_keys(
-    keys: &RowKeys,
-    key_by: &KeyBy,
-    format: &Format,
-    records: &mut [Record],
-) -> Result<(), PartitionError> {
-    let mut data = Vec::with_capacity(records.len() * 8);
-    let mut ends = Vec::with_capacity(records.len());
-    for r in records.iter() {
-        let found = keys.write(&r.value, &mut data).map_err(|e| {
-            PartitionError::Key(format!(
-                "key-by = {}: a record {e}: {}",
-                describe(key_by),
-                format.excerpt(&r.value)
-            ))
-        })?;
-        if !found {
-            return Err(PartitionError::Key(format!(
-                "key-by = {}: a record has no such field: {}",
-                describe(key_by),
-                format.excerpt(&r.value)
-            )));
-        }
-        ends.push(data.len());
-    }
-    let data = bytes::Bytes::from(data);
-    let mut start = 0;
-    for (r, end) in records.iter_mut().zip(ends) {
-        r.key = Some(data.slice(start..end));
-        start = end;
     }
     Ok(())
 }
@@ -183,7 +149,8 @@ impl NetworkOutput {
             partitioning,
             format,
             max_parallelism,
-            buffers: vec![Vec::new(); n],
+            buffers: vec![PackedRecords::default(); n],
+            scratch: Vec::new(),
             room: (0..n).map(|_| None).collect(),
             batch_size,
             next: subtask % n.max(1),
@@ -291,40 +258,56 @@ impl NetworkOutput {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.buffers[to]);
-        self.send(to, StreamMessage::Data(batch))
+        self.send(to, StreamMessage::Data(Records::Packed(batch)))
     }
 
-    /// Partition `records` into the buffers; send the full ones.
-    pub fn push(&mut self, records: Vec<Record>) -> Result<(), PartitionError> {
+    /// Add `record` to receiver `to`'s buffer (sent first if the record
+    /// would not fit in it).
+    fn buffer(&mut self, to: usize, record: RecordRef<'_>) -> Result<(), PartitionError> {
+        if self.buffers[to].push(record).is_err() {
+            self.flush_one(to)?;
+            self.buffers[to].push(record).map_err(PartitionError::Key)?;
+        }
+        Ok(())
+    }
+
+    /// Partition `records` into the buffers, each receiver's records
+    /// copied into one buffer; send the full ones.
+    pub fn push(&mut self, records: impl Into<Records>) -> Result<(), PartitionError> {
+        let records: Records = records.into();
         let n = self.senders.len();
         match &self.partitioning {
             Partitioning::Forward => {
                 let to = self.subtask % n;
-                self.buffers[to].extend(records);
-            }
-            Partitioning::Rebalance => {
-                for r in records {
-                    self.buffers[self.next].push(r);
-                    self.next = (self.next + 1) % n;
-                }
-            }
-            Partitioning::Hash(key_by) => {
-                let mut records = records;
-                match &self.row_keys {
-                    // Keys of rows: all written into one buffer, sliced.
-                    Some(keys) => row_keys(keys, key_by, &self.format, &mut records)?,
-                    None => {
-                        let key_by = key_by.clone();
-                        for r in &mut records {
-                            assign_key(r, &key_by, &self.format)?;
+                match records {
+                    Records::Packed(p) if self.buffers[to].is_empty() => self.buffers[to] = p,
+                    records => {
+                        for r in records.iter() {
+                            self.buffer(to, r)?;
                         }
                     }
                 }
-                for r in records {
-                    let key = r.key.as_deref().expect("assigned above");
-                    let to = subtask_for_key(key, self.max_parallelism, n as u32) as usize;
-                    self.buffers[to].push(r);
+            }
+            Partitioning::Rebalance => {
+                for r in records.iter() {
+                    let to = self.next;
+                    self.next = (self.next + 1) % n;
+                    self.buffer(to, r)?;
                 }
+            }
+            Partitioning::Hash(key_by) => {
+                let key_by = key_by.clone();
+                let mut scratch = std::mem::take(&mut self.scratch);
+                for r in records.iter() {
+                    let key = self.key_of(&r, &key_by, &mut scratch)?;
+                    let to = subtask_for_key(&key, self.max_parallelism, n as u32) as usize;
+                    let keyed = RecordRef {
+                        key: Some(&key),
+                        ..r
+                    };
+                    self.buffer(to, keyed)?;
+                }
+                self.scratch = scratch;
             }
         }
         for to in 0..n {
@@ -333,6 +316,58 @@ impl NetworkOutput {
             }
         }
         Ok(())
+    }
+
+    /// The key `key_by` gives `record` on this edge (a row's written into
+    /// `scratch`).
+    fn key_of<'a>(
+        &self,
+        record: &RecordRef<'a>,
+        key_by: &KeyBy,
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<std::borrow::Cow<'a, [u8]>, PartitionError> {
+        let no_field = || {
+            PartitionError::Key(format!(
+                "key-by = {}: a record has no such field: {}",
+                describe(key_by),
+                self.format.excerpt(record.value)
+            ))
+        };
+        if let Some(keys) = &self.row_keys {
+            scratch.clear();
+            let found = keys.write(record.value, scratch).map_err(|e| {
+                PartitionError::Key(format!(
+                    "key-by = {}: a record {e}: {}",
+                    describe(key_by),
+                    self.format.excerpt(record.value)
+                ))
+            })?;
+            return match found {
+                true => Ok(std::borrow::Cow::Borrowed(&scratch[..])),
+                false => Err(no_field()),
+            };
+        }
+        match key_by {
+            KeyBy::Value => self
+                .format
+                .value_key(record.value)
+                .map_err(|e| PartitionError::Key(format!("key-by = \"value\": {e}"))),
+            KeyBy::Key => record.key.map(std::borrow::Cow::Borrowed).ok_or_else(|| {
+                PartitionError::Key(
+                    "key-by = \"key\", but a record has no key (emit it with emit_keyed)".into(),
+                )
+            }),
+            KeyBy::Pointer(p) => self
+                .format
+                .pointer_key(record.value, p)
+                .map_err(|e| {
+                    PartitionError::Key(format!(
+                        "key-by = {p:?}: a record {e}: {}",
+                        self.format.excerpt(record.value)
+                    ))
+                })?
+                .ok_or_else(no_field),
+        }
     }
 
     /// Send every non-empty buffer.
@@ -406,12 +441,11 @@ mod tests {
             KeyBy::Value,
         ] {
             let keys = rows.row_keys(&by).unwrap();
-            let mut batch = vec![Record::value(row.clone()), Record::value(row.clone())];
-            row_keys(&keys, &by, &rows, &mut batch).unwrap();
+            let mut key = Vec::new();
+            assert!(keys.write(&row, &mut key).unwrap());
             let mut one = Record::value(row.clone());
             assign_key(&mut one, &by, &rows).unwrap();
-            assert_eq!(batch[0].key, one.key, "{by:?}");
-            assert_eq!(batch[1].key, one.key, "{by:?}");
+            assert_eq!(one.key.as_deref(), Some(&key[..]), "{by:?}");
         }
         let mut r = Record::value(row.clone());
         let e = assign_key(&mut r, &KeyBy::Pointer("/nope".into()), &rows).unwrap_err();

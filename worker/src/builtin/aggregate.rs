@@ -213,17 +213,17 @@ impl ValueOf {
     /// field); `scratch` holds what a row is read through, when it must be.
     pub(crate) fn of(
         &self,
-        r: &Record,
+        value: &[u8],
         scratch: &mut Vec<u8>,
         ident: &TaskIdent,
     ) -> Result<Option<Number>, OperatorError> {
         let Some(field) = &self.field else {
             return Ok(None);
         };
-        let fields = self.reader.read(&r.value, scratch).map_err(|e| {
+        let fields = self.reader.read(value, scratch).map_err(|e| {
             input_error(
                 ident,
-                format!("a record {e}: {}", self.input.excerpt(&r.value)),
+                format!("a record {e}: {}", self.input.excerpt(value)),
             )
         })?;
         match fields[0] {
@@ -238,7 +238,7 @@ impl ValueOf {
                     ident,
                     format!(
                         "field {field} of a record {why}: {}",
-                        self.input.excerpt(&r.value)
+                        self.input.excerpt(value)
                     ),
                 )
             }),
@@ -354,13 +354,13 @@ impl RunningAggregate {
 
 impl RunningAggregate {
     /// Add a batch's records to their keys' aggregates; what it emits.
-    fn aggregate(&mut self, batch: &[Record]) -> Result<RecordBuffer, OperatorError> {
+    fn aggregate(&mut self, batch: &Records) -> Result<RecordBuffer, OperatorError> {
         // The batch's keys, each once, in order of first appearance.
         let mut index: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
         let mut keys: Vec<&[u8]> = Vec::with_capacity(batch.len());
         let mut of_record = Vec::with_capacity(batch.len());
-        for r in batch {
-            let key = r.key.as_deref().ok_or_else(|| {
+        for r in batch.iter() {
+            let key = r.key.ok_or_else(|| {
                 input_error(
                     &self.ident,
                     "a record reached a keyed operator without its key".into(),
@@ -410,7 +410,7 @@ impl RunningAggregate {
         let mut last_timestamp = vec![None; keys.len()];
         let mut scratch = Vec::new();
         for (r, &i) in batch.iter().zip(&of_record) {
-            let v = self.value_of.of(r, &mut scratch, &self.ident)?;
+            let v = self.value_of.of(r.value, &mut scratch, &self.ident)?;
             accs[i].add(v, counts_null);
             match self.emit {
                 Emit::Record => self.output(&mut main, keys[i], &accs[i], r.timestamp),
@@ -448,7 +448,7 @@ impl StreamOperator for RunningAggregate {
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         Ok(BatchOutput {
-            main: self.aggregate(&batch)?.finish(),
+            main: self.aggregate(&Records::List(batch))?.finish(),
             side: Vec::new(),
         })
     }
@@ -460,7 +460,7 @@ impl StreamOperator for RunningAggregate {
     ) -> Result<Output, OperatorError> {
         // What it emits leaves in one buffer.
         Ok(Output {
-            main: self.aggregate(&batch.into_list())?.finish_records(),
+            main: self.aggregate(&batch)?.finish_records(),
             side: Vec::new(),
         })
     }
@@ -523,11 +523,11 @@ mod tests {
             (r#"{"s": null}"#, false),
             ("{}", false),
         ] {
-            let v = count.of(&record(json), &mut scratch, &ident).unwrap();
+            let v = count.of(&record(json).value, &mut scratch, &ident).unwrap();
             assert_eq!(v.is_some(), counted, "{json}");
         }
         let e = sum
-            .of(&record(r#"{"s": "x"}"#), &mut scratch, &ident)
+            .of(&record(r#"{"s": "x"}"#).value, &mut scratch, &ident)
             .unwrap_err();
         assert!(e.message.contains("is not a number"), "{e}");
     }

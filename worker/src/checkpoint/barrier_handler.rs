@@ -298,7 +298,7 @@ mod tests {
     }
 
     fn data(v: &str) -> StreamMessage {
-        StreamMessage::Data(vec![Record::value(v.as_bytes().to_vec())])
+        StreamMessage::Data(vec![Record::value(v.as_bytes().to_vec())].into())
     }
 
     #[test]

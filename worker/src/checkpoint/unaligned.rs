@@ -149,10 +149,7 @@ impl InFlight {
         let mut bytes = 0;
         for (channel, message) in &self.log {
             if let StreamMessage::Data(records) = message {
-                bytes += records
-                    .iter()
-                    .map(|r| (r.value.len() + r.key.as_ref().map_or(0, |k| k.len())) as u64)
-                    .sum::<u64>();
+                bytes += records.bytes();
             }
             let frame = encode(&Frame::Message(message.clone()));
             out.put_u32(*channel);
@@ -199,7 +196,7 @@ mod tests {
     use weir_model::{CheckpointKind, CheckpointMode, Record};
 
     fn data(v: &str) -> StreamMessage {
-        StreamMessage::Data(vec![Record::value(v.as_bytes().to_vec())])
+        StreamMessage::Data(vec![Record::value(v.as_bytes().to_vec())].into())
     }
 
     fn barrier() -> Barrier {

@@ -714,7 +714,7 @@ impl Subtask {
         let advanced = match message {
             StreamMessage::Data(batch) => {
                 input.tracker.active(channel);
-                self.push(0, batch.into(), input.watermark)?;
+                self.push(0, batch, input.watermark)?;
                 None
             }
             StreamMessage::Signal(Signal::Watermark(wm)) => input.tracker.update(channel, wm),

@@ -72,7 +72,7 @@ impl WindowFunction for BuiltinAggregate {
         for &(r, g) in additions {
             let v = self
                 .value_of
-                .of(&records[r as usize], &mut scratch, &self.ident)?;
+                .of(&records[r as usize].value, &mut scratch, &self.ident)?;
             accs[g as usize].add(v, self.counts_null);
         }
         Ok(accs.iter().map(Acc::encode).collect())
