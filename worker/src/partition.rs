@@ -411,6 +411,122 @@ mod tests {
 
     use super::*;
 
+    /// What each of three receivers gets when `records` are pushed to an
+    /// edge (from subtask 1): the same whether they come as records of
+    /// their own or packed.
+    fn received(
+        partitioning: Partitioning,
+        format: &Format,
+        records: &[Record],
+    ) -> Vec<Vec<Record>> {
+        let mut each_way = Vec::new();
+        for packed in [false, true] {
+            let (senders, mut inboxes): (Vec<_>, Vec<_>) =
+                (0..3).map(|_| crate::inbox::channel(64)).unzip();
+            let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let mut out = NetworkOutput::new(
+                senders,
+                cancel,
+                0,
+                1,
+                partitioning.clone(),
+                format.clone(),
+                128,
+                4,
+            );
+            let batch = match packed {
+                true => Records::Packed(PackedRecords::from_records(records)),
+                false => Records::List(records.to_vec()),
+            };
+            out.push(batch).unwrap();
+            out.flush().unwrap();
+            let got: Vec<Vec<Record>> = inboxes
+                .iter_mut()
+                .map(|inbox| {
+                    let mut got = Vec::new();
+                    while let Ok((_, message)) = inbox.try_recv() {
+                        let StreamMessage::Data(batch) = message else {
+                            panic!("only data was sent")
+                        };
+                        got.extend(batch.into_list());
+                    }
+                    got
+                })
+                .collect();
+            each_way.push(got);
+        }
+        assert_eq!(each_way[0], each_way[1], "{partitioning:?}");
+        each_way.pop().unwrap()
+    }
+
+    #[test]
+    fn edges_route_records_as_their_keys_say_in_order() {
+        let records: Vec<Record> = (0..20)
+            .map(|i| Record {
+                key: None,
+                value: format!(r#"{{"k": {}, "v": {i}}}"#, i % 7)
+                    .into_bytes()
+                    .into(),
+                timestamp: Some(i),
+            })
+            .collect();
+        let json = Format::default();
+        // Forward: subtask 1 to receiver 1, all of them, in order.
+        let got = received(Partitioning::Forward, &json, &records);
+        assert_eq!(got, [vec![], records.clone(), vec![]]);
+        // Rebalance: round-robin from receiver 1.
+        let got = received(Partitioning::Rebalance, &json, &records);
+        for (i, r) in records.iter().enumerate() {
+            let to = (1 + i) % 3;
+            assert!(got[to].contains(r), "record {i} at receiver {to}");
+        }
+        assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 20);
+        // Hash: each record keyed as `assign_key` keys it, at the subtask
+        // its key's group is on, in order.
+        let schema = Arc::new(Schema::new("{k: u32, v: i64}".parse().unwrap()));
+        let rows = Format {
+            codec: Codec::Row,
+            schema: Some(schema.clone()),
+        };
+        let as_rows: Vec<Record> = records
+            .iter()
+            .map(|r| {
+                let mut row = Vec::new();
+                json::read_value(&schema.node, &r.value, &mut row).unwrap();
+                Record {
+                    value: row.into(),
+                    ..r.clone()
+                }
+            })
+            .collect();
+        for (format, records) in [(&json, &records), (&rows, &as_rows)] {
+            for by in [KeyBy::Pointer("/k".into()), KeyBy::Value] {
+                let mut want = vec![Vec::new(); 3];
+                for r in records {
+                    let mut r = r.clone();
+                    assign_key(&mut r, &by, format).unwrap();
+                    let to = subtask_for_key(r.key.as_deref().unwrap(), 128, 3) as usize;
+                    want[to].push(r);
+                }
+                let got = received(Partitioning::Hash(by.clone()), format, records);
+                assert_eq!(got, want, "{by:?}, {:?}", format.codec);
+            }
+        }
+        // A record without the field: the error names the edge's key-by.
+        let bad = [Record::value(&b"{\"x\": 1}"[..])];
+        let (senders, _inboxes): (Vec<_>, Vec<_>) =
+            (0..3).map(|_| crate::inbox::channel(4)).unzip();
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let by = KeyBy::Pointer("/k".into());
+        let mut out =
+            NetworkOutput::new(senders, cancel, 0, 0, Partitioning::Hash(by), json, 128, 4);
+        let e = out.push(bad.to_vec()).unwrap_err().to_string();
+        assert!(
+            e.contains("key-by = \"/k\": a record has no such field"),
+            "{e}"
+        );
+    }
+
     /// A key read from a row is the key the same field gives in a
     /// MessagePack stream: the same subtask, the same state.
     #[test]

@@ -1098,7 +1098,7 @@ impl Subtask {
                 Route::Net(o) => {
                     let name = self.nodes[from].name.clone();
                     self.outputs[o]
-                        .push(batch.into_list())
+                        .push(batch)
                         .map_err(|e| partition_error(e, &name))?
                 }
             }
