@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use wasmtime::component::ResourceAny;
 use wasmtime::{Store, Trap};
-use weir_model::{PackedRecords, Record};
+use weir_model::{PackedRecords, Record, Records};
 
 use crate::bindings::OperatorComponent;
 use crate::config::HostConfig;
@@ -32,20 +32,30 @@ pub struct BatchOutput {
     pub side: Vec<(String, Vec<Record>)>,
 }
 
-/// The outputs of one successful call, the main output in one buffer (as
-/// the guest emitted it).
+/// The outputs of one call as a task carries them: the main output as
+/// records of their own, or packed (as a guest emitted it), and the side
+/// outputs.
 #[derive(Debug, Default, PartialEq)]
-pub struct PackedOutput {
+pub struct Output {
     /// Records for the main output, in order.
-    pub main: PackedRecords,
+    pub main: Records,
     /// Records per side output, in order.
     pub side: Vec<(String, Vec<Record>)>,
 }
 
-impl From<PackedOutput> for BatchOutput {
-    fn from(out: PackedOutput) -> BatchOutput {
+impl From<Output> for BatchOutput {
+    fn from(out: Output) -> BatchOutput {
         BatchOutput {
-            main: out.main.into_records(),
+            main: out.main.into_list(),
+            side: out.side,
+        }
+    }
+}
+
+impl From<BatchOutput> for Output {
+    fn from(out: BatchOutput) -> Output {
+        Output {
+            main: Records::List(out.main),
             side: out.side,
         }
     }
@@ -270,7 +280,7 @@ impl OperatorInstance {
         &mut self,
         records: PackedRecords,
         ctx: BatchContext,
-    ) -> Result<PackedOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         let batch = crate::packed::to_batch(records);
         self.call(ctx, "processing a batch", |b, store, handle, ctx| {
             b.weir_operator_operators()
@@ -365,7 +375,7 @@ impl OperatorInstance {
             ResourceAny,
             types::BatchContext,
         ) -> wasmtime::Result<Result<(), String>>,
-    ) -> Result<PackedOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         let wit_ctx = self.prepare(ctx);
         let started = std::time::Instant::now();
         let result = guest(&self.bindings, &mut self.store, self.handle, wit_ctx);
@@ -433,7 +443,7 @@ impl OperatorInstance {
         &mut self,
         result: wasmtime::Result<Result<(), String>>,
         doing: &str,
-    ) -> Result<PackedOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         match result {
             Ok(Ok(())) => {
                 let data = self.store.data_mut();
@@ -453,8 +463,8 @@ impl OperatorInstance {
                 if let Err(e) = data.quotas.check_held(data.backend.size()) {
                     return Err(classify(&mut self.store, e, doing, &self.config));
                 }
-                Ok(PackedOutput {
-                    main: staged.main,
+                Ok(Output {
+                    main: Records::Packed(staged.main),
                     side: staged.side,
                 })
             }

@@ -35,7 +35,7 @@ pub use config::HostConfig;
 pub use error::{ErrorKind, LoadError, OperatorError, TaskIdent};
 pub use imports::now_ms;
 pub use instance::{
-    BatchContext, BatchOutput, InstanceMetrics, OperatorInstance, OperatorSpec, PackedOutput,
+    BatchContext, BatchOutput, InstanceMetrics, OperatorInstance, OperatorSpec, Output,
 };
 pub use runtime::{LoadedComponent, WasmRuntime};
 pub use weir_state::{MemoryStateBackend, StateBackend, StateSize};

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use weir_host::{
     BatchContext, BatchOutput, JobComponents, OperatorError, OperatorInstance, OperatorSpec,
-    PackedOutput, TaskIdent, WasmRuntime,
+    Output, TaskIdent, WasmRuntime,
 };
 use weir_model::codec::StreamCodecs;
 use weir_model::{JobGraph, Record, Records, Vertex, VertexKind};
@@ -17,35 +17,6 @@ use weir_window::Contents;
 
 use crate::state::StateSetup;
 use crate::window::{BuiltinAggregate, GuestFunction, WindowOperator};
-
-/// What an operator's call gives the task: its main output — records of
-/// their own, or packed as a Wasm operator emitted them — and its side
-/// outputs.
-#[derive(Debug, Default)]
-pub struct Output {
-    /// Records for the main output, in order.
-    pub main: Records,
-    /// Records per side output, in order.
-    pub side: Vec<(String, Vec<Record>)>,
-}
-
-impl From<BatchOutput> for Output {
-    fn from(out: BatchOutput) -> Output {
-        Output {
-            main: Records::List(out.main),
-            side: out.side,
-        }
-    }
-}
-
-impl From<PackedOutput> for Output {
-    fn from(out: PackedOutput) -> Output {
-        Output {
-            main: Records::Packed(out.main),
-            side: out.side,
-        }
-    }
-}
 
 /// An operator as a task runs it: batches in, outputs out; timers fire on
 /// watermarks and on processing time.
@@ -154,9 +125,7 @@ impl StreamOperator for WasmOperator {
     ) -> Result<Output, OperatorError> {
         // The batch crosses into the guest and its output comes back in
         // one buffer each way.
-        self.0
-            .process_packed(batch.into_packed(), ctx)
-            .map(Output::from)
+        self.0.process_packed(batch.into_packed(), ctx)
     }
 
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {

@@ -229,11 +229,6 @@ impl PackedRecords {
         (0..self.len()).map(|i| self.get(i))
     }
 
-    /// Its records' timestamps, in order.
-    pub fn timestamps(&self) -> impl Iterator<Item = Option<i64>> + '_ {
-        self.timestamps.iter().map(|&t| timestamp(t))
-    }
-
     /// Give each record the timestamp `of` reads from its value.
     pub fn assign_timestamps<E>(
         &mut self,
@@ -348,14 +343,6 @@ impl Records {
                 .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Bytes::len)) as u64)
                 .sum(),
             Records::Packed(p) => p.bytes(),
-        }
-    }
-
-    /// Its records' timestamps, in order.
-    pub fn for_each_timestamp(&self, mut f: impl FnMut(Option<i64>)) {
-        match self {
-            Records::List(l) => l.iter().for_each(|r| f(r.timestamp)),
-            Records::Packed(p) => p.timestamps().for_each(f),
         }
     }
 

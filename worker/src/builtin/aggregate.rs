@@ -26,7 +26,8 @@ use weir_state::{Packed, PackedPuts, StateBackend, StateKind, StateOp};
 
 use super::fields::{FieldReader, NotNumber};
 use super::{Number, excerpt, input_error, state_error};
-use crate::operators::{Output, StreamOperator};
+use crate::operators::StreamOperator;
+use weir_host::Output;
 
 /// One key's (or window's) accumulator.
 #[derive(Debug, Clone, Copy, PartialEq)]

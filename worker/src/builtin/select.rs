@@ -14,7 +14,8 @@ use weir_model::{Record, RecordBuffer, Records};
 
 use super::fields::{Field, FieldReader, NotNumber};
 use super::{Number, input_error};
-use crate::operators::{Output, StreamOperator};
+use crate::operators::StreamOperator;
+use weir_host::Output;
 
 /// An expression compiled against the select's fields: a field is its
 /// index in [`FieldReader::read`]'s answer.

@@ -39,9 +39,10 @@ use crate::checkpoint::{BarrierHandler, CheckpointLink, Handled, SplitPosition, 
 use crate::connectors::{Sink, Source};
 use crate::dead_letter::{ErrorHandler, Undecodable, process_isolating, side_output};
 use crate::inbox::Inbox;
-use crate::operators::{Output, StreamOperator};
+use crate::operators::StreamOperator;
 use crate::partition::{NetworkOutput, PartitionError};
 use crate::watermark::{TimestampField, WatermarkGenerator, WatermarkTracker};
+use weir_host::Output;
 use weir_model::dead_letter::DEAD_LETTER;
 
 /// How often a subtask waiting for input checks whether the job was canceled.
@@ -1044,11 +1045,11 @@ impl Subtask {
             // A timestamp assigner's output: its timestamps make the
             // watermarks.
             let now = Instant::now();
-            out.main.for_each_timestamp(|t| {
-                if let Some(wm) = clock.generator.observe(t, now) {
+            for r in out.main.iter() {
+                if let Some(wm) = clock.generator.observe(r.timestamp, now) {
                     clock.pending = Some(wm);
                 }
-            });
+            }
         }
         let n = &self.nodes[node];
         let produced = out.main.len() + out.side.iter().map(|(_, r)| r.len()).sum::<usize>();
@@ -1150,13 +1151,11 @@ impl Subtask {
         // The records after which the watermark advanced, and to where.
         let now = Instant::now();
         let mut advances = Vec::new();
-        let mut i = 0;
-        batch.for_each_timestamp(|t| {
-            if let Some(wm) = clock.generator.observe(t, now) {
+        for (i, r) in batch.iter().enumerate() {
+            if let Some(wm) = clock.generator.observe(r.timestamp, now) {
                 advances.push((i, wm));
             }
-            i += 1;
-        });
+        }
         if advances.is_empty() {
             return self.push(0, batch, *watermark);
         }
