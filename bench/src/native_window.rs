@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
-use weir_host::{BatchContext, BatchOutput, OperatorError};
+use weir_host::{BatchContext, BatchOutput, OperatorError, Output};
 use weir_model::graph::{WindowAssigner, WindowSpec};
 use weir_model::{JobGraph, Record, Vertex, VertexKind};
 use weir_worker::{OperatorFactory, StreamOperator};
@@ -65,7 +65,7 @@ impl StreamOperator for WindowCount {
         Ok(BatchOutput::default())
     }
 
-    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         let wm = ctx.watermark.unwrap_or(i64::MIN);
         let mut main = Vec::new();
         while let Some((time, _, _)) = self.timers.first() {
@@ -91,7 +91,8 @@ impl StreamOperator for WindowCount {
         Ok(BatchOutput {
             main,
             side: Vec::new(),
-        })
+        }
+        .into())
     }
 }
 

@@ -43,6 +43,19 @@ pub struct Output {
     pub side: Vec<(String, Vec<Record>)>,
 }
 
+impl Output {
+    /// Add `other`'s outputs after its own.
+    pub fn append(&mut self, other: Output) {
+        self.main.append(other.main);
+        for (name, records) in other.side {
+            match self.side.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, r)) => r.extend(records),
+                None => self.side.push((name, records)),
+            }
+        }
+    }
+}
+
 impl From<Output> for BatchOutput {
     fn from(out: Output) -> BatchOutput {
         BatchOutput {
@@ -294,13 +307,12 @@ impl OperatorInstance {
         &mut self,
         timers: Vec<Timer>,
         ctx: BatchContext,
-    ) -> Result<BatchOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         self.call(ctx, "firing timers", |b, store, handle, ctx| {
             b.weir_operator_operators()
                 .operator()
                 .call_on_timer(store, handle, &timers, ctx)
         })
-        .map(Into::into)
     }
 
     /// A window aggregate folds records into accumulators (the contract's
@@ -309,12 +321,12 @@ impl OperatorInstance {
     /// `targets[i]`; the answer holds each group's accumulator.
     pub fn accumulate(
         &mut self,
-        records: Vec<Record>,
+        records: PackedRecords,
         accumulators: types::Packed,
         groups: Vec<u32>,
         targets: Vec<u32>,
     ) -> Result<types::Packed, OperatorError> {
-        let batch = crate::packed::pack_batch(&records);
+        let batch = crate::packed::to_batch(records);
         let mut answer = None;
         self.call(
             BatchContext::default(),
@@ -345,13 +357,12 @@ impl OperatorInstance {
         contents: types::Packed,
         ends: Vec<u32>,
         ctx: BatchContext,
-    ) -> Result<BatchOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         self.call(ctx, "firing windows", |b, store, handle, ctx| {
             b.weir_operator_operators()
                 .operator()
                 .call_fire(store, handle, &windows, &contents, &ends, ctx)
         })
-        .map(Into::into)
     }
 
     fn guest_contract_error(&self, message: String) -> OperatorError {
@@ -390,9 +401,9 @@ impl OperatorInstance {
         domain: TimeDomain,
         upto: i64,
         ctx: BatchContext,
-    ) -> Result<BatchOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         const TIMER_BATCH: usize = 1024;
-        let mut all = BatchOutput::default();
+        let mut all = Output::default();
         loop {
             let due = self
                 .backend_mut()
@@ -402,13 +413,7 @@ impl OperatorInstance {
                 return Ok(all);
             }
             let out = self.on_timer(due.into_iter().map(Into::into).collect(), ctx)?;
-            all.main.extend(out.main);
-            for (name, records) in out.side {
-                match all.side.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, r)) => r.extend(records),
-                    None => all.side.push((name, records)),
-                }
-            }
+            all.append(out);
         }
     }
 

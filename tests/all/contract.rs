@@ -103,7 +103,7 @@ fn list_and_map_state_timers_and_side_outputs() {
             },
         )
         .unwrap();
-    let fired = values(&fired.main);
+    let fired = values(&fired.main.into_list());
     // k1's first timer (100) emits and clears everything of k1.
     assert_eq!(
         fired,
@@ -124,7 +124,7 @@ fn list_and_map_state_timers_and_side_outputs() {
         )
         .unwrap();
     assert_eq!(
-        values(&fired.main),
+        values(&fired.main.into_list()),
         [
             serde_json::json!({"key": "k2", "time": 115, "items": ["apple"], "counts": [["apple", 1]]})
         ]

@@ -40,9 +40,9 @@ pub trait StreamOperator: Send {
     }
 
     /// The watermark advanced to `ctx.watermark`: fire due event-time timers.
-    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         let _ = ctx;
-        Ok(BatchOutput::default())
+        Ok(Output::default())
     }
 
     /// Whether event-time timers up to `watermark` are still due after
@@ -56,9 +56,9 @@ pub trait StreamOperator: Send {
     }
 
     /// Processing time reached `ctx.processing_time`: fire due timers.
-    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         let _ = ctx;
-        Ok(BatchOutput::default())
+        Ok(Output::default())
     }
 
     /// When the next processing-time timer is due, if any.
@@ -128,7 +128,7 @@ impl StreamOperator for WasmOperator {
         self.0.process_packed(batch.into_packed(), ctx)
     }
 
-    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         match ctx.watermark {
             Some(wm)
                 if self
@@ -139,11 +139,11 @@ impl StreamOperator for WasmOperator {
             {
                 self.0.fire_timers(TimeDomain::EventTime, wm, ctx)
             }
-            _ => Ok(BatchOutput::default()),
+            _ => Ok(Output::default()),
         }
     }
 
-    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         self.0
             .fire_timers(TimeDomain::ProcessingTime, ctx.processing_time, ctx)
     }

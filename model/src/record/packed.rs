@@ -361,6 +361,51 @@ impl Records {
             Records::Packed(p) => p,
         }
     }
+
+    /// The records at `which`, in that order, kept as its own are: shared
+    /// slices of a list's records, or a packed batch's bytes copied into a
+    /// buffer of their own.
+    ///
+    /// # Panics
+    ///
+    /// When an index is not below [`Records::len`].
+    pub fn pick(&self, which: impl IntoIterator<Item = usize>) -> Records {
+        match self {
+            Records::List(l) => Records::List(which.into_iter().map(|i| l[i].clone()).collect()),
+            Records::Packed(p) => {
+                let mut out = PackedRecords::default();
+                for i in which {
+                    // Fewer bytes than the batch they come from.
+                    out.push(p.get(i)).expect("a part of a batch fits in one");
+                }
+                Records::Packed(out)
+            }
+        }
+    }
+
+    /// Add `other`'s records after its own: two packed batches stay one
+    /// (when together they fit in one), anything else becomes a list.
+    pub fn append(&mut self, other: Records) {
+        if other.is_empty() {
+            return;
+        }
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        if let (Records::Packed(mine), Records::Packed(theirs)) = (&mut *self, &other)
+            && mine.data.len() + theirs.data.len() <= u32::MAX as usize
+        {
+            let Records::Packed(theirs) = other else {
+                unreachable!("matched as packed")
+            };
+            mine.append(theirs).expect("the two fit in one batch");
+            return;
+        }
+        let mut list = std::mem::take(self).into_list();
+        list.extend(other.into_list());
+        *self = Records::List(list);
+    }
 }
 
 #[cfg(test)]
@@ -450,6 +495,39 @@ mod tests {
         want.extend_from_slice(&records()[1..]);
         assert_eq!(a.bytes(), 9 + 1);
         assert_eq!(a.into_records(), want);
+    }
+
+    #[test]
+    fn picked_and_appended_records_are_the_same_however_kept() {
+        let list = Records::List(records());
+        let packed = Records::Packed(PackedRecords::from_records(&records()));
+        for all in [&list, &packed] {
+            let picked = all.pick([2, 0]);
+            assert_eq!(
+                picked,
+                Records::List(vec![records()[2].clone(), records()[0].clone()])
+            );
+            assert_eq!(
+                matches!(picked, Records::Packed(_)),
+                matches!(all, Records::Packed(_))
+            );
+            assert!(all.pick([]).is_empty());
+        }
+        // Packed after packed stays one batch; a list anywhere makes a list.
+        let mut a = packed.pick([0]);
+        a.append(packed.pick([1, 2]));
+        assert!(matches!(a, Records::Packed(_)));
+        assert_eq!(a, list);
+        let mut b = packed.pick([0]);
+        b.append(list.pick([1]));
+        b.append(Records::default());
+        b.append(packed.pick([2]));
+        assert!(matches!(b, Records::List(_)));
+        assert_eq!(b, list);
+        let mut c = Records::default();
+        c.append(packed.clone());
+        assert!(matches!(c, Records::Packed(_)));
+        assert_eq!(c, list);
     }
 
     #[test]

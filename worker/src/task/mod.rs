@@ -1212,7 +1212,7 @@ impl Subtask {
             while let NodeOp::Operator(op) = &mut self.nodes[i].op {
                 let out = op.on_watermark(ctx)?;
                 let more = op.more_due(wm);
-                self.route(i, out.into(), Some(wm))?;
+                self.route(i, out, Some(wm))?;
                 if !more {
                     break;
                 }
@@ -1263,7 +1263,7 @@ impl Subtask {
         for i in 0..self.nodes.len() {
             if let NodeOp::Operator(op) = &mut self.nodes[i].op {
                 let out = op.on_processing_time(ctx)?;
-                self.route(i, out.into(), watermark)?;
+                self.route(i, out, watermark)?;
             }
         }
         self.flush()

@@ -3,9 +3,9 @@
 //! `{"key": <key>, "window_start": <ms>, "window_end": <ms>, "<function>":
 //! <value>}` with the timestamp `window_end - 1`.
 
-use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
+use weir_host::{BatchContext, OperatorError, Output, TaskIdent};
 use weir_model::builtin::AggregateFunction;
-use weir_model::{Record, RecordBuffer};
+use weir_model::{RecordBuffer, Records};
 use weir_window::{Contents, Fired};
 
 use super::WindowFunction;
@@ -60,7 +60,7 @@ impl WindowFunction for BuiltinAggregate {
 
     fn accumulate(
         &mut self,
-        records: Vec<Record>,
+        records: Records,
         groups: Vec<Vec<Vec<u8>>>,
         additions: &[(u32, u32)],
     ) -> Result<Vec<Vec<u8>>, OperatorError> {
@@ -72,13 +72,13 @@ impl WindowFunction for BuiltinAggregate {
         for &(r, g) in additions {
             let v = self
                 .value_of
-                .of(&records[r as usize].value, &mut scratch, &self.ident)?;
+                .of(records.get(r as usize).value, &mut scratch, &self.ident)?;
             accs[g as usize].add(v, self.counts_null);
         }
         Ok(accs.iter().map(Acc::encode).collect())
     }
 
-    fn fire(&mut self, fired: Vec<Fired>, _: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn fire(&mut self, fired: Vec<Fired>, _: BatchContext) -> Result<Output, OperatorError> {
         let size = fired.iter().map(|f| f.key.len() + 64).sum();
         let mut main = RecordBuffer::with_capacity(fired.len(), size);
         for f in fired {
@@ -97,8 +97,8 @@ impl WindowFunction for BuiltinAggregate {
                 value.push(b'}');
             });
         }
-        Ok(BatchOutput {
-            main: main.finish(),
+        Ok(Output {
+            main: main.finish_records(),
             side: Vec::new(),
         })
     }

@@ -4,8 +4,8 @@
 
 use weir_host::packed;
 use weir_host::types::Window;
-use weir_host::{BatchContext, BatchOutput, InstanceMetrics, OperatorError, OperatorInstance};
-use weir_model::Record;
+use weir_host::{BatchContext, InstanceMetrics, OperatorError, OperatorInstance, Output};
+use weir_model::Records;
 use weir_window::{Contents, Fired, slot};
 
 use super::{WindowFunction, append_records};
@@ -32,7 +32,7 @@ impl WindowFunction for GuestFunction {
 
     fn accumulate(
         &mut self,
-        records: Vec<Record>,
+        records: Records,
         groups: Vec<Vec<Vec<u8>>>,
         additions: &[(u32, u32)],
     ) -> Result<Vec<Vec<u8>>, OperatorError> {
@@ -40,22 +40,13 @@ impl WindowFunction for GuestFunction {
             return Ok(append_records(&records, groups, additions));
         }
         // With accumulators every record is in at most one group, in
-        // record order.
-        let mut take = vec![false; records.len()];
-        let mut targets = Vec::with_capacity(additions.len());
-        for &(r, g) in additions {
-            take[r as usize] = true;
-            targets.push(g);
-        }
-        // Usually every record (none is late, none between windows).
-        let records: Vec<Record> = if take.iter().all(|&t| t) {
+        // record order: usually every record (none is late, none between
+        // windows), and the batch crosses as it came.
+        let targets: Vec<u32> = additions.iter().map(|&(_, g)| g).collect();
+        let records = if additions.len() == records.len() {
             records
         } else {
-            records
-                .into_iter()
-                .zip(take)
-                .filter_map(|(r, t)| t.then_some(r))
-                .collect()
+            records.pick(additions.iter().map(|&(r, _)| r as usize))
         };
         let mut group_ends = Vec::with_capacity(groups.len());
         let mut n = 0u32;
@@ -64,9 +55,9 @@ impl WindowFunction for GuestFunction {
             group_ends.push(n);
         }
         let accumulators = packed::pack(groups.iter().flatten());
-        let answer = self
-            .instance
-            .accumulate(records, accumulators, group_ends, targets)?;
+        let answer =
+            self.instance
+                .accumulate(records.into_packed(), accumulators, group_ends, targets)?;
         packed::strings(&answer)
             .map(|all| all.into_iter().map(<[u8]>::to_vec).collect())
             .map_err(|e| OperatorError {
@@ -77,7 +68,7 @@ impl WindowFunction for GuestFunction {
             })
     }
 
-    fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<Output, OperatorError> {
         let mut windows = Vec::with_capacity(fired.len());
         let mut strings: Vec<Vec<u8>> = Vec::new();
         let mut ends = Vec::with_capacity(fired.len());

@@ -11,8 +11,11 @@
 mod builtin;
 mod guest;
 
-use weir_host::{BatchContext, BatchOutput, ErrorKind, InstanceMetrics, OperatorError, TaskIdent};
-use weir_model::Record;
+use bytes::Bytes;
+use weir_host::{
+    BatchContext, BatchOutput, ErrorKind, InstanceMetrics, OperatorError, Output, TaskIdent,
+};
+use weir_model::{Record, Records};
 use weir_state::snapshot::LocalSnapshot;
 use weir_state::{StateBackend, StateKey, StateKind, StateOp, TimeDomain, Timer, TimerOp};
 use weir_window::{Contents, Fired, Slot, Spec, Time, slot};
@@ -32,16 +35,17 @@ pub(crate) trait WindowFunction: Send {
 
     /// The new contents of each group: group `g` starts from the merge of
     /// `groups[g]` (stored contents; none for a new window), then each
-    /// `(record, group)` of `additions` adds `records[record]` to it.
+    /// `(record, group)` of `additions` adds record `record` of `records`
+    /// to it.
     fn accumulate(
         &mut self,
-        records: Vec<Record>,
+        records: Records,
         groups: Vec<Vec<Vec<u8>>>,
         additions: &[(u32, u32)],
     ) -> Result<Vec<Vec<u8>>, OperatorError>;
 
     /// Windows fire: their results, with the timestamp `end - 1`.
-    fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<BatchOutput, OperatorError>;
+    fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<Output, OperatorError>;
 
     /// Its memory and guest time, for metrics.
     fn metrics(&self) -> InstanceMetrics {
@@ -51,13 +55,13 @@ pub(crate) trait WindowFunction: Send {
 
 /// A process-window function's contents: the records, kept by the host.
 pub(crate) fn append_records(
-    records: &[Record],
+    records: &Records,
     groups: Vec<Vec<Vec<u8>>>,
     additions: &[(u32, u32)],
 ) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = groups.into_iter().map(|g| g.concat()).collect();
     for &(r, g) in additions {
-        slot::append_record(&mut out[g as usize], &records[r as usize].value);
+        slot::append_record(&mut out[g as usize], records.get(r as usize).value);
     }
     out
 }
@@ -191,9 +195,9 @@ impl WindowOperator {
         upto: i64,
         share: usize,
         ctx: BatchContext,
-    ) -> Result<BatchOutput, OperatorError> {
+    ) -> Result<Output, OperatorError> {
         let domain = self.domain();
-        let mut all = BatchOutput::default();
+        let mut all = Output::default();
         let mut taken = 0;
         loop {
             if taken >= share {
@@ -214,30 +218,32 @@ impl WindowOperator {
             let fired = spec.fire(&mut store, &timers);
             let fired = store.flush().and(fired).map_err(|e| self.state_error(e))?;
             if !fired.is_empty() {
-                let out = self.function.fire(fired, ctx)?;
-                all.main.extend(out.main);
-                merge_side(&mut all.side, out.side);
+                all.append(self.function.fire(fired, ctx)?);
             }
         }
     }
 
-    /// One round of a batch: its records up to the first that makes a
-    /// window fire again; returns the records after it.
+    /// One round of a batch: its records from `from` up to the first
+    /// that makes a window fire again; returns where the next round starts.
+    /// A batch that is one round (the usual case) is taken whole, packed
+    /// as it came.
     fn round(
         &mut self,
-        batch: &mut Vec<Record>,
+        batch: &mut Records,
+        from: usize,
         ctx: BatchContext,
-        out: &mut BatchOutput,
-    ) -> Result<Vec<Record>, OperatorError> {
+        out: &mut Output,
+    ) -> Result<usize, OperatorError> {
         let input_error = |message: String| OperatorError {
             ident: self.ident.clone(),
             kind: ErrorKind::Guest,
             message,
             guest_output: Vec::new(),
         };
-        let mut pairs = Vec::with_capacity(batch.len());
-        for r in batch.iter() {
-            let key = r.key.as_deref().ok_or_else(|| {
+        let mut pairs = Vec::with_capacity(batch.len() - from);
+        for i in from..batch.len() {
+            let r = batch.get(i);
+            let key = r.key.ok_or_else(|| {
                 input_error("a record reached a window operator without its key".into())
             })?;
             let t = match self.spec.time {
@@ -260,24 +266,31 @@ impl WindowOperator {
             .assign(&mut store, &pairs, ctx.watermark)
             .map_err(|e| host_error(&self.ident, format!("state backend: {e:#}")))?;
         drop(pairs);
-        let rest = batch.split_off(assigned.consumed);
-        let records = std::mem::take(batch);
+        let next = from + assigned.consumed;
         if !assigned.late.is_empty() {
             let late = assigned.late.iter().map(|&r| {
-                let r = &records[r as usize];
+                let r = batch.get(from + r as usize);
                 Record {
                     key: None,
-                    value: r.value.clone(),
+                    value: Bytes::copy_from_slice(r.value),
                     timestamp: r.timestamp,
                 }
             });
-            merge_side(&mut out.side, vec![(LATE.to_owned(), late.collect())]);
+            out.append(Output {
+                main: Records::default(),
+                side: vec![(LATE.to_owned(), late.collect())],
+            });
         }
         let groups = std::mem::take(&mut assigned.groups);
         let additions = std::mem::take(&mut assigned.additions);
         let results = if groups.is_empty() {
             Vec::new()
         } else {
+            let records = if from == 0 && next == batch.len() {
+                std::mem::take(batch)
+            } else {
+                batch.pick(from..next)
+            };
             self.function.accumulate(records, groups, &additions)?
         };
         let refire = spec.commit(&mut store, assigned, results);
@@ -286,11 +299,9 @@ impl WindowOperator {
             .and(refire)
             .map_err(|e| host_error(&self.ident, format!("state backend: {e:#}")))?;
         if !refire.is_empty() {
-            let fired = self.function.fire(refire, ctx)?;
-            out.main.extend(fired.main);
-            merge_side(&mut out.side, fired.side);
+            out.append(self.function.fire(refire, ctx)?);
         }
-        Ok(rest)
+        Ok(next)
     }
 
     fn state_error(&self, e: anyhow::Error) -> OperatorError {
@@ -307,36 +318,36 @@ fn host_error(ident: &TaskIdent, message: String) -> OperatorError {
     }
 }
 
-fn merge_side(all: &mut Vec<(String, Vec<Record>)>, side: Vec<(String, Vec<Record>)>) {
-    for (name, records) in side {
-        match all.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, r)) => r.extend(records),
-            None => all.push((name, records)),
-        }
-    }
-}
-
 impl StreamOperator for WindowOperator {
     fn process(
         &mut self,
-        mut batch: Vec<Record>,
+        batch: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let mut out = BatchOutput::default();
+        self.process_records(batch.into(), ctx)
+            .map(BatchOutput::from)
+    }
+
+    fn process_records(
+        &mut self,
+        mut batch: Records,
+        ctx: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        let mut out = Output::default();
         // In rounds: a record that updates a window which fired already
         // (within its lateness) ends a round, and the window fires again
         // before the next record.
-        while !batch.is_empty() {
-            let rest = self.round(&mut batch, ctx, &mut out)?;
-            batch = rest;
+        let mut from = 0;
+        while from < batch.len() {
+            from = self.round(&mut batch, from, ctx, &mut out)?;
         }
         Ok(out)
     }
 
-    fn on_watermark(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         match ctx.watermark {
             Some(wm) if self.more_due(wm) => self.fire_due(wm, FIRE_SHARE, ctx),
-            _ => Ok(BatchOutput::default()),
+            _ => Ok(Output::default()),
         }
     }
 
@@ -348,9 +359,9 @@ impl StreamOperator for WindowOperator {
                 .is_some_and(|t| t <= watermark)
     }
 
-    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<BatchOutput, OperatorError> {
+    fn on_processing_time(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
         if self.spec.time != Time::Processing {
-            return Ok(BatchOutput::default());
+            return Ok(Output::default());
         }
         self.fire_due(ctx.processing_time, usize::MAX, ctx)
     }
