@@ -289,8 +289,9 @@ def flink_run(python, workload, parallelism, events, sink, work, heap):
         "--events", str(events), "--parallelism", str(parallelism), "--sink", sink,
         "--out-dir", str(out_dir), "--rest-port", str(free_port()),
     ]
-    # PyFlink's planner has failed now and then on a query it planned a
-    # minute before: such a run is tried again.
+    # PyFlink's planner failed now and then on a query it planned a minute
+    # before (a JVM thread without the planner's metadata provider: see
+    # flink_bench.py); a run that fails is tried again.
     for attempt in range(3):
         proc = subprocess.run(args, env=env, capture_output=True, text=True)
         if proc.returncode == 0:

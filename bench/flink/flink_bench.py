@@ -42,6 +42,8 @@ import threading
 import time
 import urllib.request
 
+import pyflink.java_gateway
+from py4j.java_gateway import GatewayParameters
 from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
@@ -51,6 +53,27 @@ from pyflink.table.udf import udf
 # The same steady-state estimate as Weir's side (this file's folder is on
 # the path: it is the script's).
 from compare import steady_rate
+
+
+
+def _without_memory_management(*args, **kwargs):
+    """py4j's gateway parameters with its memory management off.
+
+    With it on, each Python-side Java object freed sends a command to the
+    JVM; one freed during a call goes over a second connection, which a
+    second JVM thread serves, and later calls may take that connection.
+    Flink's planner keeps Calcite's metadata provider per thread (the one
+    that made the table environment), so the next query planned on the
+    other thread fails (`NullPointerException: metadataHandlerProvider`):
+    every timed job after the warm-up did, on 2026-12-07. One process runs
+    a few jobs and exits: what the JVM keeps for Python is no concern.
+    """
+    kwargs.setdefault("enable_memory_management", False)
+    return GatewayParameters(*args, **kwargs)
+
+
+# Before the gateway starts (the first environment made starts it).
+pyflink.java_gateway.GatewayParameters = _without_memory_management
 
 # The workloads: the query over `bids`, and whether it needs event time.
 # q1 computes in DOUBLE, as Weir does (`0.908 * price` alone would be

@@ -107,7 +107,7 @@ impl RecordBuffer {
             .iter()
             .map(|(k, ..)| k.as_ref().map_or(0, Bytes::len))
             .sum();
-        if self.data.len() + keys > u32::MAX as usize {
+        if self.data.len() + keys >= u32::MAX as usize {
             return packed::Records::List(self.finish());
         }
         packed::Records::Packed(self.finish_packed())

@@ -49,6 +49,17 @@ pub struct RecordRef<'a> {
     pub timestamp: Option<i64>,
 }
 
+impl RecordRef<'_> {
+    /// The record as one of its own, its bytes copied.
+    pub fn to_record(&self) -> Record {
+        Record {
+            key: self.key.map(Bytes::copy_from_slice),
+            value: Bytes::copy_from_slice(self.value),
+            timestamp: self.timestamp,
+        }
+    }
+}
+
 impl PackedRecords {
     /// A batch from its parts, as a guest or a source made them; an error
     /// names a span outside the data or lists of the wrong lengths.
@@ -145,7 +156,7 @@ impl PackedRecords {
             *self = other;
             return Ok(());
         }
-        if self.data.len() + other.data.len() > u32::MAX as usize {
+        if self.data.len() + other.data.len() >= u32::MAX as usize {
             return Err(format!(
                 "a batch of {} bytes and one of {} are more than a batch holds (4 GiB)",
                 self.data.len(),
@@ -171,7 +182,7 @@ impl PackedRecords {
     /// batch would pass the 4 GiB that spans address.
     pub fn push(&mut self, record: RecordRef<'_>) -> Result<(), String> {
         let size = record.key.map_or(0, <[u8]>::len) + record.value.len();
-        if self.data.len() + size > u32::MAX as usize {
+        if self.data.len() + size >= u32::MAX as usize {
             return Err(format!(
                 "a record of {size} bytes does not fit in a batch of {} (4 GiB at most)",
                 self.data.len()
@@ -364,7 +375,8 @@ impl Records {
 
     /// The records at `which`, in that order, kept as its own are: shared
     /// slices of a list's records, or a packed batch's bytes copied into a
-    /// buffer of their own.
+    /// buffer of their own (records of their own past the 4 GiB a batch
+    /// holds).
     ///
     /// # Panics
     ///
@@ -373,10 +385,17 @@ impl Records {
         match self {
             Records::List(l) => Records::List(which.into_iter().map(|i| l[i].clone()).collect()),
             Records::Packed(p) => {
+                let which: Vec<usize> = which.into_iter().collect();
                 let mut out = PackedRecords::default();
-                for i in which {
-                    // Fewer bytes than the batch they come from.
-                    out.push(p.get(i)).expect("a part of a batch fits in one");
+                for &i in &which {
+                    if out.push(p.get(i)).is_err() {
+                        // Records that share bytes in their batch (a guest
+                        // may give several the same span) can be more than
+                        // a batch holds once each has its own.
+                        return Records::List(
+                            which.iter().map(|&i| p.get(i).to_record()).collect(),
+                        );
+                    }
                 }
                 Records::Packed(out)
             }
@@ -394,7 +413,7 @@ impl Records {
             return;
         }
         if let (Records::Packed(mine), Records::Packed(theirs)) = (&mut *self, &other)
-            && mine.data.len() + theirs.data.len() <= u32::MAX as usize
+            && mine.data.len() + theirs.data.len() < u32::MAX as usize
         {
             let Records::Packed(theirs) = other else {
                 unreachable!("matched as packed")

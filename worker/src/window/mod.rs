@@ -511,6 +511,100 @@ mod tests {
         }
     }
 
+    /// A built-in `sum` of `/v` per key over tumbling 10 ms windows of event
+    /// time, allowed lateness 100 ms, windows in memory.
+    fn summing_windows() -> WindowOperator {
+        use weir_model::builtin::AggregateFunction;
+        use weir_model::graph::{TimeCharacteristic, WindowAssigner, WindowSpec};
+        let ident = TaskIdent {
+            job: "job".into(),
+            operator: "sums".into(),
+            subtask: 0,
+        };
+        let sum = BuiltinAggregate::new(
+            AggregateFunction::Sum,
+            crate::builtin::aggregate::ValueOf::new(
+                AggregateFunction::Sum,
+                Some("/v".into()),
+                weir_model::format::Format::default(),
+            ),
+            false,
+            ident.clone(),
+            crate::builtin::aggregate::KeyText::Raw,
+        );
+        let spec = WindowSpec {
+            assigner: WindowAssigner::Tumbling { size_ms: 10 },
+            time: TimeCharacteristic::Event,
+            allowed_lateness_ms: 100,
+            keeps: None,
+        };
+        let backend = Box::new(weir_state::MemoryStateBackend::new());
+        WindowOperator::new(&spec, Box::new(sum), backend, ident).unwrap()
+    }
+
+    /// `(key, window start, sum)` of each fired window, in order.
+    fn sums(records: Records) -> Vec<(String, i64, i64)> {
+        records
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(r.value).unwrap();
+                (
+                    v["key"].as_str().unwrap().to_owned(),
+                    v["window_start"].as_i64().unwrap(),
+                    v["sum"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn windows_fire_again_record_by_record_from_a_packed_batch_as_from_a_list() {
+        let record = |key: &str, t: i64, v: i64| Record {
+            key: Some(Bytes::copy_from_slice(key.as_bytes())),
+            value: Bytes::from(format!("{{\"v\":{v}}}")),
+            timestamp: Some(t),
+        };
+        // At watermark 12 the window [0, 10) has fired and takes records
+        // within its lateness: each fires it again before the next record
+        // (three rounds); `b`'s window is past its lateness.
+        let batch = vec![
+            record("a", 15, 1),
+            record("a", 3, 10),
+            record("a", 1, 100),
+            record("b", -200, 1000),
+            record("a", 16, 10_000),
+        ];
+        let at = |watermark: i64| BatchContext {
+            watermark: Some(watermark),
+            processing_time: 0,
+        };
+        let packed = Records::Packed(weir_model::PackedRecords::from_records(&batch));
+        for input in [packed, Records::List(batch.clone())] {
+            let kind = format!("{:?}", std::mem::discriminant(&input));
+            let mut op = summing_windows();
+            let out = op.process_records(input, at(12)).unwrap();
+            assert_eq!(
+                sums(out.main),
+                [("a".into(), 0, 10), ("a".into(), 0, 110)],
+                "{kind}"
+            );
+            assert_eq!(
+                out.side,
+                [(
+                    LATE.to_owned(),
+                    vec![Record {
+                        key: None,
+                        ..record("b", -200, 1000)
+                    }]
+                )],
+                "{kind}"
+            );
+            let fired = op.on_watermark(at(19)).unwrap();
+            assert_eq!(sums(fired.main), [("a".into(), 10, 10_001)], "{kind}");
+            assert!(fired.side.is_empty());
+        }
+    }
+
     #[test]
     fn a_failed_read_leaves_the_cached_windows_as_they_were() {
         let mut backend = weir_state::MemoryStateBackend::new();
