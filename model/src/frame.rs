@@ -26,6 +26,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::record::packed::{NO_TIMESTAMP, PackedRecords, RecordRef};
 use crate::record::{Barrier, CheckpointKind, CheckpointMode, Record, Signal, StreamMessage};
 
 /// Which channel a connection carries: the receiving subtask and the
@@ -84,7 +85,26 @@ pub fn encode(frame: &Frame) -> Bytes {
             buf.put_u32(k.channel);
             put_bytes(&mut buf, token.as_bytes());
         }
-        Frame::Message(StreamMessage::Data(records)) => {
+        Frame::Message(message) => put_message(&mut buf, message),
+        Frame::Credit(n) => {
+            buf.put_u8(6);
+            buf.put_u32(*n);
+        }
+    }
+    buf.freeze()
+}
+
+/// The body of a [`Frame::Message`] carrying `message` (without moving or
+/// copying the message into a frame first).
+pub fn encode_message(message: &StreamMessage) -> Bytes {
+    let mut buf = BytesMut::new();
+    put_message(&mut buf, message);
+    buf.freeze()
+}
+
+fn put_message(buf: &mut BytesMut, message: &StreamMessage) {
+    match message {
+        StreamMessage::Data(records) => {
             buf.reserve(5 + 17 * records.len() + records.bytes() as usize);
             buf.put_u8(2);
             buf.put_u32(records.len() as u32);
@@ -92,15 +112,15 @@ pub fn encode(frame: &Frame) -> Bytes {
                 let flags = u8::from(r.key.is_some()) | (u8::from(r.timestamp.is_some()) << 1);
                 buf.put_u8(flags);
                 if let Some(k) = r.key {
-                    put_bytes(&mut buf, k);
+                    put_bytes(buf, k);
                 }
-                put_bytes(&mut buf, r.value);
+                put_bytes(buf, r.value);
                 if let Some(t) = r.timestamp {
                     buf.put_i64(t);
                 }
             }
         }
-        Frame::Message(StreamMessage::Signal(signal)) => match signal {
+        StreamMessage::Signal(signal) => match signal {
             Signal::Watermark(w) => {
                 buf.put_u8(3);
                 buf.put_i64(*w);
@@ -125,12 +145,7 @@ pub fn encode(frame: &Frame) -> Bytes {
             Signal::Idle => buf.put_u8(7),
             Signal::EndOfData => buf.put_u8(8),
         },
-        Frame::Credit(n) => {
-            buf.put_u8(6);
-            buf.put_u32(*n);
-        }
     }
-    buf.freeze()
 }
 
 fn need(buf: &Bytes, n: usize, what: &str) -> Result<(), FrameError> {
@@ -148,7 +163,92 @@ fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, FrameError> {
     Ok(buf.split_to(n))
 }
 
-/// Decode a frame's body.
+/// A data frame's `n` records (after its count) copied into one packed
+/// buffer, and the bytes they took; `None` when a record's timestamp is the
+/// one a packed batch cannot tell from none ([`NO_TIMESTAMP`]).
+fn packed_records(body: &[u8], n: usize) -> Result<Option<(PackedRecords, usize)>, FrameError> {
+    fn take<'a>(
+        body: &'a [u8],
+        at: &mut usize,
+        n: usize,
+        what: &str,
+    ) -> Result<&'a [u8], FrameError> {
+        let bytes = body
+            .get(*at..at.saturating_add(n))
+            .ok_or_else(|| FrameError(format!("truncated {what}")))?;
+        *at += n;
+        Ok(bytes)
+    }
+    fn length_prefixed<'a>(
+        body: &'a [u8],
+        at: &mut usize,
+        what: &str,
+    ) -> Result<&'a [u8], FrameError> {
+        let len = take(body, at, 4, what)?;
+        let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
+        take(body, at, len, what)
+    }
+    let mut records = PackedRecords::default();
+    let mut at = 0;
+    for _ in 0..n {
+        let flags = take(body, &mut at, 1, "record flags")?[0];
+        let key = match flags & 1 {
+            0 => None,
+            _ => Some(length_prefixed(body, &mut at, "key")?),
+        };
+        let value = length_prefixed(body, &mut at, "value")?;
+        let timestamp = match flags & 2 {
+            0 => None,
+            _ => {
+                let t = take(body, &mut at, 8, "timestamp")?;
+                Some(i64::from_be_bytes(t.try_into().expect("8 bytes")))
+            }
+        };
+        if timestamp == Some(NO_TIMESTAMP) {
+            return Ok(None);
+        }
+        // A frame's records take fewer bytes packed than in the frame,
+        // whose length is a u32.
+        records
+            .push(RecordRef {
+                key,
+                value,
+                timestamp,
+            })
+            .map_err(FrameError)?;
+    }
+    Ok(Some((records, at)))
+}
+
+/// A data frame's `n` records (after its count) as records of their own:
+/// slices of the frame, not copies.
+fn listed_records(buf: &mut Bytes, n: usize) -> Result<Vec<Record>, FrameError> {
+    let mut records = Vec::with_capacity(n);
+    for _ in 0..n {
+        need(buf, 1, "record flags")?;
+        let flags = buf.get_u8();
+        let key = if flags & 1 != 0 {
+            Some(get_bytes(buf, "key")?)
+        } else {
+            None
+        };
+        let value = get_bytes(buf, "value")?;
+        let timestamp = if flags & 2 != 0 {
+            need(buf, 8, "timestamp")?;
+            Some(buf.get_i64())
+        } else {
+            None
+        };
+        records.push(Record {
+            key,
+            value,
+            timestamp,
+        });
+    }
+    Ok(records)
+}
+
+/// Decode a frame's body; a data frame's records are packed in one buffer.
 pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
     need(&buf, 1, "tag")?;
     let frame = match buf.get_u8() {
@@ -176,29 +276,14 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
                     buf.remaining()
                 )));
             }
-            let mut records = Vec::with_capacity(n);
-            for _ in 0..n {
-                need(&buf, 1, "record flags")?;
-                let flags = buf.get_u8();
-                let key = if flags & 1 != 0 {
-                    Some(get_bytes(&mut buf, "key")?)
-                } else {
-                    None
-                };
-                let value = get_bytes(&mut buf, "value")?;
-                let timestamp = if flags & 2 != 0 {
-                    need(&buf, 8, "timestamp")?;
-                    Some(buf.get_i64())
-                } else {
-                    None
-                };
-                records.push(Record {
-                    key,
-                    value,
-                    timestamp,
-                });
-            }
-            Frame::Message(StreamMessage::Data(records.into()))
+            let records = match packed_records(&buf, n)? {
+                Some((records, read)) => {
+                    buf.advance(read);
+                    records.into()
+                }
+                None => listed_records(&mut buf, n)?.into(),
+            };
+            Frame::Message(StreamMessage::Data(records))
         }
         3 => {
             need(&buf, 8, "watermark")?;
@@ -250,6 +335,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::packed::Records;
 
     #[test]
     fn every_frame_round_trips() {
@@ -307,6 +393,70 @@ mod tests {
         ];
         for f in frames {
             assert_eq!(decode(encode(&f)).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn records_arrive_packed_unless_a_timestamp_is_the_no_timestamp_mark() {
+        let record = |t: Option<i64>| Record {
+            key: Some(Bytes::from_static(b"k")),
+            value: Bytes::from_static(b"v"),
+            timestamp: t,
+        };
+        let decoded = |records: Vec<Record>| {
+            let f = Frame::Message(StreamMessage::Data(records.into()));
+            match decode(encode(&f)).unwrap() {
+                Frame::Message(StreamMessage::Data(r)) => r,
+                other => panic!("{other:?}"),
+            }
+        };
+        let usual = vec![record(Some(3)), record(None), record(Some(i64::MAX))];
+        let got = decoded(usual.clone());
+        assert!(matches!(got, Records::Packed(_)));
+        assert_eq!(got.into_list(), usual);
+        // `i64::MIN` is a time as any other on the wire: the frame keeps it
+        // (records of their own).
+        let edge = vec![record(Some(1)), record(Some(i64::MIN))];
+        let got = decoded(edge.clone());
+        assert!(matches!(got, Records::List(_)));
+        assert_eq!(got.into_list(), edge);
+    }
+
+    #[test]
+    fn both_decodings_of_a_data_frame_give_the_same_records_or_the_same_error() {
+        let records = vec![
+            Record {
+                key: Some(Bytes::new()),
+                value: Bytes::new(),
+                timestamp: Some(0),
+            },
+            Record {
+                key: None,
+                value: Bytes::from_static(b"{\"a\":[1,2]}"),
+                timestamp: None,
+            },
+            Record {
+                key: Some(Bytes::from_static(b"key")),
+                value: Bytes::from_static(b"x"),
+                timestamp: Some(-1),
+            },
+        ];
+        let body = encode(&Frame::Message(StreamMessage::Data(records.into())));
+        // After the tag and the count, cut anywhere.
+        let all = body.slice(5..);
+        for cut in 0..=all.len() {
+            let part = all.slice(..cut);
+            let packed = packed_records(&part, 3).map(|r| {
+                let (records, read) = r.expect("no `i64::MIN` time");
+                (records.into_records(), read)
+            });
+            let mut buf = part.clone();
+            let listed = listed_records(&mut buf, 3).map(|r| (r, cut - buf.remaining()));
+            match (packed, listed) {
+                (Ok(p), Ok(l)) => assert_eq!(p, l, "cut at {cut}"),
+                (Err(p), Err(l)) => assert_eq!(p.to_string(), l.to_string(), "cut at {cut}"),
+                (p, l) => panic!("cut at {cut}: {p:?} against {l:?}"),
+            }
         }
     }
 

@@ -30,7 +30,7 @@
 //! rescale starts from a savepoint).
 
 use bytes::{Buf, BufMut, Bytes};
-use weir_model::frame::{Frame, decode, encode};
+use weir_model::frame::{Frame, decode, encode_message};
 use weir_model::{Barrier, Signal, StreamMessage};
 
 use super::TaskSnapshot;
@@ -151,7 +151,7 @@ impl InFlight {
             if let StreamMessage::Data(records) = message {
                 bytes += records.bytes();
             }
-            let frame = encode(&Frame::Message(message.clone()));
+            let frame = encode_message(message);
             out.put_u32(*channel);
             out.put_u32(frame.len() as u32);
             out.extend_from_slice(&frame);
