@@ -8,11 +8,6 @@ use crate::types::{Batch, Packed};
 
 pub use weir_model::record::packed::{NO_KEY, NO_TIMESTAMP};
 
-/// Records as one batch: their bytes copied into one buffer.
-pub fn pack_batch(records: &[Record]) -> Batch {
-    to_batch(PackedRecords::from_records(records))
-}
-
 /// A packed batch as the contract's `batch` (its parts moved, not copied).
 pub fn to_batch(records: PackedRecords) -> Batch {
     let (data, spans, timestamps) = records.into_parts();
@@ -75,7 +70,7 @@ mod tests {
     fn a_batch_unpacks_whole_or_not_at_all() {
         let records = vec![Record::value(&b"1"[..]), Record::value(&b"22"[..])];
         let mut out = Vec::new();
-        unpack_batch(pack_batch(&records), &mut out).unwrap();
+        unpack_batch(to_batch(PackedRecords::from_records(&records)), &mut out).unwrap();
         assert_eq!(out, records);
         // The second record's span is outside the data: nothing is added.
         let bad = Batch {

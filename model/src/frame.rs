@@ -26,8 +26,8 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::record::packed::{NO_TIMESTAMP, PackedRecords, RecordRef};
-use crate::record::{Barrier, CheckpointKind, CheckpointMode, Record, Signal, StreamMessage};
+use crate::record::packed::{PackedRecords, RecordRef};
+use crate::record::{Barrier, CheckpointKind, CheckpointMode, Signal, StreamMessage};
 
 /// Which channel a connection carries: the receiving subtask and the
 /// sender's channel index at it.
@@ -164,9 +164,9 @@ fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, FrameError> {
 }
 
 /// A data frame's `n` records (after its count) copied into one packed
-/// buffer, and the bytes they took; `None` when a record's timestamp is the
-/// one a packed batch cannot tell from none ([`NO_TIMESTAMP`]).
-fn packed_records(body: &[u8], n: usize) -> Result<Option<(PackedRecords, usize)>, FrameError> {
+/// buffer, and the bytes they took (a time of `i64::MIN` is none, as
+/// everywhere: [`crate::record::packed::NO_TIMESTAMP`]).
+fn packed_records(body: &[u8], n: usize) -> Result<(PackedRecords, usize), FrameError> {
     fn take<'a>(
         body: &'a [u8],
         at: &mut usize,
@@ -204,9 +204,6 @@ fn packed_records(body: &[u8], n: usize) -> Result<Option<(PackedRecords, usize)
                 Some(i64::from_be_bytes(t.try_into().expect("8 bytes")))
             }
         };
-        if timestamp == Some(NO_TIMESTAMP) {
-            return Ok(None);
-        }
         // A frame's records take fewer bytes packed than in the frame,
         // whose length is a u32.
         records
@@ -217,35 +214,7 @@ fn packed_records(body: &[u8], n: usize) -> Result<Option<(PackedRecords, usize)
             })
             .map_err(FrameError)?;
     }
-    Ok(Some((records, at)))
-}
-
-/// A data frame's `n` records (after its count) as records of their own:
-/// slices of the frame, not copies.
-fn listed_records(buf: &mut Bytes, n: usize) -> Result<Vec<Record>, FrameError> {
-    let mut records = Vec::with_capacity(n);
-    for _ in 0..n {
-        need(buf, 1, "record flags")?;
-        let flags = buf.get_u8();
-        let key = if flags & 1 != 0 {
-            Some(get_bytes(buf, "key")?)
-        } else {
-            None
-        };
-        let value = get_bytes(buf, "value")?;
-        let timestamp = if flags & 2 != 0 {
-            need(buf, 8, "timestamp")?;
-            Some(buf.get_i64())
-        } else {
-            None
-        };
-        records.push(Record {
-            key,
-            value,
-            timestamp,
-        });
-    }
-    Ok(records)
+    Ok((records, at))
 }
 
 /// Decode a frame's body; a data frame's records are packed in one buffer.
@@ -276,14 +245,9 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
                     buf.remaining()
                 )));
             }
-            let records = match packed_records(&buf, n)? {
-                Some((records, read)) => {
-                    buf.advance(read);
-                    records.into()
-                }
-                None => listed_records(&mut buf, n)?.into(),
-            };
-            Frame::Message(StreamMessage::Data(records))
+            let (records, read) = packed_records(&buf, n)?;
+            buf.advance(read);
+            Frame::Message(StreamMessage::Data(records.into()))
         }
         3 => {
             need(&buf, 8, "watermark")?;
@@ -335,6 +299,7 @@ pub fn decode(mut buf: Bytes) -> Result<Frame, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Record;
     use crate::record::packed::Records;
 
     #[test]
@@ -397,7 +362,7 @@ mod tests {
     }
 
     #[test]
-    fn records_arrive_packed_unless_a_timestamp_is_the_no_timestamp_mark() {
+    fn records_arrive_packed_and_a_time_of_i64_min_is_none() {
         let record = |t: Option<i64>| Record {
             key: Some(Bytes::from_static(b"k")),
             value: Bytes::from_static(b"v"),
@@ -414,16 +379,12 @@ mod tests {
         let got = decoded(usual.clone());
         assert!(matches!(got, Records::Packed(_)));
         assert_eq!(got.into_list(), usual);
-        // `i64::MIN` is a time as any other on the wire: the frame keeps it
-        // (records of their own).
-        let edge = vec![record(Some(1)), record(Some(i64::MIN))];
-        let got = decoded(edge.clone());
-        assert!(matches!(got, Records::List(_)));
-        assert_eq!(got.into_list(), edge);
+        let got = decoded(vec![record(Some(i64::MIN))]);
+        assert_eq!(got.into_list(), [record(None)]);
     }
 
     #[test]
-    fn both_decodings_of_a_data_frame_give_the_same_records_or_the_same_error() {
+    fn a_data_frame_cut_anywhere_is_an_error() {
         let records = vec![
             Record {
                 key: Some(Bytes::new()),
@@ -431,33 +392,16 @@ mod tests {
                 timestamp: Some(0),
             },
             Record {
-                key: None,
+                key: Some(Bytes::from_static(b"key")),
                 value: Bytes::from_static(b"{\"a\":[1,2]}"),
                 timestamp: None,
             },
-            Record {
-                key: Some(Bytes::from_static(b"key")),
-                value: Bytes::from_static(b"x"),
-                timestamp: Some(-1),
-            },
         ];
         let body = encode(&Frame::Message(StreamMessage::Data(records.into())));
-        // After the tag and the count, cut anywhere.
-        let all = body.slice(5..);
-        for cut in 0..=all.len() {
-            let part = all.slice(..cut);
-            let packed = packed_records(&part, 3).map(|r| {
-                let (records, read) = r.expect("no `i64::MIN` time");
-                (records.into_records(), read)
-            });
-            let mut buf = part.clone();
-            let listed = listed_records(&mut buf, 3).map(|r| (r, cut - buf.remaining()));
-            match (packed, listed) {
-                (Ok(p), Ok(l)) => assert_eq!(p, l, "cut at {cut}"),
-                (Err(p), Err(l)) => assert_eq!(p.to_string(), l.to_string(), "cut at {cut}"),
-                (p, l) => panic!("cut at {cut}: {p:?} against {l:?}"),
-            }
+        for cut in 0..body.len() {
+            assert!(decode(body.slice(..cut)).is_err(), "cut at {cut}");
         }
+        assert!(decode(body).is_ok());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! with a buffer per receiving subtask, flushed when full and after every
 //! input batch (so latency stays bounded by one batch).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -10,7 +11,7 @@ use weir_model::format::{Format, RowKeys};
 
 use crate::inbox::InboxSender;
 use weir_model::keygroup::subtask_for_key;
-use weir_model::{KeyBy, PackedRecords, Partitioning, Record, RecordRef, Records, StreamMessage};
+use weir_model::{KeyBy, PackedRecords, Partitioning, RecordRef, Records, StreamMessage};
 
 /// How often a send waiting for room checks the job's cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
@@ -56,49 +57,42 @@ pub struct NetworkOutput {
     backpressured: std::time::Duration,
 }
 
-/// Extract the key of `record` per `key_by` and set it; `format` is how the
-/// stream encodes its records (a JSON pointer reads any of them; the key of
-/// a row is MessagePack).
-pub fn assign_key(
-    record: &mut Record,
+/// The key `key_by` gives `record`, read with `format`'s general readers (a
+/// hash edge of rows reads its keys with the [`RowKeys`] it compiled); a
+/// JSON pointer reads any codec, and the key of a row is MessagePack.
+fn key_in<'a>(
+    record: &RecordRef<'a>,
     key_by: &KeyBy,
     format: &Format,
-) -> Result<(), PartitionError> {
+) -> Result<Cow<'a, [u8]>, PartitionError> {
     match key_by {
-        KeyBy::Value => {
-            record.key = Some(match format.value_key(&record.value) {
-                Ok(std::borrow::Cow::Borrowed(_)) => record.value.clone(),
-                Ok(std::borrow::Cow::Owned(v)) => v.into(),
-                Err(e) => return Err(PartitionError::Key(format!("key-by = \"value\": {e}"))),
-            })
-        }
-        KeyBy::Key => {
-            if record.key.is_none() {
-                return Err(PartitionError::Key(
-                    "key-by = \"key\", but a record has no key (emit it with emit_keyed)".into(),
-                ));
-            }
-        }
-        KeyBy::Pointer(p) => {
-            let field = format.pointer_key(&record.value, p).map_err(|e| {
+        KeyBy::Value => format
+            .value_key(record.value)
+            .map_err(|e| PartitionError::Key(format!("key-by = \"value\": {e}"))),
+        KeyBy::Key => record.key.map(Cow::Borrowed).ok_or_else(|| {
+            PartitionError::Key(
+                "key-by = \"key\", but a record has no key (emit it with emit_keyed)".into(),
+            )
+        }),
+        KeyBy::Pointer(p) => format
+            .pointer_key(record.value, p)
+            .map_err(|e| {
                 PartitionError::Key(format!(
                     "key-by = {p:?}: a record {e}: {}",
-                    format.excerpt(&record.value)
+                    format.excerpt(record.value)
                 ))
-            })?;
-            let field = field.ok_or_else(|| {
-                PartitionError::Key(format!(
-                    "key-by = {p:?}: a record has no such field: {}",
-                    format.excerpt(&record.value)
-                ))
-            })?;
-            record.key = Some(match field {
-                std::borrow::Cow::Borrowed(b) => sub_bytes(&record.value, b),
-                std::borrow::Cow::Owned(v) => v.into(),
-            });
-        }
+            })?
+            .ok_or_else(|| no_field(key_by, format, record.value)),
     }
-    Ok(())
+}
+
+/// The error of a record without the field a `key-by` names.
+fn no_field(key_by: &KeyBy, format: &Format, value: &[u8]) -> PartitionError {
+    PartitionError::Key(format!(
+        "key-by = {}: a record has no such field: {}",
+        describe(key_by),
+        format.excerpt(value)
+    ))
 }
 
 /// A `key-by` as the manifest says it.
@@ -107,17 +101,6 @@ fn describe(key_by: &KeyBy) -> String {
         KeyBy::Value => "\"value\"".into(),
         KeyBy::Key => "\"key\"".into(),
         KeyBy::Pointer(p) => format!("{p:?}"),
-    }
-}
-
-/// `part` as a slice of `whole` when it lies inside it (no copy), else a copy.
-fn sub_bytes(whole: &bytes::Bytes, part: &[u8]) -> bytes::Bytes {
-    let inside = whole.as_ptr_range();
-    let range = part.as_ptr_range();
-    if !part.is_empty() && inside.start <= range.start && range.end <= inside.end {
-        whole.slice_ref(part)
-    } else {
-        bytes::Bytes::copy_from_slice(part)
     }
 }
 
@@ -325,48 +308,21 @@ impl NetworkOutput {
         record: &RecordRef<'a>,
         key_by: &KeyBy,
         scratch: &'a mut Vec<u8>,
-    ) -> Result<std::borrow::Cow<'a, [u8]>, PartitionError> {
-        let no_field = || {
+    ) -> Result<Cow<'a, [u8]>, PartitionError> {
+        let Some(keys) = &self.row_keys else {
+            return key_in(record, key_by, &self.format);
+        };
+        scratch.clear();
+        let found = keys.write(record.value, scratch).map_err(|e| {
             PartitionError::Key(format!(
-                "key-by = {}: a record has no such field: {}",
+                "key-by = {}: a record {e}: {}",
                 describe(key_by),
                 self.format.excerpt(record.value)
             ))
-        };
-        if let Some(keys) = &self.row_keys {
-            scratch.clear();
-            let found = keys.write(record.value, scratch).map_err(|e| {
-                PartitionError::Key(format!(
-                    "key-by = {}: a record {e}: {}",
-                    describe(key_by),
-                    self.format.excerpt(record.value)
-                ))
-            })?;
-            return match found {
-                true => Ok(std::borrow::Cow::Borrowed(&scratch[..])),
-                false => Err(no_field()),
-            };
-        }
-        match key_by {
-            KeyBy::Value => self
-                .format
-                .value_key(record.value)
-                .map_err(|e| PartitionError::Key(format!("key-by = \"value\": {e}"))),
-            KeyBy::Key => record.key.map(std::borrow::Cow::Borrowed).ok_or_else(|| {
-                PartitionError::Key(
-                    "key-by = \"key\", but a record has no key (emit it with emit_keyed)".into(),
-                )
-            }),
-            KeyBy::Pointer(p) => self
-                .format
-                .pointer_key(record.value, p)
-                .map_err(|e| {
-                    PartitionError::Key(format!(
-                        "key-by = {p:?}: a record {e}: {}",
-                        self.format.excerpt(record.value)
-                    ))
-                })?
-                .ok_or_else(no_field),
+        })?;
+        match found {
+            true => Ok(Cow::Borrowed(&scratch[..])),
+            false => Err(no_field(key_by, &self.format, record.value)),
         }
     }
 
@@ -410,6 +366,22 @@ mod tests {
     use weir_model::types::row::{Schema, json};
 
     use super::*;
+    use weir_model::Record;
+
+    /// `record` with the key `key_by` gives it, read with `format`'s
+    /// general readers.
+    fn keyed(record: &Record, key_by: &KeyBy, format: &Format) -> Result<Record, PartitionError> {
+        let r = RecordRef {
+            key: record.key.as_deref(),
+            value: &record.value,
+            timestamp: record.timestamp,
+        };
+        let key = key_in(&r, key_by, format)?.into_owned();
+        Ok(Record {
+            key: Some(key.into()),
+            ..record.clone()
+        })
+    }
 
     /// What each of three receivers gets when `records` are pushed to an
     /// edge (from subtask 1): the same whether they come as records of
@@ -481,7 +453,7 @@ mod tests {
             assert!(got[to].contains(r), "record {i} at receiver {to}");
         }
         assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 20);
-        // Hash: each record keyed as `assign_key` keys it, at the subtask
+        // Hash: each record keyed as the general readers key it, at the subtask
         // its key's group is on, in order.
         let schema = Arc::new(Schema::new("{k: u32, v: i64}".parse().unwrap()));
         let rows = Format {
@@ -503,8 +475,7 @@ mod tests {
             for by in [KeyBy::Pointer("/k".into()), KeyBy::Value] {
                 let mut want = vec![Vec::new(); 3];
                 for r in records {
-                    let mut r = r.clone();
-                    assign_key(&mut r, &by, format).unwrap();
+                    let r = keyed(r, &by, format).unwrap();
                     let to = subtask_for_key(r.key.as_deref().unwrap(), 128, 3) as usize;
                     want[to].push(r);
                 }
@@ -544,10 +515,8 @@ mod tests {
         let packed_format = Format::of(Codec::Msgpack);
         for pointer in ["/k", "/user"] {
             let by = KeyBy::Pointer(pointer.into());
-            let mut a = Record::value(row.clone());
-            let mut b = Record::value(packed.clone());
-            assign_key(&mut a, &by, &rows).unwrap();
-            assign_key(&mut b, &by, &packed_format).unwrap();
+            let a = keyed(&Record::value(row.clone()), &by, &rows).unwrap();
+            let b = keyed(&Record::value(packed.clone()), &by, &packed_format).unwrap();
             assert_eq!(a.key, b.key, "{pointer}");
         }
         // In bulk, as a hash edge reads them: the same keys.
@@ -559,24 +528,30 @@ mod tests {
             let keys = rows.row_keys(&by).unwrap();
             let mut key = Vec::new();
             assert!(keys.write(&row, &mut key).unwrap());
-            let mut one = Record::value(row.clone());
-            assign_key(&mut one, &by, &rows).unwrap();
+            let one = keyed(&Record::value(row.clone()), &by, &rows).unwrap();
             assert_eq!(one.key.as_deref(), Some(&key[..]), "{by:?}");
         }
-        let mut r = Record::value(row.clone());
-        let e = assign_key(&mut r, &KeyBy::Pointer("/nope".into()), &rows).unwrap_err();
+        let e = keyed(
+            &Record::value(row.clone()),
+            &KeyBy::Pointer("/nope".into()),
+            &rows,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("no such field"), "{e}");
         // A malformed row (a guest's bug) is an error, not a panic.
-        let mut r = Record::value(row[..5].to_vec());
-        let e = assign_key(&mut r, &KeyBy::Pointer("/user".into()), &rows).unwrap_err();
+        let e = keyed(
+            &Record::value(row[..5].to_vec()),
+            &KeyBy::Pointer("/user".into()),
+            &rows,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("malformed"), "{e}");
         // key-by = "value" on a stream of strings: the string, as MessagePack.
         let words = Format {
             codec: Codec::Row,
             schema: Some(Arc::new(Schema::new(weir_model::types::Type::String))),
         };
-        let mut r = Record::value(b"hi".to_vec());
-        assign_key(&mut r, &KeyBy::Value, &words).unwrap();
+        let r = keyed(&Record::value(b"hi".to_vec()), &KeyBy::Value, &words).unwrap();
         assert_eq!(r.key.as_deref(), Some(&[0xa2, b'h', b'i'][..]));
     }
 }

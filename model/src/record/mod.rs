@@ -17,7 +17,9 @@ pub struct Record {
     pub key: Option<Bytes>,
     /// The payload (UTF-8 JSON for records written by the Rust SDK).
     pub value: Bytes,
-    /// Event time, ms since the Unix epoch, when known.
+    /// Event time, ms since the Unix epoch, when known. `i64::MIN` is no
+    /// time: a batch in one buffer, the Wasm contract and the wire keep it
+    /// as the mark of none ([`packed::NO_TIMESTAMP`]).
     pub timestamp: Option<i64>,
 }
 

@@ -1160,20 +1160,17 @@ impl Subtask {
             return self.push(0, batch, *watermark);
         }
         // Each watermark follows the records before it.
-        let mut records = batch.into_list().into_iter();
         let mut pushed = 0;
         for (i, wm) in advances {
-            let run: Vec<Record> = records.by_ref().take(i + 1 - pushed).collect();
+            self.push(0, batch.pick(pushed..i + 1), *watermark)?;
             pushed = i + 1;
-            self.push(0, run.into(), *watermark)?;
             *watermark = Some(wm);
             self.advance_watermark(wm)?;
         }
-        let rest: Vec<Record> = records.collect();
-        if rest.is_empty() {
+        if pushed == batch.len() {
             return Ok(());
         }
-        self.push(0, rest.into(), *watermark)
+        self.push(0, batch.pick(pushed..batch.len()), *watermark)
     }
 
     /// A source task's periodic watermark and idleness.
