@@ -282,8 +282,8 @@ impl OperatorInstance {
         records: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        self.process_packed(PackedRecords::from_records(&records), ctx)
-            .map(Into::into)
+        let records = PackedRecords::from_records(&records).map_err(|e| self.host_error(e))?;
+        self.process_packed(records, ctx).map(Into::into)
     }
 
     /// [`process`](Self::process) a batch in one buffer, its main output

@@ -70,7 +70,11 @@ mod tests {
     fn a_batch_unpacks_whole_or_not_at_all() {
         let records = vec![Record::value(&b"1"[..]), Record::value(&b"22"[..])];
         let mut out = Vec::new();
-        unpack_batch(to_batch(PackedRecords::from_records(&records)), &mut out).unwrap();
+        unpack_batch(
+            to_batch(PackedRecords::from_records(&records).unwrap()),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(out, records);
         // The second record's span is outside the data: nothing is added.
         let bad = Batch {

@@ -355,7 +355,7 @@ fn an_output_handed_over_in_parts_arrives_whole_and_in_order() {
             .collect()
     };
     // 12,000 inputs, 24,000 outputs: more than one hand-over (16,384).
-    let input = weir_model::PackedRecords::from_records(&batch(12_000));
+    let input = weir_model::PackedRecords::from_records(&batch(12_000)).unwrap();
     let out = op.process_packed(input, ctx()).unwrap().main;
     assert_eq!(out.len(), 24_000);
     for (i, r) in out.iter().enumerate() {

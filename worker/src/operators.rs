@@ -125,7 +125,13 @@ impl StreamOperator for WasmOperator {
     ) -> Result<Output, OperatorError> {
         // The batch crosses into the guest and its output comes back in
         // one buffer each way.
-        self.0.process_packed(batch.into_packed(), ctx)
+        let batch = batch.into_packed().map_err(|message| OperatorError {
+            ident: self.0.ident().clone(),
+            kind: weir_host::ErrorKind::Host,
+            message,
+            guest_output: Vec::new(),
+        })?;
+        self.0.process_packed(batch, ctx)
     }
 
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {

@@ -407,7 +407,7 @@ mod tests {
                 4,
             );
             let batch = match packed {
-                true => Records::Packed(PackedRecords::from_records(records)),
+                true => Records::Packed(PackedRecords::from_records(records).unwrap()),
                 false => Records::List(records.to_vec()),
             };
             out.push(batch).unwrap();

@@ -24,7 +24,7 @@ pub const NO_TIMESTAMP: i64 = i64::MIN;
 /// use weir_model::PackedRecords;
 /// use weir_model::Record;
 /// let records = vec![Record::value(&b"1"[..]), Record::value(&b"22"[..])];
-/// let packed = PackedRecords::from_records(&records);
+/// let packed = PackedRecords::from_records(&records).unwrap();
 /// assert_eq!(packed.len(), 2);
 /// assert_eq!(packed.get(1).value, b"22");
 /// assert_eq!(packed.into_records(), records);
@@ -122,12 +122,19 @@ impl PackedRecords {
         (self.data, self.spans, self.timestamps)
     }
 
-    /// Records packed: their bytes copied into one buffer.
-    pub fn from_records(records: &[Record]) -> PackedRecords {
-        let size = records
+    /// Records packed: their bytes copied into one buffer; an error when
+    /// they are more than the 4 GiB that spans address.
+    pub fn from_records(records: &[Record]) -> Result<PackedRecords, String> {
+        let size: usize = records
             .iter()
             .map(|r| r.value.len() + r.key.as_ref().map_or(0, Bytes::len))
             .sum();
+        if size >= u32::MAX as usize {
+            return Err(format!(
+                "{} records of {size} bytes are more than a batch holds (4 GiB)",
+                records.len()
+            ));
+        }
         let mut p = PackedRecords {
             data: Vec::with_capacity(size),
             spans: Vec::with_capacity(records.len() * 4),
@@ -146,7 +153,7 @@ impl PackedRecords {
             p.data.extend_from_slice(&r.value);
             p.timestamps.push(r.timestamp.unwrap_or(NO_TIMESTAMP));
         }
-        p
+        Ok(p)
     }
 
     /// Add `other`'s records after its own (moved when it has none); an
@@ -365,11 +372,12 @@ impl Records {
         }
     }
 
-    /// Its records in one buffer.
-    pub fn into_packed(self) -> PackedRecords {
+    /// Its records in one buffer; an error when a list's records are more
+    /// than one holds (4 GiB).
+    pub fn into_packed(self) -> Result<PackedRecords, String> {
         match self {
             Records::List(l) => PackedRecords::from_records(&l),
-            Records::Packed(p) => p,
+            Records::Packed(p) => Ok(p),
         }
     }
 
@@ -449,7 +457,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_with_and_without_keys_and_timestamps() {
-        let packed = PackedRecords::from_records(&records());
+        let packed = PackedRecords::from_records(&records()).unwrap();
         assert_eq!(packed.bytes(), 9);
         assert_eq!(
             packed.get(0),
@@ -484,7 +492,7 @@ mod tests {
         let Records::Packed(packed) = a.finish_records() else {
             panic!("a small batch is packed")
         };
-        let listed = PackedRecords::from_records(&b.finish());
+        let listed = PackedRecords::from_records(&b.finish()).unwrap();
         assert!(packed.iter().eq(listed.iter()));
         assert_eq!(packed.bytes(), listed.bytes());
         assert_eq!(packed.into_records(), records());
@@ -497,17 +505,29 @@ mod tests {
         for r in list.iter() {
             p.push(r).unwrap();
         }
-        assert_eq!(p, PackedRecords::from_records(&records()));
+        assert_eq!(p, PackedRecords::from_records(&records()).unwrap());
         let packed = Records::Packed(p);
         assert_eq!(packed, list);
         assert_ne!(packed, Records::List(records()[1..].to_vec()));
     }
 
     #[test]
+    fn records_past_four_gib_are_refused_not_wrapped() {
+        // One GiB of zeros (not touched: no memory is used), shared by
+        // four records: together past what a span addresses.
+        let big = Bytes::from(vec![0u8; 1 << 30]);
+        let list: Vec<Record> = (0..4).map(|_| Record::value(big.clone())).collect();
+        let err = PackedRecords::from_records(&list).unwrap_err();
+        assert!(err.contains("4 GiB"), "{err}");
+        assert!(Records::List(list).into_packed().is_err());
+    }
+
+    #[test]
     fn appended_batches_keep_their_records_in_order() {
         let mut a = PackedRecords::default();
-        a.append(PackedRecords::from_records(&records())).unwrap();
-        a.append(PackedRecords::from_records(&records()[1..]))
+        a.append(PackedRecords::from_records(&records()).unwrap())
+            .unwrap();
+        a.append(PackedRecords::from_records(&records()[1..]).unwrap())
             .unwrap();
         a.append(PackedRecords::default()).unwrap();
         let mut want = records();
@@ -519,7 +539,7 @@ mod tests {
     #[test]
     fn picked_and_appended_records_are_the_same_however_kept() {
         let list = Records::List(records());
-        let packed = Records::Packed(PackedRecords::from_records(&records()));
+        let packed = Records::Packed(PackedRecords::from_records(&records()).unwrap());
         for all in [&list, &packed] {
             let picked = all.pick([2, 0]);
             assert_eq!(

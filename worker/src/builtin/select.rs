@@ -377,7 +377,7 @@ mod tests {
             watermark: None,
             processing_time: 0,
         };
-        let packed = weir_model::PackedRecords::from_records(&batch);
+        let packed = weir_model::PackedRecords::from_records(&batch).unwrap();
         let listed = s.process(batch, ctx).unwrap().main;
         let Records::Packed(read_in_place) = s
             .process_records(Records::Packed(packed), ctx)

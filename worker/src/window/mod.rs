@@ -578,7 +578,7 @@ mod tests {
             watermark: Some(watermark),
             processing_time: 0,
         };
-        let packed = Records::Packed(weir_model::PackedRecords::from_records(&batch));
+        let packed = Records::Packed(weir_model::PackedRecords::from_records(&batch).unwrap());
         for input in [packed, Records::List(batch.clone())] {
             let kind = format!("{:?}", std::mem::discriminant(&input));
             let mut op = summing_windows();
