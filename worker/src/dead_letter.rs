@@ -8,11 +8,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use weir_host::{BatchContext, BatchOutput, ErrorKind, OperatorError};
-use weir_model::Record;
+use weir_host::{BatchContext, ErrorKind, OperatorError, Output};
 use weir_model::dead_letter::{ErrorPolicy, Letter, OnError};
 use weir_model::format::Format;
 use weir_model::metrics::Counters;
+use weir_model::{Record, Records};
 
 use crate::operators::StreamOperator;
 
@@ -99,32 +99,31 @@ impl Rejects {
 /// budget is exceeded) rather than going on isolating.
 pub fn process_isolating(
     op: &mut dyn StreamOperator,
-    records: Vec<Record>,
+    records: Records,
     ctx: BatchContext,
     failed: &mut Vec<(Record, OperatorError)>,
     max_failed: usize,
-) -> Result<BatchOutput, OperatorError> {
-    let mut kept = records.clone();
-    let e = match op.process(records, ctx) {
+) -> Result<Output, OperatorError> {
+    // Kept to be split if the call fails: a list's records are shared, a
+    // packed batch's buffer is copied once.
+    let kept = records.clone();
+    let e = match op.process_records(records, ctx) {
         Ok(out) => return Ok(out),
         Err(e) if isolatable(&e) => e,
         Err(e) => return Err(e),
     };
     op.recover(&e)?;
     if kept.len() <= 1 {
-        failed.extend(kept.pop().map(|r| (r, e)));
-        return Ok(BatchOutput::default());
+        failed.extend(kept.into_list().pop().map(|r| (r, e)));
+        return Ok(Output::default());
     }
-    let second = kept.split_off(kept.len() / 2);
-    let mut out = process_isolating(op, kept, ctx, failed, max_failed)?;
+    let half = kept.len() / 2;
+    let mut out = process_isolating(op, kept.pick(0..half), ctx, failed, max_failed)?;
     if failed.len() > max_failed {
         return Ok(out);
     }
-    let more = process_isolating(op, second, ctx, failed, max_failed)?;
-    out.main.extend(more.main);
-    for (name, records) in more.side {
-        side_output(&mut out, &name).extend(records);
-    }
+    let more = process_isolating(op, kept.pick(half..kept.len()), ctx, failed, max_failed)?;
+    out.append(more);
     Ok(out)
 }
 
@@ -139,7 +138,7 @@ fn isolatable(e: &OperatorError) -> bool {
 }
 
 /// `out`'s side output `name`, added when it has none.
-pub fn side_output<'a>(out: &'a mut BatchOutput, name: &str) -> &'a mut Vec<Record> {
+pub fn side_output<'a>(out: &'a mut Output, name: &str) -> &'a mut Vec<Record> {
     let at = match out.side.iter().position(|(n, _)| n == name) {
         Some(at) => at,
         None => {
@@ -308,7 +307,7 @@ impl ErrorHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_host::TaskIdent;
+    use weir_host::{BatchOutput, TaskIdent};
     use weir_model::codec::Codec;
 
     /// Fails a call whose batch holds a value starting with `bad` (as
@@ -382,15 +381,25 @@ mod tests {
             .collect()
     }
 
+    /// The records as a list and packed.
+    fn both_ways(records: Vec<Record>) -> [Records; 2] {
+        let packed = Records::Packed(weir_model::PackedRecords::from_records(&records).unwrap());
+        [Records::List(records), packed]
+    }
+
     #[test]
     fn the_records_a_call_fails_on_are_isolated_and_the_others_processed_once_in_order() {
-        for kind in [ErrorKind::Guest, ErrorKind::Trap, ErrorKind::Deadline] {
+        let kinds = [ErrorKind::Guest, ErrorKind::Trap, ErrorKind::Deadline];
+        for (kind, input) in kinds
+            .into_iter()
+            .flat_map(|k| both_ways(values(100, &[0, 3, 4, 50, 99])).map(|i| (k, i)))
+        {
             let mut op = Picky::new(kind);
             let bad = [0, 3, 4, 50, 99];
             let mut failed = Vec::new();
             let out = process_isolating(
                 &mut op,
-                values(100, &bad),
+                input,
                 BatchContext::default(),
                 &mut failed,
                 usize::MAX,
@@ -403,6 +412,7 @@ mod tests {
             assert_eq!(op.applied, good, "each good record once, in order");
             let main: Vec<String> = out
                 .main
+                .into_list()
                 .iter()
                 .map(|r| String::from_utf8_lossy(&r.value).into_owned())
                 .collect();
@@ -438,7 +448,7 @@ mod tests {
             let mut failed = Vec::new();
             let e = process_isolating(
                 &mut op,
-                values(10, &[5]),
+                Records::List(values(10, &[5])),
                 BatchContext::default(),
                 &mut failed,
                 usize::MAX,
@@ -457,7 +467,7 @@ mod tests {
         let all_bad: Vec<usize> = (0..1024).collect();
         process_isolating(
             &mut op,
-            values(1024, &all_bad),
+            Records::List(values(1024, &all_bad)),
             BatchContext::default(),
             &mut failed,
             3,

@@ -983,13 +983,8 @@ impl Subtask {
                 Some(errors) => {
                     let mut failed = Vec::new();
                     let budget = errors.remaining();
-                    let mut out = process_isolating(
-                        op.as_mut(),
-                        records.into_list(),
-                        ctx,
-                        &mut failed,
-                        budget,
-                    )?;
+                    let mut out =
+                        process_isolating(op.as_mut(), records, ctx, &mut failed, budget)?;
                     for (record, e) in failed {
                         if let Some(letter) = errors
                             .failed(&record, &e, &n.counters)
@@ -998,7 +993,7 @@ impl Subtask {
                             side_output(&mut out, DEAD_LETTER).push(letter);
                         }
                     }
-                    out.into()
+                    out
                 }
             },
             NodeOp::Sink(sink) => {
