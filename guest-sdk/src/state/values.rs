@@ -5,7 +5,7 @@
 //! freed, when the batch ends, so a steady stream of batches allocates
 //! nothing for its keys and values.
 
-use std::any::Any;
+use std::any::TypeId;
 
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
@@ -32,7 +32,6 @@ struct Column<T> {
 
 /// A column whatever its type: what the batch's end needs of it.
 trait AnyColumn {
-    fn as_any(&mut self) -> &mut dyn Any;
     /// The changed entries: a put (encoded into `values`, the key into
     /// `keys`) or, for an unset one, a clear.
     fn changes(
@@ -48,10 +47,6 @@ trait AnyColumn {
 }
 
 impl<T: 'static> AnyColumn for Column<T> {
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
-    }
-
     fn changes(
         &self,
         entries: &KeyArena,
@@ -139,7 +134,42 @@ pub(crate) struct ValueEntries {
     answer_ends: Vec<u32>,
     present: Vec<bool>,
     /// Per state, its decoded values, made on the state's first use.
-    columns: Vec<Option<Box<dyn AnyColumn>>>,
+    columns: Vec<Option<TypedColumn>>,
+}
+
+/// A state's column and the type of its values, checked before the column
+/// is used as a `Column` of that type: a comparison of constants where a
+/// downcast through `Any` would be two calls per access.
+struct TypedColumn {
+    /// `TypeId::of::<T>()` of a `Column<T>`.
+    values: TypeId,
+    column: Box<dyn AnyColumn>,
+}
+
+impl TypedColumn {
+    fn new<T: 'static>(column: Column<T>) -> TypedColumn {
+        TypedColumn {
+            values: TypeId::of::<T>(),
+            column: Box::new(column),
+        }
+    }
+
+    /// The column as the `Column<T>` it was made as.
+    ///
+    /// # Panics
+    ///
+    /// When it was made with values of another type.
+    fn get<T: 'static>(&mut self) -> &mut Column<T> {
+        assert!(
+            self.values == TypeId::of::<T>(),
+            "a value state holds one type"
+        );
+        let column: *mut dyn AnyColumn = &mut *self.column;
+        // SAFETY: `new` boxed a `Column<T>` whose `T` has this `TypeId`
+        // (checked above), and the box is borrowed mutably for the result's
+        // lifetime.
+        unsafe { &mut *column.cast::<Column<T>>() }
+    }
 }
 
 impl ValueEntries {
@@ -239,15 +269,14 @@ impl ValueEntries {
             };
             &self.answers[start..self.answer_ends[answer] as usize]
         });
-        let column = self.columns[slot].get_or_insert_with(|| {
-            Box::new(Column::<T> {
-                cells: Vec::with_capacity(self.keys.len()),
-                coding,
+        let column = self.columns[slot]
+            .get_or_insert_with(|| {
+                TypedColumn::new(Column::<T> {
+                    cells: Vec::with_capacity(self.keys.len()),
+                    coding,
+                })
             })
-        });
-        let Some(column) = column.as_any().downcast_mut::<Column<T>>() else {
-            unreachable!("a value state holds one type")
-        };
+            .get::<T>();
         if column.cells.len() <= entry {
             column.cells.resize_with(entry + 1, || Cell::Raw);
         }
@@ -286,7 +315,9 @@ impl ValueEntries {
                 data: Vec::new(),
                 ends: Vec::new(),
             };
-            column.changes(&self.keys, codec, state, (&mut keys, &mut values), clears);
+            column
+                .column
+                .changes(&self.keys, codec, state, (&mut keys, &mut values), clears);
             if !keys.ends.is_empty() {
                 puts.push(ValuePuts {
                     state,
@@ -303,8 +334,8 @@ impl ValueEntries {
         self.answers.clear();
         self.answer_ends.clear();
         self.present.clear();
-        for column in self.columns.iter_mut().flatten() {
-            column.clear();
+        for typed in self.columns.iter_mut().flatten() {
+            typed.column.clear();
         }
     }
 }
