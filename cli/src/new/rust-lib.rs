@@ -1,7 +1,7 @@
 //! The operators of {name}: split lines into words, count each word.
 
 use serde::Serialize;
-use weir::{Collector, Context, KeyedProcess, OpenContext, ValueState};
+use weir::{Collector, Context, KeyedProcess, OpenContext, Row, ValueState};
 
 /// Splits a line into lowercase words.
 pub fn split_words(line: String, out: &mut Collector<String>) {
@@ -10,8 +10,9 @@ pub fn split_words(line: String, out: &mut Collector<String>) {
     }
 }
 
-/// A word and how often it came so far.
-#[derive(Serialize)]
+/// A word and how often it came so far: a typed record (`Row`), which
+/// leaves the operator as a row and is written as JSON by the sink.
+#[derive(Serialize, Row)]
 pub struct WordCount {
     /// The word.
     pub word: String,

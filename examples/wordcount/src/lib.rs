@@ -12,7 +12,7 @@
 //! ```
 
 use serde::Serialize;
-use weir::{Collector, Context, KeyedProcess, OpenContext, ValueState};
+use weir::{Collector, Context, KeyedProcess, OpenContext, Row, ValueState};
 
 /// Splits a line into lowercase words.
 pub fn split_words(line: String, out: &mut Collector<String>) {
@@ -24,8 +24,9 @@ pub fn split_words(line: String, out: &mut Collector<String>) {
     }
 }
 
-/// The running count of one word.
-#[derive(Serialize)]
+/// The running count of one word: a typed record (`Row`), which leaves the
+/// operator as a row and is written as JSON by the sink.
+#[derive(Serialize, Row)]
 pub struct WordCount {
     /// The word.
     pub word: String,
