@@ -101,6 +101,20 @@ impl fmt::Display for OperatorError {
 
 impl std::error::Error for OperatorError {}
 
+impl OperatorError {
+    /// A batch more than one call takes (its records past the 4 GiB a
+    /// packed batch holds, more than a guest's memory can): a memory limit,
+    /// which a dead-letter policy isolates by splitting the batch.
+    pub fn batch_too_large(ident: TaskIdent, message: String) -> OperatorError {
+        OperatorError {
+            ident,
+            kind: ErrorKind::MemoryLimit,
+            message: format!("{message}: split into smaller batches it would fit"),
+            guest_output: Vec::new(),
+        }
+    }
+}
+
 /// A guest went over one of its quotas: which, the limit, and what it asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QuotaExceeded {

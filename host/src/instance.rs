@@ -282,7 +282,8 @@ impl OperatorInstance {
         records: Vec<Record>,
         ctx: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
-        let records = PackedRecords::from_records(&records).map_err(|e| self.host_error(e))?;
+        let records = PackedRecords::from_records(&records)
+            .map_err(|e| OperatorError::batch_too_large((*self.ident).clone(), e))?;
         self.process_packed(records, ctx).map(Into::into)
     }
 

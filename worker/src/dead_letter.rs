@@ -105,7 +105,8 @@ pub fn process_isolating(
     max_failed: usize,
 ) -> Result<Output, OperatorError> {
     // Kept to be split if the call fails: a list's records are shared, a
-    // packed batch's buffer is copied once.
+    // packed batch's buffer is copied (at every level of the split: each
+    // half is copied out of it and kept again).
     let kept = records.clone();
     let e = match op.process_records(records, ctx) {
         Ok(out) => return Ok(out),
@@ -317,6 +318,8 @@ mod tests {
         calls: usize,
         recovered: usize,
         applied: Vec<String>,
+        /// Per call, whether its batch was packed.
+        packed: Vec<bool>,
         /// A failed call left it unusable until it is recovered.
         poisoned: bool,
     }
@@ -328,6 +331,7 @@ mod tests {
                 calls: 0,
                 recovered: 0,
                 applied: Vec::new(),
+                packed: Vec::new(),
                 poisoned: false,
             }
         }
@@ -337,25 +341,37 @@ mod tests {
         fn process(
             &mut self,
             batch: Vec<Record>,
-            _: BatchContext,
+            ctx: BatchContext,
         ) -> Result<BatchOutput, OperatorError> {
+            self.process_records(Records::List(batch), ctx)
+                .map(BatchOutput::from)
+        }
+
+        /// Takes a batch as it comes and passes it on as it came (a packed
+        /// batch stays packed).
+        fn process_records(
+            &mut self,
+            batch: Records,
+            _: BatchContext,
+        ) -> Result<Output, OperatorError> {
             self.calls += 1;
+            self.packed.push(matches!(batch, Records::Packed(_)));
             assert!(!self.poisoned, "called again before it was recovered");
             if let Some(bad) = batch.iter().find(|r| r.value.starts_with(b"bad")) {
                 self.poisoned = true;
                 return Err(OperatorError {
                     ident: TaskIdent::default(),
                     kind: self.kind,
-                    message: format!("cannot take {}", String::from_utf8_lossy(&bad.value)),
+                    message: format!("cannot take {}", String::from_utf8_lossy(bad.value)),
                     guest_output: Vec::new(),
                 });
             }
             self.applied.extend(
                 batch
                     .iter()
-                    .map(|r| String::from_utf8_lossy(&r.value).into_owned()),
+                    .map(|r| String::from_utf8_lossy(r.value).into_owned()),
             );
-            Ok(BatchOutput {
+            Ok(Output {
                 main: batch,
                 side: vec![("seen".into(), vec![Record::value("x")])],
             })
@@ -369,14 +385,19 @@ mod tests {
         }
     }
 
+    /// Record `i`: the value `i` (`bad<i>` when `bad` holds `i`), the key
+    /// `k<i>` and the time `-i`.
     fn values(n: usize, bad: &[usize]) -> Vec<Record> {
         (0..n)
-            .map(|i| {
-                Record::value(if bad.contains(&i) {
+            .map(|i| Record {
+                key: Some(format!("k{i}").into()),
+                value: if bad.contains(&i) {
                     format!("bad{i}")
                 } else {
                     format!("{i}")
-                })
+                }
+                .into(),
+                timestamp: Some(-(i as i64)),
             })
             .collect()
     }
@@ -389,7 +410,12 @@ mod tests {
 
     #[test]
     fn the_records_a_call_fails_on_are_isolated_and_the_others_processed_once_in_order() {
-        let kinds = [ErrorKind::Guest, ErrorKind::Trap, ErrorKind::Deadline];
+        let kinds = [
+            ErrorKind::Guest,
+            ErrorKind::Trap,
+            ErrorKind::Deadline,
+            ErrorKind::MemoryLimit,
+        ];
         for (kind, input) in kinds
             .into_iter()
             .flat_map(|k| both_ways(values(100, &[0, 3, 4, 50, 99])).map(|i| (k, i)))
@@ -397,6 +423,7 @@ mod tests {
             let mut op = Picky::new(kind);
             let bad = [0, 3, 4, 50, 99];
             let mut failed = Vec::new();
+            let packed = matches!(input, Records::Packed(_));
             let out = process_isolating(
                 &mut op,
                 input,
@@ -410,29 +437,27 @@ mod tests {
                 .map(|i| i.to_string())
                 .collect();
             assert_eq!(op.applied, good, "each good record once, in order");
-            let main: Vec<String> = out
-                .main
-                .into_list()
+            // Every call, the halves' too, took the batch as it came, and
+            // the halves' outputs were joined as they left.
+            assert!(op.packed.iter().all(|&p| p == packed), "{:?}", op.packed);
+            assert_eq!(matches!(out.main, Records::Packed(_)), packed);
+            let all = values(100, &bad);
+            let want: Vec<Record> = all
                 .iter()
-                .map(|r| String::from_utf8_lossy(&r.value).into_owned())
+                .enumerate()
+                .filter(|(i, _)| !bad.contains(i))
+                .map(|(_, r)| r.clone())
                 .collect();
-            assert_eq!(main, good);
+            assert_eq!(out.main.into_list(), want, "keys, values and times kept");
             // The side outputs of every successful call, merged by name.
             assert_eq!(out.side.len(), 1);
             assert_eq!(out.side[0].1.len(), op.calls - op.recovered);
-            let failed: Vec<(String, String)> = failed
-                .iter()
-                .map(|(r, e)| {
-                    (
-                        String::from_utf8_lossy(&r.value).into_owned(),
-                        e.message.clone(),
-                    )
-                })
-                .collect();
+            let failed: Vec<(Record, String)> =
+                failed.into_iter().map(|(r, e)| (r, e.message)).collect();
             assert_eq!(
                 failed,
                 bad.iter()
-                    .map(|i| (format!("bad{i}"), format!("cannot take bad{i}")))
+                    .map(|&i| (all[i].clone(), format!("cannot take bad{i}")))
                     .collect::<Vec<_>>()
             );
             // A failed call is followed by a recovery; far fewer calls than

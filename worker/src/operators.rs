@@ -125,12 +125,9 @@ impl StreamOperator for WasmOperator {
     ) -> Result<Output, OperatorError> {
         // The batch crosses into the guest and its output comes back in
         // one buffer each way.
-        let batch = batch.into_packed().map_err(|message| OperatorError {
-            ident: self.0.ident().clone(),
-            kind: weir_host::ErrorKind::Host,
-            message,
-            guest_output: Vec::new(),
-        })?;
+        let batch = batch
+            .into_packed()
+            .map_err(|e| OperatorError::batch_too_large(self.0.ident().clone(), e))?;
         self.0.process_packed(batch, ctx)
     }
 

@@ -54,24 +54,20 @@ impl WindowFunction for GuestFunction {
             n += g.len() as u32;
             group_ends.push(n);
         }
-        let error = |instance: &OperatorInstance, kind, message| OperatorError {
-            ident: instance.ident().clone(),
-            kind,
-            message,
-            guest_output: Vec::new(),
-        };
         let records = records
             .into_packed()
-            .map_err(|e| error(&self.instance, weir_host::ErrorKind::Host, e))?;
+            .map_err(|e| OperatorError::batch_too_large(self.instance.ident().clone(), e))?;
         let accumulators = packed::pack(groups.iter().flatten());
         let answer = self
             .instance
             .accumulate(records, accumulators, group_ends, targets)?;
         packed::strings(&answer)
             .map(|all| all.into_iter().map(<[u8]>::to_vec).collect())
-            .map_err(|e| {
-                let message = format!("accumulate: {e}");
-                error(&self.instance, weir_host::ErrorKind::Guest, message)
+            .map_err(|e| OperatorError {
+                ident: self.instance.ident().clone(),
+                kind: weir_host::ErrorKind::Guest,
+                message: format!("accumulate: {e}"),
+                guest_output: Vec::new(),
             })
     }
 
