@@ -105,15 +105,38 @@ impl Number {
 
     /// Write it as JSON (a float that is not finite as `null`).
     fn write(self, out: &mut Vec<u8>) {
-        use std::io::Write;
         match self {
-            Number::Int(i) => {
-                let _ = write!(out, "{i}");
-            }
+            Number::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
             Number::Float(f) if f.is_finite() => {
                 let _ = serde_json::to_writer(&mut *out, &f);
             }
             Number::Float(_) => out.extend_from_slice(b"null"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Number;
+
+    #[test]
+    fn numbers_are_written_as_json_reads_them_back() {
+        for (n, text) in [
+            (Number::Int(0), "0"),
+            (Number::Int(-5), "-5"),
+            (Number::Int(i64::MIN), "-9223372036854775808"),
+            (Number::Int(i64::MAX), "9223372036854775807"),
+            (Number::Float(0.5), "0.5"),
+            (Number::Float(-2.0), "-2.0"),
+            (Number::Float(f64::NAN), "null"),
+            (Number::Float(f64::INFINITY), "null"),
+        ] {
+            let mut out = b"x".to_vec();
+            n.write(&mut out);
+            assert_eq!(std::str::from_utf8(&out[1..]).unwrap(), text);
+            if text != "null" {
+                assert_eq!(Number::parse(text), Ok(Some(n)));
+            }
         }
     }
 }
