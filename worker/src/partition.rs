@@ -263,7 +263,13 @@ impl NetworkOutput {
             Partitioning::Forward => {
                 let to = self.subtask % n;
                 match records {
-                    Records::Packed(p) if self.buffers[to].is_empty() => self.buffers[to] = p,
+                    // Moved into an empty buffer, copied once into another.
+                    Records::Packed(p) => {
+                        if !self.buffers[to].fits(&p) {
+                            self.flush_one(to)?;
+                        }
+                        self.buffers[to].append(p).map_err(PartitionError::Key)?;
+                    }
                     records => {
                         for r in records.iter() {
                             self.buffer(to, r)?;
@@ -388,8 +394,9 @@ mod tests {
     }
 
     /// What each of three receivers gets when `records` are pushed to an
-    /// edge (from subtask 1): the same whether they come as records of
-    /// their own or packed.
+    /// edge (from subtask 1), three at a time into buffers of four (so a
+    /// batch meets a buffer holding part of the one before): the same
+    /// whether they come as records of their own or packed.
     fn received(
         partitioning: Partitioning,
         format: &Format,
@@ -410,11 +417,13 @@ mod tests {
                 128,
                 4,
             );
-            let batch = match packed {
-                true => Records::Packed(PackedRecords::from_records(records).unwrap()),
-                false => Records::List(records.to_vec()),
-            };
-            out.push(batch).unwrap();
+            for three in records.chunks(3) {
+                let batch = match packed {
+                    true => Records::Packed(PackedRecords::from_records(three).unwrap()),
+                    false => Records::List(three.to_vec()),
+                };
+                out.push(batch).unwrap();
+            }
             out.flush().unwrap();
             let got: Vec<Vec<Record>> = inboxes
                 .iter_mut()

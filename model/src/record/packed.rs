@@ -156,6 +156,12 @@ impl PackedRecords {
         Ok(p)
     }
 
+    /// Whether [`PackedRecords::append`] of `other` fits: together they are
+    /// within the 4 GiB that spans address (or it has none).
+    pub fn fits(&self, other: &PackedRecords) -> bool {
+        self.is_empty() || self.data.len() + other.data.len() < u32::MAX as usize
+    }
+
     /// Add `other`'s records after its own (moved when it has none); an
     /// error when the two together pass the 4 GiB that spans address.
     pub fn append(&mut self, other: PackedRecords) -> Result<(), String> {
@@ -163,7 +169,7 @@ impl PackedRecords {
             *self = other;
             return Ok(());
         }
-        if self.data.len() + other.data.len() >= u32::MAX as usize {
+        if !self.fits(&other) {
             return Err(format!(
                 "a batch of {} bytes and one of {} are more than a batch holds (4 GiB)",
                 self.data.len(),
@@ -421,7 +427,7 @@ impl Records {
             return;
         }
         if let (Records::Packed(mine), Records::Packed(theirs)) = (&mut *self, &other)
-            && mine.data.len() + theirs.data.len() < u32::MAX as usize
+            && mine.fits(theirs)
         {
             let Records::Packed(theirs) = other else {
                 unreachable!("matched as packed")
