@@ -20,7 +20,7 @@ use weir_model::connectors::kafka::{
 };
 use weir_model::format::Format;
 use weir_model::types::Type;
-use weir_model::{Record, RecordBuffer};
+use weir_model::{Record, RecordBuffer, Records};
 
 use super::lines::{LineDecoder, LineError, LineFormat};
 use super::{Sink, Source, SplitTime};
@@ -759,15 +759,15 @@ impl KafkaWriter {
 }
 
 impl Sink for KafkaWriter {
-    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
+    fn write(&mut self, batch: &Records) -> anyhow::Result<()> {
         self.failed()?;
-        for r in batch {
+        for r in batch.iter() {
             self.value.clear();
             match self.format.codec {
-                Codec::Json => self.value.extend_from_slice(&r.value),
+                Codec::Json => self.value.extend_from_slice(r.value),
                 _ => self
                     .format
-                    .write_json(&r.value, &mut self.value)
+                    .write_json(r.value, &mut self.value)
                     .map_err(|e| anyhow::anyhow!("a record cannot be written as JSON: {e}"))?,
             }
             let topic = match &self.config.topic {

@@ -40,7 +40,7 @@ use weir_model::codec::Codec;
 use weir_model::connectors::{SinkConfig, SourceConfig};
 use weir_model::format::Format;
 use weir_model::types::Type;
-use weir_model::{PackedRecords, Record, Records};
+use weir_model::{Record, Records};
 
 use crate::checkpoint::SplitPosition;
 use crate::dead_letter::{Rejects, Undecodable};
@@ -382,14 +382,9 @@ impl Source for Splits {
 /// idempotent. A sink that writes straight through (stdout, the plain file
 /// sink) makes everything durable on pre-commit and is at-least-once.
 pub trait Sink: Send {
-    /// Write a batch of records.
-    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()>;
-    /// Write a batch of records packed in one buffer (a Wasm operator's
-    /// output, chained to the sink). The default makes records of their own
-    /// for [`Sink::write`].
-    fn write_packed(&mut self, batch: PackedRecords) -> anyhow::Result<()> {
-        self.write(&batch.into_records())
-    }
+    /// Write a batch of records, as they reached the sink (records of their
+    /// own, or packed in one buffer).
+    fn write(&mut self, batch: &Records) -> anyhow::Result<()>;
     /// The input ended: make everything durable (and, for a transactional
     /// sink, visible).
     fn finish(&mut self) -> anyhow::Result<()>;

@@ -25,7 +25,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use weir_model::{PackedRecords, Record};
+use weir_model::Records;
 
 use super::Sink;
 
@@ -323,11 +323,7 @@ impl PartFileSink {
 }
 
 impl Sink for PartFileSink {
-    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
-        self.write_values(batch.iter().map(|r| &r.value[..]))
-    }
-
-    fn write_packed(&mut self, batch: PackedRecords) -> anyhow::Result<()> {
+    fn write(&mut self, batch: &Records) -> anyhow::Result<()> {
         self.write_values(batch.iter().map(|r| r.value))
     }
 
@@ -399,6 +395,7 @@ impl Sink for PartFileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weir_model::Record;
 
     fn visible(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -423,11 +420,13 @@ mod tests {
         out
     }
 
-    fn batch(values: &[&str]) -> Vec<Record> {
-        values
-            .iter()
-            .map(|v| Record::value(v.as_bytes().to_vec()))
-            .collect()
+    fn batch(values: &[&str]) -> Records {
+        Records::List(
+            values
+                .iter()
+                .map(|v| Record::value(v.as_bytes().to_vec()))
+                .collect(),
+        )
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
+use weir_model::Records;
 use weir_model::format::Format;
-use weir_model::{PackedRecords, Record};
 
 use super::{FLUSH_INTERVAL, Sink, json_lines};
 
@@ -109,12 +109,7 @@ impl SharedSink {
 }
 
 impl Sink for SharedSink {
-    fn write(&mut self, batch: &[Record]) -> anyhow::Result<()> {
-        let bytes = batch.iter().map(|r| r.value.len() as u64).sum();
-        self.write_values(batch.iter().map(|r| &r.value[..]), bytes)
-    }
-
-    fn write_packed(&mut self, batch: PackedRecords) -> anyhow::Result<()> {
+    fn write(&mut self, batch: &Records) -> anyhow::Result<()> {
         self.write_values(batch.iter().map(|r| r.value), batch.bytes())
     }
 
@@ -160,11 +155,14 @@ mod tests {
         };
         let mut row = Vec::new();
         json::read_value(&schema.node, br#"{"n": 3, "s": "x"}"#, &mut row).unwrap();
-        let batch = [Record::value(row.clone()), Record::value(row.clone())];
+        let batch = [
+            weir_model::Record::value(row.clone()),
+            weir_model::Record::value(row.clone()),
+        ];
         let mut out = Vec::new();
         json_lines(&format, batch.iter().map(|r| &r.value[..]), &mut out).unwrap();
         assert_eq!(out, b"{\"n\":3,\"s\":\"x\"}\n{\"n\":3,\"s\":\"x\"}\n");
-        let bad = [Record::value(row[..row.len() - 1].to_vec())];
+        let bad = [weir_model::Record::value(row[..row.len() - 1].to_vec())];
         let e = json_lines(&format, bad.iter().map(|r| &r.value[..]), &mut out).unwrap_err();
         assert!(e.contains("cannot be written as JSON"), "{e}");
         // JSON records go out as they came.

@@ -997,11 +997,8 @@ impl Subtask {
                 }
             },
             NodeOp::Sink(sink) => {
-                match records {
-                    Records::List(list) => sink.write(&list),
-                    Records::Packed(packed) => sink.write_packed(packed),
-                }
-                .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", n.name, self.name))?;
+                sink.write(&records)
+                    .map_err(|e| anyhow::anyhow!("sink `{}` ({}): {e:#}", n.name, self.name))?;
                 return Ok(());
             }
         };
