@@ -17,7 +17,7 @@
 //! The choice is made at compile time, per type, by the macro (a typed
 //! type that also implements serde is read as rows).
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::marker::PhantomData;
 
 use serde::Serialize;
@@ -158,6 +158,8 @@ impl<T: crate::Row + 'static> Input for Views<T> {
 /// The coder of a typed type: rows, and every other codec through rows.
 pub struct Rows<T> {
     node: OnceCell<Node>,
+    /// A row on its way to or from another codec, kept between records.
+    scratch: Cell<Vec<u8>>,
     _type: PhantomData<fn() -> T>,
 }
 
@@ -166,6 +168,7 @@ impl<T: crate::Row> Rows<T> {
     pub fn new() -> Self {
         Rows {
             node: OnceCell::new(),
+            scratch: Cell::new(Vec::new()),
             _type: PhantomData,
         }
     }
@@ -232,9 +235,13 @@ impl<T: crate::Row + 'static> Decode<T> for Rows<T> {
         let decoded = match codec {
             Codec::Row => T::decode(bytes),
             _ => {
-                let mut row = Vec::new();
-                self.read_row(codec, bytes, &mut row)?;
-                T::decode(&row)
+                let mut row = self.scratch.take();
+                row.clear();
+                let decoded = self
+                    .read_row(codec, bytes, &mut row)
+                    .map(|()| T::decode(&row));
+                self.scratch.set(row);
+                decoded?
             }
         };
         decoded.map_err(|e| format!("cannot read a row as {}: {e}", T::row_type()).into())
@@ -269,10 +276,12 @@ impl<T: crate::Row + 'static> Encode<T> for Rows<T> {
         match codec {
             Codec::Row => value.encode(buf),
             _ => {
-                let mut row = Vec::new();
+                let mut row = self.scratch.take();
+                row.clear();
                 value.encode(&mut row);
-                self.write_row(codec, &row, buf)
-                    .unwrap_or_else(|e| panic!("cannot encode a value: {e}"));
+                let written = self.write_row(codec, &row, buf);
+                self.scratch.set(row);
+                written.unwrap_or_else(|e| panic!("cannot encode a value: {e}"));
             }
         }
     }
