@@ -460,6 +460,10 @@ mod tests {
             let mut other = Vec::new();
             c.encode(codec, &value, &mut other);
             assert_eq!(c.decode(codec, &other).unwrap(), value, "{codec:?}");
+            // A shorter value after it: nothing of the one before is left.
+            let mut short = Vec::new();
+            c.encode(codec, &vec![Some(7)], &mut short);
+            assert_eq!(c.decode(codec, &short).unwrap(), vec![Some(7)]);
             let mut back = Vec::new();
             Decode::transcode(&c, codec, Codec::Row, &other, &mut back).unwrap();
             assert_eq!(back, row);
