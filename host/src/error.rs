@@ -109,7 +109,7 @@ impl OperatorError {
         OperatorError {
             ident,
             kind: ErrorKind::MemoryLimit,
-            message: format!("{message}: split into smaller batches it would fit"),
+            message: format!("{message}: a smaller batch would fit"),
             guest_output: Vec::new(),
         }
     }

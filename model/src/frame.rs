@@ -148,18 +148,27 @@ fn put_message(buf: &mut BytesMut, message: &StreamMessage) {
     }
 }
 
-fn need(buf: &Bytes, n: usize, what: &str) -> Result<(), FrameError> {
+fn need(buf: &impl Buf, n: usize, what: &str) -> Result<(), FrameError> {
     if buf.remaining() < n {
         return Err(FrameError(format!("truncated {what}")));
     }
     Ok(())
 }
 
-/// The next length-prefixed bytes: a slice of the frame, not a copy.
-fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, FrameError> {
+/// The next length-prefixed bytes of `buf`, which moves past them.
+fn length_prefixed<'a>(buf: &mut &'a [u8], what: &str) -> Result<&'a [u8], FrameError> {
     need(buf, 4, what)?;
     let n = buf.get_u32() as usize;
     need(buf, n, what)?;
+    let (bytes, rest) = buf.split_at(n);
+    *buf = rest;
+    Ok(bytes)
+}
+
+/// [`length_prefixed`] from a frame: a slice of it, not a copy.
+fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, FrameError> {
+    let n = length_prefixed(&mut &buf[..], what)?.len();
+    buf.advance(4);
     Ok(buf.split_to(n))
 }
 
@@ -167,41 +176,21 @@ fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, FrameError> {
 /// buffer, and the bytes they took (a time of `i64::MIN` is none, as
 /// everywhere: [`crate::record::packed::NO_TIMESTAMP`]).
 fn packed_records(body: &[u8], n: usize) -> Result<(PackedRecords, usize), FrameError> {
-    fn take<'a>(
-        body: &'a [u8],
-        at: &mut usize,
-        n: usize,
-        what: &str,
-    ) -> Result<&'a [u8], FrameError> {
-        let bytes = body
-            .get(*at..at.saturating_add(n))
-            .ok_or_else(|| FrameError(format!("truncated {what}")))?;
-        *at += n;
-        Ok(bytes)
-    }
-    fn length_prefixed<'a>(
-        body: &'a [u8],
-        at: &mut usize,
-        what: &str,
-    ) -> Result<&'a [u8], FrameError> {
-        let len = take(body, at, 4, what)?;
-        let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
-        take(body, at, len, what)
-    }
+    let mut rest = body;
     let mut records = PackedRecords::default();
-    let mut at = 0;
     for _ in 0..n {
-        let flags = take(body, &mut at, 1, "record flags")?[0];
+        need(&rest, 1, "record flags")?;
+        let flags = rest.get_u8();
         let key = match flags & 1 {
             0 => None,
-            _ => Some(length_prefixed(body, &mut at, "key")?),
+            _ => Some(length_prefixed(&mut rest, "key")?),
         };
-        let value = length_prefixed(body, &mut at, "value")?;
+        let value = length_prefixed(&mut rest, "value")?;
         let timestamp = match flags & 2 {
             0 => None,
             _ => {
-                let t = take(body, &mut at, 8, "timestamp")?;
-                Some(i64::from_be_bytes(t.try_into().expect("8 bytes")))
+                need(&rest, 8, "timestamp")?;
+                Some(rest.get_i64())
             }
         };
         // A frame's records take fewer bytes packed than in the frame,
@@ -214,7 +203,7 @@ fn packed_records(body: &[u8], n: usize) -> Result<(PackedRecords, usize), Frame
             })
             .map_err(FrameError)?;
     }
-    Ok((records, at))
+    Ok((records, body.len() - rest.len()))
 }
 
 /// Decode a frame's body; a data frame's records are packed in one buffer.

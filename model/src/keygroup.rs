@@ -51,11 +51,34 @@ pub fn key_groups_of(subtask: u32, max_parallelism: u32, parallelism: u32) -> Ra
     start..end
 }
 
-/// The subtask that owns `key`.
+/// The subtask that owns `key` (with one subtask, no hash is taken: it
+/// owns every key group).
 pub fn subtask_for_key(key: &[u8], max_parallelism: u32, parallelism: u32) -> u32 {
+    if parallelism == 1 {
+        return 0;
+    }
     subtask_for_key_group(
         key_group(key, max_parallelism),
         max_parallelism,
         parallelism,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_goes_to_the_subtask_that_owns_its_key_group() {
+        for parallelism in 1..=5 {
+            for i in 0..1000u32 {
+                let key = i.to_string();
+                let owner = subtask_for_key(key.as_bytes(), 128, parallelism);
+                assert!(
+                    key_groups_of(owner, 128, parallelism)
+                        .contains(&key_group(key.as_bytes(), 128))
+                );
+            }
+        }
+    }
 }

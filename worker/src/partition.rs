@@ -289,11 +289,7 @@ impl NetworkOutput {
                 let mut scratch = std::mem::take(&mut self.scratch);
                 for r in records.iter() {
                     let key = self.key_of(&r, &key_by, &mut scratch)?;
-                    // One receiver owns every key group: no hash to take.
-                    let to = match n {
-                        1 => 0,
-                        n => subtask_for_key(&key, self.max_parallelism, n as u32) as usize,
-                    };
+                    let to = subtask_for_key(&key, self.max_parallelism, n as u32) as usize;
                     let keyed = RecordRef {
                         key: Some(&key),
                         ..r
