@@ -10,7 +10,8 @@ medians are compared:
 Each DIR holds a build: `weir` and `bench_operators.wasm` (from
 `target/release/` and `target/wasm32-wasip2/release/`; copy them aside before
 building the other commit). Workloads run at parallelism 1, Wasm operators
-and built-in ones.
+and built-in ones, their output written as JSON lines to /dev/null or, with
+`--sink discard`, to a discard sink.
 
 A setting instead of a build: give both sides the same DIR and a different
 `--before-codec` / `--after-codec` (the job's `codec`, `json` or `msgpack`),
@@ -19,7 +20,6 @@ runs the built-in operators' workloads alone.
 """
 
 import argparse
-import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -52,6 +52,12 @@ def main():
     parser.add_argument("--after", required=True, type=Path)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--sink",
+        choices=["json", "discard"],
+        default="json",
+        help="JSON lines to /dev/null (the default), or a discard sink",
+    )
     parser.add_argument("--before-codec", choices=["json", "msgpack"])
     parser.add_argument("--after-codec", choices=["json", "msgpack"])
     only = parser.add_mutually_exclusive_group()
@@ -74,13 +80,12 @@ def main():
         bundles = {}
         for side, d in sides.items():
             for name, builtin in jobs:
-                bundle = Path(work) / f"{side}-{name}-{'builtin' if builtin else 'wasm'}"
-                bundle.mkdir()
-                shutil.copy(d / "bench_operators.wasm", bundle / "operators.wasm")
-                manifest = compare.weir_job(name, builtin).read_text()
+                bundle = compare.weir_bundle(
+                    Path(work) / side, d / "bench_operators.wasm", name, builtin, args.sink
+                )
                 if codecs[side]:
-                    manifest = with_codec(manifest, codecs[side])
-                (bundle / "weir.toml").write_text(manifest)
+                    manifest = with_codec((bundle / "weir.toml").read_text(), codecs[side])
+                    (bundle / "weir.toml").write_text(manifest)
                 # Warm-up: compiles and caches the component.
                 compare.weir_once(d / "weir", bundle, 1, min(args.events, 1_000_000))
                 bundles[(side, name, builtin)] = bundle

@@ -893,6 +893,29 @@ fn a_job_of_built_in_operators_needs_no_component() {
     let o = weir(&["run", archive.to_str().unwrap()]);
     assert!(o.ok, "{}", o.stderr);
     check(lines(&output));
+    // A select's rows (the generator's stream is typed) keyed by a column
+    // it computes, counted: the count reads the key from the row.
+    std::fs::remove_file(&output).unwrap();
+    std::fs::write(
+        bundle.join("weir.toml"),
+        manifest(
+            "name = 'odd'\nbuiltin = 'select'\ncolumns = ['id = /id', 'bucket = /id % 7 - 3']\nwhere = '/id % 2 == 1'\n\
+             [[operator]]\nname = 'per-bucket'\nbuiltin = 'count'\nkey-by = '/bucket'",
+        ),
+    )
+    .unwrap();
+    let o = weir(&["run", bundle.to_str().unwrap()]);
+    assert!(o.ok, "{}", o.stderr);
+    let mut totals: BTreeMap<i64, u64> = BTreeMap::new();
+    for update in lines(&output) {
+        let (key, count) = (update["key"].as_i64(), update["count"].as_u64());
+        totals.insert(key.unwrap(), count.unwrap());
+    }
+    let mut expected: BTreeMap<i64, u64> = BTreeMap::new();
+    for id in (1..1000).step_by(2) {
+        *expected.entry(id % 7 - 3).or_default() += 1;
+    }
+    assert_eq!(totals, expected);
     // A function needs a component.
     std::fs::write(
         bundle.join("weir.toml"),

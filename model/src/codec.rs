@@ -17,19 +17,22 @@
 //! schema, the generator, the text-file source) and every reader reads
 //! exactly that type — a component that declares it as its input — or
 //! reads rows of any type: a sink (the host writes JSON from the rows) or
-//! a built-in operator (it reads the fields it needs in place; it writes
-//! JSON). Keys of a row stream are MessagePack.
+//! a built-in operator (it reads the fields it needs in place). A built-in
+//! `select` that reads rows writes rows of its columns' types
+//! ([`crate::builtin::typing`]); the aggregates write JSON. Keys of a row
+//! stream are MessagePack.
 //!
 //! All the inputs of one vertex share one codec (and one row type), so that
 //! an operator decodes every record the same way; a window operator's
 //! `late` side output carries its input records as they came, in its
-//! input's codec; a filter or a timestamp assigner writes rows only when it
-//! reads them. Dead letters ([`crate::dead_letter`]) are JSON.
+//! input's codec; a filter, a timestamp assigner or a `select` writes rows
+//! only when it reads them. Dead letters ([`crate::dead_letter`]) are JSON.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use weir_types::Type;
 
+use crate::builtin::Builtin;
 use crate::graph::{JobGraph, VertexKind};
 
 /// How records of a stream, and an operator's state, are encoded.
@@ -219,6 +222,15 @@ impl StreamCodecs {
                 }
             )
         };
+        let selects = |v: usize| {
+            matches!(
+                &graph.vertices[v].kind,
+                VertexKind::Operator {
+                    builtin: Some(Builtin::Select { .. }),
+                    ..
+                }
+            )
+        };
         let mut rows = BTreeMap::new();
         // Candidates: typed streams from a writer of rows to readers of
         // exactly their type.
@@ -234,6 +246,7 @@ impl StreamCodecs {
             let writer = match (&graph.vertices[v].kind, side.as_deref()) {
                 (VertexKind::Source(_), None) => true,
                 (VertexKind::Operator { builtin: None, .. }, None) => true,
+                (_, None) if selects(v) => true,
                 (_, Some(LATE)) => is_window(v) && component(v),
                 _ => false,
             };
@@ -266,7 +279,7 @@ impl StreamCodecs {
         // Then only demotions, until nothing changes: a vertex reads one
         // codec and one type from all its inputs; what passes records
         // through (a filter, a timestamp assigner, a window's late records)
-        // writes rows only when it reads them.
+        // and a `select` write rows only when they read them.
         loop {
             let mut demote: Vec<Stream> = Vec::new();
             for v in 0..graph.vertices.len() {
@@ -280,7 +293,8 @@ impl StreamCodecs {
                     demote.extend(inputs.iter().filter(|s| rows.contains_key(*s)).cloned());
                 }
                 let main = (v, None);
-                if rows.contains_key(&main) && graph.vertices[v].passes_through && !input_rows {
+                let writes_what_it_reads = graph.vertices[v].passes_through || selects(v);
+                if rows.contains_key(&main) && writes_what_it_reads && !input_rows {
                     demote.push(main);
                 }
                 if is_window(v) {

@@ -261,7 +261,8 @@ impl OperatorFactory for WasmOperatorFactory {
                 )?));
             }
             (Some(b), _) => {
-                return crate::builtin::create(b, key_by.as_ref(), input, ident, backend);
+                let output = codecs.format(vertex.id, None);
+                return crate::builtin::create(b, key_by.as_ref(), input, &output, ident, backend);
             }
             (None, _) => {}
         }

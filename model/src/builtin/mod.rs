@@ -31,6 +31,7 @@
 
 pub mod accumulator;
 pub mod expr;
+pub mod typing;
 
 use serde::{Deserialize, Serialize};
 

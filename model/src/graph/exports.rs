@@ -213,16 +213,35 @@ impl JobGraph {
                 )));
             }
         }
-        // What passes records through writes what it reads (vertices come
-        // in order: its inputs' types are settled first).
-        for v in passes_through {
+        // What passes records through writes what it reads, and a built-in
+        // what it makes of what it reads (vertices come in order: their
+        // inputs' types are settled first).
+        let builtins = self.vertices.iter().filter(|v| {
+            matches!(
+                v.kind,
+                VertexKind::Operator {
+                    builtin: Some(_),
+                    ..
+                }
+            )
+        });
+        let mut derived: Vec<usize> = builtins.map(|v| v.id).collect();
+        derived.extend(passes_through);
+        derived.sort_unstable();
+        for v in derived {
             let types: Vec<Option<Type>> = self
                 .inputs(v)
                 .map(|e| self.stream_type(e.from, e.side_output.as_deref()))
                 .collect();
-            self.vertices[v].output_type = match types.split_first() {
+            let input = match types.split_first() {
                 Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
                 _ => None,
+            };
+            self.vertices[v].output_type = match &self.vertices[v].kind {
+                VertexKind::Operator {
+                    builtin: Some(b), ..
+                } => input.and_then(|t| b.output_type(&t)),
+                _ => input,
             };
         }
         self.check_types()

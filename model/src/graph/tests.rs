@@ -862,6 +862,90 @@ mod type_tests {
         assert_eq!(check(untyped, refused[0].0), Ok(()));
         assert_eq!(check(untyped, refused[3].0), Ok(()));
     }
+
+    /// A `select` on a typed stream writes a typed one: its columns' types,
+    /// as rows to what reads rows of any type (a built-in, a sink) or
+    /// exactly its type; what reads it is checked against it at submit. On
+    /// an untyped stream, or reading JSON, it writes JSON.
+    #[test]
+    fn a_select_on_a_typed_stream_writes_rows_of_its_columns() {
+        use OperatorRole::*;
+        let select = "[[operator]]\nname='q'\nbuiltin='select'\n\
+                      columns=['id = /id', 'k = /k', 'dollars = 0.908 * /price', 'doubled = /price * 2']\n";
+        let columns = "{id: u64, k: u32, dollars: f64?, doubled: i64?}";
+        let g = typed(
+            NUMBERS,
+            &format!(
+                "{select}[[operator]]\nname='c'\nbuiltin='count'\nkey-by='/k'\n\
+                 [[sink]]\nname='o'\ntype='stdout'\n\
+                 [[operator]]\nname='m'\nfunction='m'\ninput='q'\n\
+                 [[sink]]\nname='o2'\ntype='stdout'\n"
+            ),
+            &[("m", Transform, Some(columns), None)],
+        )
+        .unwrap();
+        let (q, c) = (id(&g, "q"), id(&g, "c"));
+        assert_eq!(
+            g.vertices[q].output_type.as_ref().unwrap().to_string(),
+            columns
+        );
+        assert_eq!(g.vertices[c].output_type, None, "an aggregate writes JSON");
+        let codecs = StreamCodecs::of_job(&g);
+        assert_eq!(codecs.output(q, None), Codec::Row);
+        assert_eq!(codecs.row_type(q, None).unwrap().to_string(), columns);
+        // A reader of another type is refused, naming both and the field.
+        let e = typed(
+            NUMBERS,
+            &format!(
+                "{select}[[operator]]\nname='m'\nfunction='m'\n[[sink]]\nname='o'\ntype='stdout'\n"
+            ),
+            &[("m", Transform, Some("{id: u64, doubled: i64}"), None)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("operator `m` cannot read what `q` writes") && e.contains("field `doubled`"),
+            "{e}"
+        );
+        // A compatible reader of another type reads it (as JSON, by name).
+        let g = typed(
+            NUMBERS,
+            &format!(
+                "{select}[[operator]]\nname='m'\nfunction='m'\n[[sink]]\nname='o'\ntype='stdout'\n"
+            ),
+            &[("m", Transform, Some("{id: u64, doubled: i64?}"), None)],
+        )
+        .unwrap();
+        assert_eq!(
+            StreamCodecs::of_job(&g).output(id(&g, "q"), None),
+            Codec::Json
+        );
+        // Reading JSON (the job's codec), it writes JSON, typed or not.
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\ncodec='json'\n[[source]]\nname='s'\n{NUMBERS}\n\
+             {select}[[sink]]\nname='o'\ntype='stdout'\n"
+        ))
+        .unwrap();
+        let mut g = JobGraph::build(&m, BTreeMap::new(), None).unwrap();
+        g.resolve_operators(&[]).unwrap();
+        assert!(g.vertices[id(&g, "q")].output_type.is_some());
+        assert_eq!(
+            StreamCodecs::of_job(&g).output(id(&g, "q"), None),
+            Codec::Json
+        );
+        // Untyped in, untyped out.
+        let g = typed(
+            "type='json-lines-file'\npath='x'",
+            &format!("{select}[[sink]]\nname='o'\ntype='stdout'\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(g.vertices[id(&g, "q")].output_type, None);
+        assert_eq!(
+            StreamCodecs::of_job(&g).output(id(&g, "q"), None),
+            Codec::Json
+        );
+    }
 }
 
 mod dead_letter_tests {

@@ -154,6 +154,12 @@ impl FieldReader {
         FieldReader { how }
     }
 
+    /// Whether it reads every field from a row in place ([`Field::Row`]
+    /// only).
+    pub(crate) fn in_place(&self) -> bool {
+        matches!(self.how, How::Rows(_))
+    }
+
     /// The fields of `value` at the pointers, in their order (`None`: the
     /// record has no such field, or a record on the way is null); `scratch`
     /// holds what a row is read through, when it must be.

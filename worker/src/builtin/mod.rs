@@ -15,11 +15,13 @@ use weir_state::StateBackend;
 use crate::operators::StreamOperator;
 
 /// The operator of one subtask of a built-in keyed by `key_by`, reading
-/// records in `input`, its keyed state in `backend`.
+/// records in `input` and writing them in `output`, its keyed state in
+/// `backend`.
 pub fn create(
     builtin: &Builtin,
     key_by: Option<&KeyBy>,
     input: Format,
+    output: &Format,
     ident: TaskIdent,
     backend: Box<dyn StateBackend>,
 ) -> Result<Box<dyn StreamOperator>, OperatorError> {
@@ -42,6 +44,7 @@ pub fn create(
             columns.clone(),
             filter.clone(),
             input,
+            output,
             ident,
         )),
     })

@@ -1,0 +1,388 @@
+//! `select`: columns computed from each record that passes a condition.
+//!
+//! A column that is a pointer alone copies the field as it is (any JSON
+//! value; `null` when the record has no such field); arithmetic works on
+//! numbers, whole while both sides are whole (`/` is always a
+//! floating-point division), null when a side is null or not a number, when
+//! a whole result does not fit in an `i64` or a float is not finite. A
+//! comparison with a null is false, so `where` drops such records.
+//!
+//! From a typed stream it writes rows of its columns' types
+//! ([`weir_model::builtin::typing`]; [`rows`]), from an untyped one JSON
+//! objects.
+
+mod rows;
+
+use bytes::Bytes;
+use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
+use weir_model::builtin::typing::NumberKind;
+use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
+use weir_model::codec::Codec;
+use weir_model::format::Format;
+use weir_model::{Record, RecordBuffer, Records};
+
+use super::fields::{Field, FieldReader, NotNumber};
+use super::{Number, input_error};
+use crate::operators::StreamOperator;
+use weir_host::Output;
+
+/// An expression compiled against the select's fields: a field is its
+/// index in [`FieldReader::read`]'s answer.
+enum Compiled {
+    Integer(i64),
+    Number(f64),
+    Field(usize),
+    Negate(Box<Compiled>),
+    Binary(Box<Compiled>, BinaryOp, Box<Compiled>),
+}
+
+impl Compiled {
+    /// `e`, its pointers looked up in `pointers` (which has them all).
+    fn of(e: &Expr, pointers: &[String]) -> Compiled {
+        match e {
+            Expr::Integer(i) => Compiled::Integer(*i),
+            Expr::Number(f) => Compiled::Number(*f),
+            Expr::Field(p) => Compiled::Field(
+                pointers
+                    .iter()
+                    .position(|q| q == p)
+                    .expect("every pointer an expression reads is listed"),
+            ),
+            Expr::Negate(e) => Compiled::Negate(Box::new(Compiled::of(e, pointers))),
+            Expr::Binary(a, op, b) => Compiled::Binary(
+                Box::new(Compiled::of(a, pointers)),
+                *op,
+                Box::new(Compiled::of(b, pointers)),
+            ),
+        }
+    }
+}
+
+/// A column: a field copied as it is, or a number computed (whole, float
+/// or either by the input's type: the same from rows and from JSON).
+enum Column {
+    Copy(usize),
+    Computed(Compiled, NumberKind),
+}
+
+impl Column {
+    /// A computed value as its column holds it: a whole column holds
+    /// whole numbers only (a `u64` field past `i64`'s range, read as a
+    /// float, is null there), a float column finite floats.
+    fn value(kind: NumberKind, n: Option<Number>) -> Option<Number> {
+        match (kind, n?) {
+            (NumberKind::Whole, Number::Float(_)) => None,
+            (NumberKind::Float, n) => {
+                Some(Number::Float(n.as_f64())).filter(|_| n.as_f64().is_finite())
+            }
+            (_, n) => Some(n),
+        }
+    }
+}
+
+/// A condition's term: a truth value, or a comparison.
+type Term = (Compiled, Option<(Comparison, Compiled)>);
+
+pub(super) struct Select {
+    /// Each column, after its name as a JSON string and a colon.
+    columns: Vec<(Vec<u8>, Column)>,
+    /// The condition's terms, all of which must hold.
+    filter: Vec<Term>,
+    /// Every pointer the columns and the condition read, read from the
+    /// input's records.
+    reader: FieldReader,
+    /// What the input is encoded in.
+    input: Format,
+    /// Whether its keys are a row stream's (MessagePack), written as JSON
+    /// for its output when that is JSON.
+    keys_of_rows: bool,
+    /// Its output's rows, when it writes rows.
+    rows: Option<rows::RowOutput>,
+    ident: TaskIdent,
+}
+
+/// A key of a row stream (MessagePack) as a key of a JSON one.
+fn json_key(key: &[u8]) -> bytes::Bytes {
+    let mut out = Vec::new();
+    super::aggregate::KeyText::Msgpack.write(&mut out, key);
+    out.into()
+}
+
+impl Select {
+    /// A select reading records in `input`, writing them in `output`
+    /// (rows of its columns' types, or JSON).
+    pub(super) fn new(
+        columns: Vec<(String, Expr)>,
+        filter: Option<Condition>,
+        input: Format,
+        output: &Format,
+        ident: TaskIdent,
+    ) -> Select {
+        let mut pointers = Vec::new();
+        for (_, e) in &columns {
+            e.fields(&mut pointers);
+        }
+        for (a, b) in filter.iter().flat_map(|c| &c.all) {
+            a.fields(&mut pointers);
+            if let Some((_, b)) = b {
+                b.fields(&mut pointers);
+            }
+        }
+        let columns: Vec<(Vec<u8>, Column)> = columns
+            .iter()
+            .map(|(name, e)| {
+                let mut prefix = serde_json::to_vec(name).expect("a string");
+                prefix.push(b':');
+                let column = match Compiled::of(e, &pointers) {
+                    Compiled::Field(i) => Column::Copy(i),
+                    c => Column::Computed(
+                        c,
+                        // Untyped: either, value by value.
+                        input
+                            .schema
+                            .as_ref()
+                            .map_or(NumberKind::Any, |s| e.number_kind(&s.ty)),
+                    ),
+                };
+                (prefix, column)
+            })
+            .collect();
+        let filter = filter
+            .iter()
+            .flat_map(|c| &c.all)
+            .map(|(a, b)| {
+                (
+                    Compiled::of(a, &pointers),
+                    b.as_ref()
+                        .map(|(cmp, b)| (*cmp, Compiled::of(b, &pointers))),
+                )
+            })
+            .collect();
+        let reader = FieldReader::new(&pointers, &input);
+        let rows = match (&output.schema, output.codec) {
+            (Some(schema), Codec::Row) => Some(rows::RowOutput::new(
+                schema.clone(),
+                &columns,
+                reader.in_place(),
+            )),
+            _ => None,
+        };
+        Select {
+            columns,
+            filter,
+            reader,
+            keys_of_rows: input.codec == Codec::Row,
+            rows,
+            input,
+            ident,
+        }
+    }
+
+    fn fields<'a>(
+        &'a self,
+        value: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<Vec<Option<Field<'a>>>, OperatorError> {
+        self.reader.read(value, scratch).map_err(|e| {
+            input_error(
+                &self.ident,
+                format!("a record {e}: {}", self.input.excerpt(value)),
+            )
+        })
+    }
+
+    fn passes(&self, fields: &[Option<Field<'_>>]) -> Result<bool, String> {
+        for (left, right) in &self.filter {
+            let a = number(left, fields)?;
+            let holds = match right {
+                None => a.is_some_and(|a| a.as_f64() != 0.0),
+                Some((cmp, right)) => match (a, number(right, fields)?) {
+                    (Some(a), Some(b)) => compare(a, *cmp, b),
+                    _ => false,
+                },
+            };
+            if !holds {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn compare(a: Number, cmp: Comparison, b: Number) -> bool {
+    let ord = match (a, b) {
+        (Number::Int(a), Number::Int(b)) => a.partial_cmp(&b),
+        (a, b) => a.as_f64().partial_cmp(&b.as_f64()),
+    };
+    let Some(ord) = ord else {
+        return cmp == Comparison::NotEqual;
+    };
+    use std::cmp::Ordering::*;
+    match cmp {
+        Comparison::Equal => ord == Equal,
+        Comparison::NotEqual => ord != Equal,
+        Comparison::Less => ord == Less,
+        Comparison::LessOrEqual => ord != Greater,
+        Comparison::Greater => ord == Greater,
+        Comparison::GreaterOrEqual => ord != Less,
+    }
+}
+
+/// An expression's value as a number (`None`: null, or not a number); an
+/// error for a malformed row.
+fn number(e: &Compiled, fields: &[Option<Field<'_>>]) -> Result<Option<Number>, String> {
+    Ok(match e {
+        Compiled::Integer(i) => Some(Number::Int(*i)),
+        Compiled::Number(f) => Some(Number::Float(*f)),
+        Compiled::Field(i) => match fields[*i].map(Field::number) {
+            None | Some(Err(NotNumber::Other)) => None,
+            Some(Ok(n)) => n,
+            Some(Err(NotNumber::Malformed(e))) => return Err(e),
+        },
+        Compiled::Negate(e) => match number(e, fields)? {
+            None => None,
+            Some(Number::Int(i)) => i.checked_neg().map(Number::Int),
+            Some(Number::Float(f)) => Some(Number::Float(-f)),
+        },
+        Compiled::Binary(a, op, b) => match (number(a, fields)?, number(b, fields)?) {
+            (Some(a), Some(b)) => arithmetic(a, *op, b),
+            _ => None,
+        },
+    })
+}
+
+/// `a op b`: whole while both sides are whole (`None` when the result
+/// does not fit in an `i64`, or for a remainder of a division by zero),
+/// `/` always in floating point.
+fn arithmetic(a: Number, op: BinaryOp, b: Number) -> Option<Number> {
+    if let (Number::Int(x), Number::Int(y)) = (a, b) {
+        let whole = match op {
+            BinaryOp::Add => x.checked_add(y),
+            BinaryOp::Subtract => x.checked_sub(y),
+            BinaryOp::Multiply => x.checked_mul(y),
+            BinaryOp::Remainder => x.checked_rem(y),
+            BinaryOp::Divide => return Some(Number::Float(x as f64 / y as f64)),
+        };
+        return whole.map(Number::Int);
+    }
+    let (x, y) = (a.as_f64(), b.as_f64());
+    Some(Number::Float(match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Subtract => x - y,
+        BinaryOp::Multiply => x * y,
+        BinaryOp::Divide => x / y,
+        BinaryOp::Remainder => x % y,
+    }))
+}
+
+impl Select {
+    /// The selected columns of the records that pass, each record given as
+    /// its key, value and timestamp; `size` is about their values' bytes.
+    fn select<'a>(
+        &self,
+        records: impl ExactSizeIterator<Item = (Option<Bytes>, &'a [u8], Option<i64>)>,
+        size: usize,
+    ) -> Result<RecordBuffer, OperatorError> {
+        let mut main = RecordBuffer::with_capacity(records.len(), size + 16 * records.len());
+        let mut scratch = Vec::new();
+        let mut json = Vec::new();
+        for (key, value, timestamp) in records {
+            let fields = self.fields(value, &mut scratch)?;
+            let malformed_row = |e: String| {
+                input_error(
+                    &self.ident,
+                    format!(
+                        "a record is a malformed row ({e}): {}",
+                        self.input.excerpt(value)
+                    ),
+                )
+            };
+            if !self.passes(&fields).map_err(malformed_row)? {
+                continue;
+            }
+            let key = match key {
+                // Keys of rows (MessagePack) stay so in rows.
+                Some(k) if self.keys_of_rows && self.rows.is_none() => Some(json_key(&k)),
+                k => k,
+            };
+            let written = match &self.rows {
+                Some(rows) => main.try_push(key, timestamp, |out| {
+                    rows.write(&self.columns, &fields, out, &mut json)
+                }),
+                None => main.try_push(key, timestamp, |out| {
+                    write_json(&self.columns, &fields, out)
+                }),
+            };
+            written.map_err(malformed_row)?;
+        }
+        Ok(main)
+    }
+}
+
+/// Append the columns as a JSON object.
+fn write_json(
+    columns: &[(Vec<u8>, Column)],
+    fields: &[Option<Field<'_>>],
+    value: &mut Vec<u8>,
+) -> Result<(), String> {
+    value.push(b'{');
+    for (i, (prefix, column)) in columns.iter().enumerate() {
+        if i > 0 {
+            value.push(b',');
+        }
+        value.extend_from_slice(prefix);
+        match column {
+            // A field alone: copied as it is.
+            Column::Copy(f) => match fields[*f] {
+                Some(f) => f.write_json(value)?,
+                None => value.extend_from_slice(b"null"),
+            },
+            Column::Computed(e, kind) => match Column::value(*kind, number(e, fields)?) {
+                Some(n) => n.write(value),
+                None => value.extend_from_slice(b"null"),
+            },
+        }
+    }
+    value.push(b'}');
+    Ok(())
+}
+
+impl StreamOperator for Select {
+    fn process(
+        &mut self,
+        batch: Vec<Record>,
+        _: BatchContext,
+    ) -> Result<BatchOutput, OperatorError> {
+        let size = batch.iter().map(|r| r.value.len()).sum();
+        let records = batch
+            .iter()
+            .map(|r| (r.key.clone(), &r.value[..], r.timestamp));
+        Ok(BatchOutput {
+            main: self.select(records, size)?.finish(),
+            side: Vec::new(),
+        })
+    }
+
+    fn process_records(
+        &mut self,
+        batch: Records,
+        ctx: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        let Records::Packed(batch) = batch else {
+            return self.process(batch.into_list(), ctx).map(Output::from);
+        };
+        // Read in place; written into one buffer.
+        let records = batch
+            .iter()
+            .map(|r| (r.key.map(Bytes::copy_from_slice), r.value, r.timestamp));
+        Ok(Output {
+            main: self
+                .select(records, batch.bytes() as usize)?
+                .finish_records(),
+            side: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

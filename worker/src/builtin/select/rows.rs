@@ -1,0 +1,189 @@
+//! `select`'s output as rows of its columns' types: a copied field's slot
+//! (or payload) copied from the input row as it is, a computed number
+//! written into its slot; no text on the way.
+
+use std::sync::Arc;
+
+use weir_model::types::row::{self, Node, Scalar, Schema};
+
+use super::super::fields::Field;
+use weir_model::builtin::typing::NumberKind;
+
+use super::{Column, number, write_json};
+use crate::builtin::Number;
+
+/// How the select writes its rows.
+pub(super) struct RowOutput {
+    schema: Arc<Schema>,
+    /// Bytes of the rows' bitmap and slots.
+    fixed: usize,
+    /// Each column's slot, in order; `None`: each record's columns are
+    /// written as JSON and read into a row (a field read through JSON, or
+    /// a column of another shape than the typing gives).
+    slots: Option<Vec<Slot>>,
+}
+
+/// A column's slot in the row and what goes in it.
+#[derive(Clone, Copy)]
+struct Slot {
+    offset: usize,
+    optional: bool,
+    what: Kind,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// The field, copied.
+    Copy,
+    /// An `i64`.
+    Whole,
+    /// An `f64`.
+    Float,
+    /// A number or null as JSON text (a `json` column).
+    Any,
+}
+
+impl RowOutput {
+    /// Rows of `schema` (the select's output type) of `columns`; `in_place`
+    /// when every field comes as a row's slot.
+    pub(super) fn new(
+        schema: Arc<Schema>,
+        columns: &[(Vec<u8>, Column)],
+        in_place: bool,
+    ) -> RowOutput {
+        let (fixed, slots) = match &schema.node {
+            Node::Record { fields, fixed, .. } if fields.len() == columns.len() => {
+                let slots: Option<Vec<Slot>> = columns
+                    .iter()
+                    .zip(fields)
+                    .map(|((_, column), f)| {
+                        let what = match (column, &f.node) {
+                            (Column::Copy(_), _) => Kind::Copy,
+                            (Column::Computed(_, NumberKind::Any), Node::Json) => Kind::Any,
+                            (Column::Computed(_, kind), Node::Optional(n)) => match (kind, &**n) {
+                                (NumberKind::Whole, Node::Scalar(Scalar::I64)) => Kind::Whole,
+                                (NumberKind::Float, Node::Scalar(Scalar::F64)) => Kind::Float,
+                                _ => return None,
+                            },
+                            _ => return None,
+                        };
+                        Some(Slot {
+                            offset: f.offset,
+                            optional: f.optional,
+                            what,
+                        })
+                    })
+                    .collect();
+                (*fixed, slots.filter(|_| in_place))
+            }
+            _ => (0, None),
+        };
+        RowOutput {
+            schema,
+            fixed,
+            slots,
+        }
+    }
+
+    /// The rows' type.
+    #[cfg(test)]
+    pub(super) fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Whether it writes rows in place (not through JSON).
+    #[cfg(test)]
+    pub(super) fn in_place(&self) -> bool {
+        self.slots.is_some()
+    }
+
+    /// Append the row of `columns` of a record whose fields are `fields`
+    /// to `out`; `json` is scratch space.
+    pub(super) fn write(
+        &self,
+        columns: &[(Vec<u8>, Column)],
+        fields: &[Option<Field<'_>>],
+        out: &mut Vec<u8>,
+        json: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let Some(slots) = &self.slots else {
+            json.clear();
+            write_json(columns, fields, json)?;
+            return row::json::read_value(&self.schema.node, json, out);
+        };
+        let start = out.len();
+        out.resize(start + self.fixed, 0);
+        for (i, ((_, column), slot)) in columns.iter().zip(slots).enumerate() {
+            let at = start + slot.offset;
+            let null = |out: &mut Vec<u8>| {
+                if !slot.optional {
+                    return Err(format!("column {i} is null, and its type is not optional"));
+                }
+                row::set_null(out, start, i);
+                Ok(())
+            };
+            match (column, slot.what) {
+                (Column::Copy(f), _) => match fields[*f] {
+                    Some(Field::Row(from)) => {
+                        let mut node = &from.field.node;
+                        if let Node::Optional(inner) = node {
+                            if row::is_null(from.base, 0, from.index) {
+                                null(out)?;
+                                continue;
+                            }
+                            node = inner;
+                        }
+                        let off = from.field.offset;
+                        match node {
+                            Node::Scalar(s) => {
+                                let w = s.width();
+                                let bytes = from.base.get(off..off + w).ok_or_else(|| {
+                                    format!(
+                                        "a row of {} bytes has no {w}-byte slot at {off}",
+                                        from.base.len()
+                                    )
+                                })?;
+                                out[at..at + w].copy_from_slice(bytes);
+                            }
+                            _ => {
+                                // A payload is relative to itself: copied
+                                // as it is.
+                                let payload = row::var(from.base, off).map_err(|e| e.0)?;
+                                let p = out.len();
+                                out.extend_from_slice(payload);
+                                row::patch_var(out, start, slot.offset, p);
+                            }
+                        }
+                    }
+                    None => null(out)?,
+                    Some(Field::Json(_)) => {
+                        return Err(format!("column {i}: a field read as JSON, not in place"));
+                    }
+                },
+                (Column::Computed(e, kind), what) => {
+                    match (what, Column::value(*kind, number(e, fields)?)) {
+                        (Kind::Whole, Some(Number::Int(n))) => {
+                            out[at..at + 8].copy_from_slice(&n.to_le_bytes())
+                        }
+                        (Kind::Float, Some(Number::Float(f))) => {
+                            out[at..at + 8].copy_from_slice(&f.to_le_bytes())
+                        }
+                        (Kind::Any, n) => {
+                            let p = out.len();
+                            match n {
+                                Some(n) => n.write(out),
+                                None => out.extend_from_slice(b"null"),
+                            }
+                            row::patch_var(out, start, slot.offset, p);
+                        }
+                        (_, None) => null(out)?,
+                        (what, Some(n)) => {
+                            return Err(format!("column {i}: {n:?} in a {what:?} column"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,341 @@
+//! `select`'s tests: the same results from JSON and from rows.
+
+use std::sync::Arc;
+
+use super::*;
+use weir_model::builtin::Builtin;
+use weir_model::builtin::expr::{parse_condition, parse_expr};
+use weir_model::types::{Type, row};
+
+fn select(columns: &[&str], filter: Option<&str>) -> Select {
+    select_from(columns, filter, Format::default(), false)
+}
+
+/// A select of `columns` where `filter` holds, reading `input`; writing
+/// rows of its columns' types when `rows` (`input` is typed), JSON
+/// otherwise.
+fn select_from(columns: &[&str], filter: Option<&str>, input: Format, rows: bool) -> Select {
+    let columns: Vec<(String, Expr)> = columns
+        .iter()
+        .map(|c| {
+            let (n, e) = c.split_once('=').unwrap();
+            (n.trim().to_owned(), parse_expr(e).unwrap())
+        })
+        .collect();
+    let filter = filter.map(|f| parse_condition(f).unwrap());
+    let output = match &input.schema {
+        Some(schema) if rows => {
+            let ty = Builtin::Select {
+                columns: columns.clone(),
+                filter: filter.clone(),
+            }
+            .output_type(&schema.ty)
+            .unwrap();
+            Format {
+                codec: Codec::Row,
+                schema: Some(Arc::new(row::Schema::new(ty))),
+            }
+        }
+        _ => Format::default(),
+    };
+    Select::new(columns, filter, input, &output, TaskIdent::default())
+}
+
+/// A typed stream's format.
+fn rows_of(ty: &str) -> Format {
+    let ty: Type = ty.parse().unwrap();
+    Format {
+        codec: Codec::Row,
+        schema: Some(Arc::new(row::Schema::new(ty))),
+    }
+}
+
+/// `json`, as a row of `format`'s type.
+fn row_of(format: &Format, json: &str) -> Vec<u8> {
+    let mut row = Vec::new();
+    row::json::read_value(
+        &format.schema.as_ref().unwrap().node,
+        json.as_bytes(),
+        &mut row,
+    )
+    .unwrap();
+    row
+}
+
+fn run(s: &mut Select, records: &[&str]) -> Vec<String> {
+    let records: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
+    run_on(s, records)
+}
+
+/// The selected records' values, read from records of their own and,
+/// the same, from a packed batch (which comes out packed).
+fn run_on(s: &mut Select, records: Vec<Vec<u8>>) -> Vec<String> {
+    let batch: Vec<Record> = records
+        .into_iter()
+        .map(|r| Record {
+            key: None,
+            value: r.into(),
+            timestamp: Some(5),
+        })
+        .collect();
+    let ctx = BatchContext {
+        watermark: None,
+        processing_time: 0,
+    };
+    let packed = weir_model::PackedRecords::from_records(&batch).unwrap();
+    let listed = s.process(batch, ctx).unwrap().main;
+    let Records::Packed(read_in_place) = s
+        .process_records(Records::Packed(packed), ctx)
+        .unwrap()
+        .main
+    else {
+        panic!("a packed batch's selection is packed");
+    };
+    assert_eq!(read_in_place.into_records(), listed);
+    listed
+        .into_iter()
+        .map(|r| match &s.rows {
+            // Rows, as a sink writes them.
+            Some(rows) => {
+                let mut json = Vec::new();
+                row::json::write_value(&rows.schema().node, &r.value, &mut json).unwrap();
+                String::from_utf8(json).unwrap()
+            }
+            None => String::from_utf8(r.value.to_vec()).unwrap(),
+        })
+        .collect()
+}
+
+#[test]
+fn q1_selects_and_computes() {
+    let mut s = select(
+        &[
+            "id = /id",
+            "k = /k",
+            "dollars = 0.908 * /price",
+            "doubled = /price * 2",
+        ],
+        Some("/id % 2 == 0"),
+    );
+    let out = run(
+        &mut s,
+        &[
+            r#"{"id":4,"k":4,"price":250,"ts":0}"#,
+            r#"{"id":5,"k":5,"price":250,"ts":0}"#,
+        ],
+    );
+    assert_eq!(out, [r#"{"id":4,"k":4,"dollars":227.0,"doubled":500}"#]);
+}
+
+/// The same select over rows and over their JSON gives the same
+/// output, written as JSON or as rows (then written as JSON by the sink);
+/// rows are written in place, or through JSON when a field must be read
+/// so (here a pointer the type does not have).
+#[test]
+fn rows_select_as_their_json_does() {
+    let format = rows_of("{id: u64, k: u32?, price: f64, n: i16, name: string, at: {x: i64}?}");
+    let records = [
+        r#"{"id": 4, "k": 4, "price": 250.5, "n": -3, "name": "a", "at": {"x": 9}}"#,
+        r#"{"id": 5, "k": null, "price": 2, "n": 7, "name": "b", "at": null}"#,
+        r#"{"id": 6, "k": 1, "price": 0.1, "n": 0, "name": "c\"d", "at": {"x": -1}}"#,
+    ];
+    let rows: Vec<Vec<u8>> = records.iter().map(|r| row_of(&format, r)).collect();
+    let json: Vec<Vec<u8>> = rows
+        .iter()
+        .map(|r| {
+            let mut out = Vec::new();
+            format.write_json(r, &mut out).unwrap();
+            out
+        })
+        .collect();
+    let columns = [
+        "id = /id",
+        "k = /k",
+        "dollars = 0.908 * /price",
+        "sum = /n + /at/x",
+        "name = /name",
+        "at = /at",
+        "none = /missing",
+    ];
+    let filter = Some("/id % 2 == 0 and /price > 0.05");
+    let from_json = run_on(
+        &mut select_from(&columns, filter, Format::default(), false),
+        json.clone(),
+    );
+    assert_eq!(
+        from_json,
+        [
+            r#"{"id":4,"k":4,"dollars":227.454,"sum":6,"name":"a","at":{"x":9},"none":null}"#,
+            r#"{"id":6,"k":1,"dollars":0.0908,"sum":-1,"name":"c\"d","at":{"x":-1},"none":null}"#,
+        ]
+    );
+    for rows_out in [false, true] {
+        let mut s = select_from(&columns, filter, format.clone(), rows_out);
+        assert_eq!(
+            run_on(&mut s, rows.clone()),
+            from_json,
+            "rows out: {rows_out}"
+        );
+        if rows_out {
+            assert!(
+                !s.rows.as_ref().unwrap().in_place(),
+                "`/missing` is read as JSON"
+            );
+        }
+        // Without the pointer the type lacks: every field read in place.
+        let mut s = select_from(&columns[..6], filter, format.clone(), rows_out);
+        let without: Vec<String> = from_json
+            .iter()
+            .map(|r| r.replace(r#","none":null"#, ""))
+            .collect();
+        assert_eq!(
+            run_on(&mut s, rows.clone()),
+            without,
+            "rows out: {rows_out}"
+        );
+        if rows_out {
+            assert!(s.rows.as_ref().unwrap().in_place());
+        }
+    }
+}
+
+/// A malformed row is an error, in a computed column or a condition
+/// as in a copied one, never a null, whether the output is rows or JSON;
+/// keys of rows (MessagePack) leave as JSON in JSON, as they are in rows.
+#[test]
+fn malformed_rows_fail_and_keys_of_rows_leave_in_the_outputs_codec() {
+    let format = rows_of("{id: u64, name: string}");
+    let ctx = || BatchContext {
+        watermark: None,
+        processing_time: 0,
+    };
+    let batch = |value: Vec<u8>, key: Option<&[u8]>| {
+        vec![Record {
+            key: key.map(|k| k.to_vec().into()),
+            value: value.into(),
+            timestamp: None,
+        }]
+    };
+    for (columns, filter) in [
+        (&["d = /id * 2"][..], None),
+        (&["id = /id"][..], Some("/id > 1")),
+        (&["n = /name * 1"][..], None),
+        (&["n = /name"][..], None),
+    ] {
+        for rows_out in [false, true] {
+            let mut s = select_from(columns, filter, format.clone(), rows_out);
+            // Three bytes: no slot of the id, nor of the name, in them.
+            let e = s.process(batch(vec![0, 1, 2], None), ctx()).unwrap_err();
+            assert!(e.message.contains("malformed row"), "{columns:?}: {e}");
+        }
+    }
+    let row = row_of(&format, r#"{"id": 7, "name": "ana"}"#);
+    let key = [0xa3, b'a', b'n', b'a'];
+    let mut s = select_from(&["id = /id"], None, format.clone(), false);
+    let out = s.process(batch(row.clone(), Some(&key)), ctx()).unwrap();
+    assert_eq!(out.main[0].key.as_deref(), Some(&br#""ana""#[..]));
+    assert_eq!(&out.main[0].value[..], br#"{"id":7}"#);
+    let mut s = select_from(&["id = /id"], None, format.clone(), true);
+    let out = s.process(batch(row, Some(&key)), ctx()).unwrap();
+    assert_eq!(out.main[0].key.as_deref(), Some(&key[..]));
+    // A row of one u64: its bitmap's byte, then the number.
+    assert_eq!(
+        &out.main[0].value[..],
+        [&[0][..], &7u64.to_le_bytes()].concat()
+    );
+}
+
+/// Whole numbers are 64-bit: a result past `i64`'s range is null (from
+/// JSON as from rows), as is a `u64` past it in an integer column; `/`
+/// divides as floats, and a float that is not finite is null.
+#[test]
+fn whole_numbers_past_64_bits_are_null() {
+    let columns = [
+        "sum = /a + /b",
+        "neg = -/a",
+        "rem = /a % /b",
+        "u = /u * 1",
+        "half = /u / 2",
+        "inf = /a / /b",
+    ];
+    let records = [
+        r#"{"a": 9223372036854775807, "b": 1, "u": 18446744073709551615}"#,
+        r#"{"a": -9223372036854775808, "b": 0, "u": 4}"#,
+        r#"{"a": 3, "b": -2, "u": 9223372036854775807}"#,
+    ];
+    let format = rows_of("{a: i64, b: i64, u: u64}");
+    let rows: Vec<Vec<u8>> = records.iter().map(|r| row_of(&format, r)).collect();
+    let expected = [
+        r#"{"sum":null,"neg":-9223372036854775807,"rem":0,"u":null,"half":9.223372036854776e+18,"inf":9.223372036854776e+18}"#,
+        r#"{"sum":-9223372036854775808,"neg":null,"rem":null,"u":4,"half":2.0,"inf":null}"#,
+        r#"{"sum":1,"neg":-3,"rem":1,"u":9223372036854775807,"half":4.611686018427388e+18,"inf":-1.5}"#,
+    ];
+    for rows_out in [false, true] {
+        let mut s = select_from(&columns, None, format.clone(), rows_out);
+        assert_eq!(
+            run_on(&mut s, rows.clone()),
+            expected,
+            "rows out: {rows_out}"
+        );
+    }
+    // From JSON the same, but for a whole number past `i64`'s range in
+    // the text, which JSON reads as a float.
+    let json: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
+    let mut s = select(&columns, None);
+    let mut from_json = run_on(&mut s, json);
+    assert!(
+        from_json[0].contains(r#""u":1.8446744073709552e+19"#),
+        "{}",
+        from_json[0]
+    );
+    from_json[0] = from_json[0].replace(r#""u":1.8446744073709552e+19"#, r#""u":null"#);
+    assert_eq!(from_json, expected);
+}
+
+#[test]
+fn nulls_and_other_values() {
+    let mut s = select(&["name = /user/name", "half = /n / 2", "neg = -/n"], None);
+    let out = run(
+        &mut s,
+        &[r#"{"user":{"name":"ana"},"n":3}"#, r#"{"n":"three"}"#, "{}"],
+    );
+    assert_eq!(
+        out,
+        [
+            r#"{"name":"ana","half":1.5,"neg":-3}"#,
+            r#"{"name":null,"half":null,"neg":null}"#,
+            r#"{"name":null,"half":null,"neg":null}"#,
+        ]
+    );
+    let mut s = select(&["n = /n"], Some("/n > 1 and /n != 4"));
+    let out = run(
+        &mut s,
+        &[
+            r#"{"n":1}"#,
+            r#"{"n":2}"#,
+            r#"{"n":4}"#,
+            "{}",
+            r#"{"n":1.5}"#,
+        ],
+    );
+    assert_eq!(out, [r#"{"n":2}"#, r#"{"n":1.5}"#]);
+}
+
+#[test]
+fn a_record_that_is_not_json_fails_naming_it() {
+    let mut s = select(&["n = /n"], None);
+    let batch = vec![Record {
+        key: None,
+        value: b"not json".to_vec().into(),
+        timestamp: None,
+    }];
+    let ctx = BatchContext {
+        watermark: None,
+        processing_time: 0,
+    };
+    let e = s.process(batch, ctx).unwrap_err();
+    assert!(
+        e.message.contains("not JSON") && e.message.contains("not json"),
+        "{e}"
+    );
+}
