@@ -262,7 +262,16 @@ impl OperatorFactory for WasmOperatorFactory {
             }
             (Some(b), _) => {
                 let output = codecs.format(vertex.id, None);
-                return crate::builtin::create(b, key_by.as_ref(), input, &output, ident, backend);
+                let input_type = graph.read_type(vertex.id);
+                return crate::builtin::create(
+                    b,
+                    key_by.as_ref(),
+                    input_type.as_ref(),
+                    input,
+                    &output,
+                    ident,
+                    backend,
+                );
             }
             (None, _) => {}
         }

@@ -229,14 +229,7 @@ impl JobGraph {
         derived.extend(passes_through);
         derived.sort_unstable();
         for v in derived {
-            let types: Vec<Option<Type>> = self
-                .inputs(v)
-                .map(|e| self.stream_type(e.from, e.side_output.as_deref()))
-                .collect();
-            let input = match types.split_first() {
-                Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
-                _ => None,
-            };
+            let input = self.read_type(v);
             self.vertices[v].output_type = match &self.vertices[v].kind {
                 VertexKind::Operator {
                     builtin: Some(b), ..
@@ -245,6 +238,19 @@ impl JobGraph {
             };
         }
         self.check_types()
+    }
+
+    /// The type of what vertex `v` reads, when all its inputs have one
+    /// and the same.
+    pub fn read_type(&self, v: usize) -> Option<Type> {
+        let types: Vec<Option<Type>> = self
+            .inputs(v)
+            .map(|e| self.stream_type(e.from, e.side_output.as_deref()))
+            .collect();
+        match types.split_first() {
+            Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
+            _ => None,
+        }
     }
 
     /// The type of the records of vertex `v`'s output `side` (`None`: its
@@ -263,14 +269,7 @@ impl JobGraph {
                     }
                 ) =>
             {
-                let inputs: Vec<Option<Type>> = self
-                    .inputs(v)
-                    .map(|e| self.stream_type(e.from, e.side_output.as_deref()))
-                    .collect();
-                match inputs.split_first() {
-                    Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
-                    _ => None,
-                }
+                self.read_type(v)
             }
             Some(_) => None,
         }

@@ -920,6 +920,21 @@ mod type_tests {
             StreamCodecs::of_job(&g).output(id(&g, "q"), None),
             Codec::Json
         );
+        // Its input not rows (the source is read as another type too):
+        // JSON, typed.
+        let g = typed(
+            NUMBERS,
+            &format!(
+                "{select}[[sink]]\nname='o'\ntype='stdout'\n\
+                 [[operator]]\nname='m'\nfunction='m'\ninput='s'\n[[sink]]\nname='o2'\ntype='stdout'\n"
+            ),
+            &[("m", Transform, Some("{id: u64}"), None)],
+        )
+        .unwrap();
+        let codecs = StreamCodecs::of_job(&g);
+        assert_ne!(codecs.output(id(&g, "s"), None), Codec::Row);
+        assert_eq!(codecs.output(id(&g, "q"), None), Codec::Json);
+        assert_eq!(g.read_type(id(&g, "q")).unwrap().to_string(), EVENT);
         // Reading JSON (the job's codec), it writes JSON, typed or not.
         let m = Manifest::parse(&format!(
             "[job]\nname='j'\ncodec='json'\n[[source]]\nname='s'\n{NUMBERS}\n\

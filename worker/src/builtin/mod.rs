@@ -15,11 +15,12 @@ use weir_state::StateBackend;
 use crate::operators::StreamOperator;
 
 /// The operator of one subtask of a built-in keyed by `key_by`, reading
-/// records in `input` and writing them in `output`, its keyed state in
-/// `backend`.
+/// records of type `input_type` (`None`: untyped) in `input` and writing
+/// them in `output`, its keyed state in `backend`.
 pub fn create(
     builtin: &Builtin,
     key_by: Option<&KeyBy>,
+    input_type: Option<&weir_model::types::Type>,
     input: Format,
     output: &Format,
     ident: TaskIdent,
@@ -43,6 +44,7 @@ pub fn create(
         Builtin::Select { columns, filter } => Box::new(select::Select::new(
             columns.clone(),
             filter.clone(),
+            input_type,
             input,
             output,
             ident,

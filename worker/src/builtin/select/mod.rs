@@ -19,6 +19,7 @@ use weir_model::builtin::typing::NumberKind;
 use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
+use weir_model::types::Type;
 use weir_model::{Record, RecordBuffer, Records};
 
 use super::fields::{Field, FieldReader, NotNumber};
@@ -109,11 +110,13 @@ fn json_key(key: &[u8]) -> bytes::Bytes {
 }
 
 impl Select {
-    /// A select reading records in `input`, writing them in `output`
+    /// A select reading records of type `input_type` (the job graph's:
+    /// `None` when untyped) encoded in `input`, writing them in `output`
     /// (rows of its columns' types, or JSON).
     pub(super) fn new(
         columns: Vec<(String, Expr)>,
         filter: Option<Condition>,
+        input_type: Option<&Type>,
         input: Format,
         output: &Format,
         ident: TaskIdent,
@@ -138,10 +141,7 @@ impl Select {
                     c => Column::Computed(
                         c,
                         // Untyped: either, value by value.
-                        input
-                            .schema
-                            .as_ref()
-                            .map_or(NumberKind::Any, |s| e.number_kind(&s.ty)),
+                        input_type.map_or(NumberKind::Any, |t| e.number_kind(t)),
                     ),
                 };
                 (prefix, column)

@@ -15,14 +15,9 @@ fn select(columns: &[&str], filter: Option<&str>) -> Select {
 /// rows of its columns' types when `rows` (`input` is typed), JSON
 /// otherwise.
 fn select_from(columns: &[&str], filter: Option<&str>, input: Format, rows: bool) -> Select {
-    let columns: Vec<(String, Expr)> = columns
-        .iter()
-        .map(|c| {
-            let (n, e) = c.split_once('=').unwrap();
-            (n.trim().to_owned(), parse_expr(e).unwrap())
-        })
-        .collect();
+    let columns = columns_of(columns);
     let filter = filter.map(|f| parse_condition(f).unwrap());
+    let input_type = input.schema.as_ref().map(|s| s.ty.clone());
     let output = match &input.schema {
         Some(schema) if rows => {
             let ty = Builtin::Select {
@@ -38,7 +33,25 @@ fn select_from(columns: &[&str], filter: Option<&str>, input: Format, rows: bool
         }
         _ => Format::default(),
     };
-    Select::new(columns, filter, input, &output, TaskIdent::default())
+    Select::new(
+        columns,
+        filter,
+        input_type.as_ref(),
+        input,
+        &output,
+        TaskIdent::default(),
+    )
+}
+
+/// `"name = expression"`s, parsed.
+fn columns_of(columns: &[&str]) -> Vec<(String, Expr)> {
+    columns
+        .iter()
+        .map(|c| {
+            let (n, e) = c.split_once('=').unwrap();
+            (n.trim().to_owned(), parse_expr(e).unwrap())
+        })
+        .collect()
 }
 
 /// A typed stream's format.
@@ -138,6 +151,7 @@ fn rows_select_as_their_json_does() {
         r#"{"id": 4, "k": 4, "price": 250.5, "n": -3, "name": "a", "at": {"x": 9}}"#,
         r#"{"id": 5, "k": null, "price": 2, "n": 7, "name": "b", "at": null}"#,
         r#"{"id": 6, "k": 1, "price": 0.1, "n": 0, "name": "c\"d", "at": {"x": -1}}"#,
+        r#"{"id": 8, "k": null, "price": 3, "n": 1, "name": "", "at": null}"#,
     ];
     let rows: Vec<Vec<u8>> = records.iter().map(|r| row_of(&format, r)).collect();
     let json: Vec<Vec<u8>> = rows
@@ -167,6 +181,7 @@ fn rows_select_as_their_json_does() {
         [
             r#"{"id":4,"k":4,"dollars":227.454,"sum":6,"name":"a","at":{"x":9},"none":null}"#,
             r#"{"id":6,"k":1,"dollars":0.0908,"sum":-1,"name":"c\"d","at":{"x":-1},"none":null}"#,
+            r#"{"id":8,"k":null,"dollars":2.724,"sum":null,"name":"","at":null,"none":null}"#,
         ]
     );
     for rows_out in [false, true] {
@@ -278,9 +293,21 @@ fn whole_numbers_past_64_bits_are_null() {
             "rows out: {rows_out}"
         );
     }
-    // From JSON the same, but for a whole number past `i64`'s range in
-    // the text, which JSON reads as a float.
+    // The same typed stream carried as JSON: the same, the column's type
+    // being the stream's, not its codec's.
     let json: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
+    let ty = &format.schema.as_ref().unwrap().ty;
+    let mut s = Select::new(
+        columns_of(&columns),
+        None,
+        Some(ty),
+        Format::default(),
+        &Format::default(),
+        TaskIdent::default(),
+    );
+    assert_eq!(run_on(&mut s, json.clone()), expected, "typed, as JSON");
+    // Untyped, the same but for a whole number past `i64`'s range in the
+    // text, which JSON reads as a float.
     let mut s = select(&columns, None);
     let mut from_json = run_on(&mut s, json);
     assert!(
