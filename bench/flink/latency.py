@@ -38,7 +38,7 @@ WATERMARK_INTERVAL_MS = 5
 SECONDS = 5
 
 
-def job_text(name, builtin, rate=None, start_at_ms=None):
+def job_text(name, builtin, rate=None, start_at_ms=None, interval_ms=WATERMARK_INTERVAL_MS):
     """The benchmark job, with the generator throttled when `rate` is set."""
     path = HERE / "jobs" / ("builtin" if builtin else "") / f"{name}.toml"
     text = path.read_text()
@@ -48,7 +48,7 @@ def job_text(name, builtin, rate=None, start_at_ms=None):
     text = text.replace('count = "${count}"\n', 'count = "${count}"\n' + extra, 1)
     text = text.replace(
         'watermark = "monotonous"\n',
-        f'watermark = "monotonous"\nwatermark-interval-ms = {WATERMARK_INTERVAL_MS}\n',
+        f'watermark = "monotonous"\nwatermark-interval-ms = {interval_ms}\n',
         1,
     )
     return text
@@ -125,7 +125,15 @@ def main():
     parser.add_argument("--weir", required=True, type=Path)
     parser.add_argument("--operators", required=True, type=Path)
     parser.add_argument("--docs", type=Path)
+    parser.add_argument(
+        "--watermark-interval-ms",
+        type=int,
+        default=WATERMARK_INTERVAL_MS,
+        help="the source's watermark interval (0: a watermark with every advance)",
+    )
+    parser.add_argument("--jobs", nargs="+", choices=JOBS, default=JOBS)
     args = parser.parse_args()
+    interval = args.watermark_interval_ms
     rows = [
         "| workload | operators | peak events/s | rate (half) | outputs measured "
         "| p50 ms | p99 ms | max ms |",
@@ -133,16 +141,16 @@ def main():
     ]
     with tempfile.TemporaryDirectory(prefix="weir-latency-") as work:
         work = Path(work)
-        for name in JOBS:
+        for name in args.jobs:
             for builtin in (False, True):
-                d = bundle(work, name, builtin, args.operators, job_text(name, builtin))
+                d = bundle(work, name, builtin, args.operators, job_text(name, builtin, interval_ms=interval))
                 best = peak(args.weir, d, 3_000_000)
                 rate = int(best / 2)
                 events = rate * SECONDS
                 start_at_ms = int(time.time() * 1000) + 1000
                 d = bundle(
                     work, name, builtin, args.operators,
-                    job_text(name, builtin, rate, start_at_ms),
+                    job_text(name, builtin, rate, start_at_ms, interval),
                 )
                 lat = latencies(args.weir, d, name, rate, events, start_at_ms)
                 kind = "built-in" if builtin else "Wasm"
@@ -157,7 +165,8 @@ def main():
     if args.docs:
         note = (
             f"Measured {time.strftime('%Y-%m-%d')} on this machine ({os.cpu_count()} cores), "
-            f"parallelism 1, {SECONDS} s at half of the peak rate.\n\n"
+            f"parallelism 1, {SECONDS} s at half of the peak rate, "
+            f"watermarks every {interval} ms.\n\n"
         )
         write_docs(args.docs, note + text, START, END)
 

@@ -1194,22 +1194,26 @@ impl Subtask {
 
     fn advance_watermark(&mut self, wm: i64) -> anyhow::Result<()> {
         let ctx = self.ctx(Some(wm));
+        let mut fired = false;
         for i in 0..self.nodes.len() {
             // An operator may fire what is due a share at a time: each
-            // share goes downstream before the next fires, all before the
-            // watermark.
+            // share goes downstream, and out of the sinks, before the next
+            // fires, all before the watermark.
             while let NodeOp::Operator(op) = &mut self.nodes[i].op {
                 let out = op.on_watermark(ctx)?;
+                fired |= !out.main.is_empty() || out.side.iter().any(|(_, r)| !r.is_empty());
                 let more = op.more_due(wm);
                 self.route(i, out, Some(wm))?;
                 if !more {
                     break;
                 }
-                self.flush_sinks(false)?;
+                self.flush_sinks(true)?;
             }
         }
-        // What windows fired becomes visible as time goes on.
-        self.flush_sinks(false)?;
+        // What a watermark fired (windows' results, timers' output) leaves
+        // the sinks at once: the interval is for a steady stream of
+        // records, not for a burst that is complete.
+        self.flush_sinks(fired)?;
         self.broadcast(StreamMessage::watermark(wm))
     }
 
