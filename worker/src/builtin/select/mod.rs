@@ -20,6 +20,7 @@ use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
 use weir_model::types::Type;
+use weir_model::types::row::{self, FieldNode, Located, Node, Scalar};
 use weir_model::{Record, RecordBuffer, Records};
 
 use super::fields::{Field, FieldReader, NotNumber};
@@ -27,42 +28,143 @@ use super::{Number, input_error};
 use crate::operators::StreamOperator;
 use weir_host::Output;
 
-/// An expression compiled against the select's fields: a field is its
-/// index in [`FieldReader::read`]'s answer.
+/// An expression compiled against the select's input: a field is a slot
+/// of the row read in place, or its index in [`FieldReader::read`]'s
+/// answer.
 enum Compiled {
     Integer(i64),
     Number(f64),
     Field(usize),
+    /// A number at a fixed offset of the row ([`Slot`]).
+    Slot(usize, Scalar),
     Negate(Box<Compiled>),
     Binary(Box<Compiled>, BinaryOp, Box<Compiled>),
 }
 
+/// A top-level field of the input's rows that is a whole number or an
+/// `f64` and never null: read at its offset, without gathering it first.
+#[derive(Clone)]
+struct Slot {
+    /// Its index in the row.
+    index: usize,
+    field: FieldNode,
+    scalar: Scalar,
+}
+
+impl Slot {
+    /// The slot a pointer names in rows of `format`, when it is such a
+    /// field.
+    fn of(pointer: &str, format: &Format) -> Option<Slot> {
+        let schema = format
+            .schema
+            .as_ref()
+            .filter(|_| format.codec == Codec::Row)?;
+        let path = schema.pointer(pointer)?;
+        let [(index, field)] = path[..] else {
+            return None;
+        };
+        match field.node {
+            // `f32` reads as its shortest text would, `bool` is no number:
+            // both as any field.
+            Node::Scalar(Scalar::F32 | Scalar::Bool) => None,
+            Node::Scalar(scalar) => Some(Slot {
+                index,
+                field: field.clone(),
+                scalar,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Its number in `row`, as [`Field::number`] reads it.
+    #[inline]
+    fn number(row: &[u8], off: usize, scalar: Scalar) -> Result<Option<Number>, String> {
+        let b = slot_bytes(row, off, scalar.width())?;
+        let malformed = || format!("a {}-byte slot of {} bytes", scalar.width(), b.len());
+        let int = |n: i64| Ok(Some(Number::Int(n)));
+        match scalar {
+            Scalar::I8 => int(i8::from_le_bytes([b[0]]).into()),
+            Scalar::U8 => int(b[0].into()),
+            Scalar::I16 => int(i16::from_le_bytes([b[0], b[1]]).into()),
+            Scalar::U16 => int(u16::from_le_bytes([b[0], b[1]]).into()),
+            Scalar::I32 => int(i32::from_le_bytes(b.try_into().map_err(|_| malformed())?).into()),
+            Scalar::U32 => int(u32::from_le_bytes(b.try_into().map_err(|_| malformed())?).into()),
+            Scalar::I64 => int(i64::from_le_bytes(b.try_into().map_err(|_| malformed())?)),
+            Scalar::U64 => {
+                let u = u64::from_le_bytes(b.try_into().map_err(|_| malformed())?);
+                // Past `i64::MAX` a float, as its JSON text reads.
+                Ok(Some(
+                    i64::try_from(u).map_or(Number::Float(u as f64), Number::Int),
+                ))
+            }
+            Scalar::F64 => {
+                let f = f64::from_le_bytes(b.try_into().map_err(|_| malformed())?);
+                Ok(f.is_finite().then_some(Number::Float(f)))
+            }
+            Scalar::F32 | Scalar::Bool => Err(format!("no number in a {scalar:?} slot")),
+        }
+    }
+}
+
+/// The `width` bytes of the slot at `off` of `row`; an error when the row
+/// is too short for it.
+#[inline]
+fn slot_bytes(row: &[u8], off: usize, width: usize) -> Result<&[u8], String> {
+    row.get(off..off + width).ok_or_else(|| {
+        format!(
+            "a row of {} bytes has no {width}-byte slot at {off}",
+            row.len()
+        )
+    })
+}
+
+/// Where each of the select's pointers is read: a slot in place, or the
+/// reader's field at an index.
+enum Leaf {
+    Slot(Slot),
+    Read(usize),
+}
+
 impl Compiled {
-    /// `e`, its pointers looked up in `pointers` (which has them all).
-    fn of(e: &Expr, pointers: &[String]) -> Compiled {
+    /// `e`, its pointers looked up in `pointers` (which has them all), each
+    /// read from its `leaves`' entry.
+    fn of(e: &Expr, pointers: &[String], leaves: &[Leaf]) -> Compiled {
         match e {
             Expr::Integer(i) => Compiled::Integer(*i),
             Expr::Number(f) => Compiled::Number(*f),
-            Expr::Field(p) => Compiled::Field(
-                pointers
+            Expr::Field(p) => {
+                let i = pointers
                     .iter()
                     .position(|q| q == p)
-                    .expect("every pointer an expression reads is listed"),
-            ),
-            Expr::Negate(e) => Compiled::Negate(Box::new(Compiled::of(e, pointers))),
+                    .expect("every pointer an expression reads is listed");
+                match &leaves[i] {
+                    Leaf::Slot(slot) => Compiled::Slot(slot.field.offset, slot.scalar),
+                    Leaf::Read(j) => Compiled::Field(*j),
+                }
+            }
+            Expr::Negate(e) => Compiled::Negate(Box::new(Compiled::of(e, pointers, leaves))),
             Expr::Binary(a, op, b) => Compiled::Binary(
-                Box::new(Compiled::of(a, pointers)),
+                Box::new(Compiled::of(a, pointers, leaves)),
                 *op,
-                Box::new(Compiled::of(b, pointers)),
+                Box::new(Compiled::of(b, pointers, leaves)),
             ),
         }
     }
+}
+
+/// One record as the select reads it: the fields its reader gathered, and
+/// the row the slots are read from in place.
+struct Values<'a> {
+    fields: Vec<Option<Field<'a>>>,
+    row: &'a [u8],
 }
 
 /// A column: a field copied as it is, or a number computed (whole, float
 /// or either by the input's type: the same from rows and from JSON).
 enum Column {
     Copy(usize),
+    /// A field in a slot of the row, copied.
+    CopySlot(Slot),
     Computed(Compiled, NumberKind),
 }
 
@@ -92,6 +194,8 @@ pub(super) struct Select {
     /// Every pointer the columns and the condition read, read from the
     /// input's records.
     reader: FieldReader,
+    /// Whether the reader has any field to gather (not every one a slot).
+    gathers: bool,
     /// What the input is encoded in.
     input: Format,
     /// Whether its keys are a row stream's (MessagePack), written as JSON
@@ -131,15 +235,37 @@ impl Select {
                 b.fields(&mut pointers);
             }
         }
+        // Numbers at fixed offsets of the rows are read in place; the rest
+        // gathered by the reader.
+        let mut read = Vec::new();
+        let leaves: Vec<Leaf> = pointers
+            .iter()
+            .map(|p| match Slot::of(p, &input) {
+                Some(slot) => Leaf::Slot(slot),
+                None => {
+                    read.push(p.clone());
+                    Leaf::Read(read.len() - 1)
+                }
+            })
+            .collect();
+        let position = |p: &String| {
+            pointers
+                .iter()
+                .position(|q| q == p)
+                .expect("every pointer is listed")
+        };
         let columns: Vec<(Vec<u8>, Column)> = columns
             .iter()
             .map(|(name, e)| {
                 let mut prefix = serde_json::to_vec(name).expect("a string");
                 prefix.push(b':');
-                let column = match Compiled::of(e, &pointers) {
-                    Compiled::Field(i) => Column::Copy(i),
-                    c => Column::Computed(
-                        c,
+                let column = match e {
+                    Expr::Field(p) => match &leaves[position(p)] {
+                        Leaf::Slot(slot) => Column::CopySlot(slot.clone()),
+                        Leaf::Read(j) => Column::Copy(*j),
+                    },
+                    e => Column::Computed(
+                        Compiled::of(e, &pointers, &leaves),
                         // Untyped: either, value by value.
                         input_type.map_or(NumberKind::Any, |t| e.number_kind(t)),
                     ),
@@ -152,13 +278,14 @@ impl Select {
             .flat_map(|c| &c.all)
             .map(|(a, b)| {
                 (
-                    Compiled::of(a, &pointers),
+                    Compiled::of(a, &pointers, &leaves),
                     b.as_ref()
-                        .map(|(cmp, b)| (*cmp, Compiled::of(b, &pointers))),
+                        .map(|(cmp, b)| (*cmp, Compiled::of(b, &pointers, &leaves))),
                 )
             })
             .collect();
-        let reader = FieldReader::new(&pointers, &input);
+        let reader = FieldReader::new(&read, &input);
+        let gathers = !read.is_empty();
         let rows = match (&output.schema, output.codec) {
             (Some(schema), Codec::Row) => Some(rows::RowOutput::new(
                 schema.clone(),
@@ -171,6 +298,7 @@ impl Select {
             columns,
             filter,
             reader,
+            gathers,
             keys_of_rows: input.codec == Codec::Row,
             rows,
             input,
@@ -182,21 +310,29 @@ impl Select {
         &'a self,
         value: &'a [u8],
         scratch: &'a mut Vec<u8>,
-    ) -> Result<Vec<Option<Field<'a>>>, OperatorError> {
-        self.reader.read(value, scratch).map_err(|e| {
+    ) -> Result<Values<'a>, OperatorError> {
+        if !self.gathers {
+            // Every field is a slot read in place.
+            return Ok(Values {
+                fields: Vec::new(),
+                row: value,
+            });
+        }
+        let fields = self.reader.read(value, scratch).map_err(|e| {
             input_error(
                 &self.ident,
                 format!("a record {e}: {}", self.input.excerpt(value)),
             )
-        })
+        })?;
+        Ok(Values { fields, row: value })
     }
 
-    fn passes(&self, fields: &[Option<Field<'_>>]) -> Result<bool, String> {
+    fn passes(&self, values: &Values<'_>) -> Result<bool, String> {
         for (left, right) in &self.filter {
-            let a = number(left, fields)?;
+            let a = number(left, values)?;
             let holds = match right {
                 None => a.is_some_and(|a| a.as_f64() != 0.0),
-                Some((cmp, right)) => match (a, number(right, fields)?) {
+                Some((cmp, right)) => match (a, number(right, values)?) {
                     (Some(a), Some(b)) => compare(a, *cmp, b),
                     _ => false,
                 },
@@ -230,21 +366,22 @@ fn compare(a: Number, cmp: Comparison, b: Number) -> bool {
 
 /// An expression's value as a number (`None`: null, or not a number); an
 /// error for a malformed row.
-fn number(e: &Compiled, fields: &[Option<Field<'_>>]) -> Result<Option<Number>, String> {
+fn number(e: &Compiled, values: &Values<'_>) -> Result<Option<Number>, String> {
     Ok(match e {
         Compiled::Integer(i) => Some(Number::Int(*i)),
         Compiled::Number(f) => Some(Number::Float(*f)),
-        Compiled::Field(i) => match fields[*i].map(Field::number) {
+        Compiled::Slot(off, scalar) => return Slot::number(values.row, *off, *scalar),
+        Compiled::Field(i) => match values.fields[*i].map(Field::number) {
             None | Some(Err(NotNumber::Other)) => None,
             Some(Ok(n)) => n,
             Some(Err(NotNumber::Malformed(e))) => return Err(e),
         },
-        Compiled::Negate(e) => match number(e, fields)? {
+        Compiled::Negate(e) => match number(e, values)? {
             None => None,
             Some(Number::Int(i)) => i.checked_neg().map(Number::Int),
             Some(Number::Float(f)) => Some(Number::Float(-f)),
         },
-        Compiled::Binary(a, op, b) => match (number(a, fields)?, number(b, fields)?) {
+        Compiled::Binary(a, op, b) => match (number(a, values)?, number(b, values)?) {
             (Some(a), Some(b)) => arithmetic(a, *op, b),
             _ => None,
         },
@@ -260,6 +397,11 @@ fn arithmetic(a: Number, op: BinaryOp, b: Number) -> Option<Number> {
             BinaryOp::Add => x.checked_add(y),
             BinaryOp::Subtract => x.checked_sub(y),
             BinaryOp::Multiply => x.checked_mul(y),
+            // By a power of two (`% 2`), without a division.
+            BinaryOp::Remainder if y > 0 && y & (y - 1) == 0 => {
+                let r = x & (y - 1);
+                Some(if x < 0 && r != 0 { r - y } else { r })
+            }
             BinaryOp::Remainder => x.checked_rem(y),
             BinaryOp::Divide => return Some(Number::Float(x as f64 / y as f64)),
         };
@@ -287,7 +429,7 @@ impl Select {
         let mut scratch = Vec::new();
         let mut json = Vec::new();
         for (key, value, timestamp) in records {
-            let fields = self.fields(value, &mut scratch)?;
+            let values = self.fields(value, &mut scratch)?;
             let malformed_row = |e: String| {
                 input_error(
                     &self.ident,
@@ -297,7 +439,7 @@ impl Select {
                     ),
                 )
             };
-            if !self.passes(&fields).map_err(malformed_row)? {
+            if !self.passes(&values).map_err(malformed_row)? {
                 continue;
             }
             let key = match key {
@@ -307,10 +449,10 @@ impl Select {
             };
             let written = match &self.rows {
                 Some(rows) => main.try_push(key, timestamp, |out| {
-                    rows.write(&self.columns, &fields, out, &mut json)
+                    rows.write(&self.columns, &values, out, &mut json)
                 }),
                 None => main.try_push(key, timestamp, |out| {
-                    write_json(&self.columns, &fields, out)
+                    write_json(&self.columns, &values, out)
                 }),
             };
             written.map_err(malformed_row)?;
@@ -322,7 +464,7 @@ impl Select {
 /// Append the columns as a JSON object.
 fn write_json(
     columns: &[(Vec<u8>, Column)],
-    fields: &[Option<Field<'_>>],
+    values: &Values<'_>,
     value: &mut Vec<u8>,
 ) -> Result<(), String> {
     value.push(b'{');
@@ -333,11 +475,19 @@ fn write_json(
         value.extend_from_slice(prefix);
         match column {
             // A field alone: copied as it is.
-            Column::Copy(f) => match fields[*f] {
+            Column::Copy(f) => match values.fields[*f] {
                 Some(f) => f.write_json(value)?,
                 None => value.extend_from_slice(b"null"),
             },
-            Column::Computed(e, kind) => match Column::value(*kind, number(e, fields)?) {
+            Column::CopySlot(slot) => {
+                let at = Located {
+                    base: values.row,
+                    index: slot.index,
+                    field: &slot.field,
+                };
+                row::json::write_field(at, value).map_err(|e| e.0)?;
+            }
+            Column::Computed(e, kind) => match Column::value(*kind, number(e, values)?) {
                 Some(n) => n.write(value),
                 None => value.extend_from_slice(b"null"),
             },

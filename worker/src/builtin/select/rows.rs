@@ -9,7 +9,7 @@ use weir_model::types::row::{self, Node, Scalar, Schema};
 use super::super::fields::Field;
 use weir_model::builtin::typing::NumberKind;
 
-use super::{Column, number, write_json};
+use super::{Column, Values, number, slot_bytes, write_json};
 use crate::builtin::Number;
 
 /// How the select writes its rows.
@@ -58,7 +58,7 @@ impl RowOutput {
                     .zip(fields)
                     .map(|((_, column), f)| {
                         let what = match (column, &f.node) {
-                            (Column::Copy(_), _) => Kind::Copy,
+                            (Column::Copy(_) | Column::CopySlot(_), _) => Kind::Copy,
                             (Column::Computed(_, NumberKind::Any), Node::Json) => Kind::Any,
                             (Column::Computed(_, kind), Node::Optional(n)) => match (kind, &**n) {
                                 (NumberKind::Whole, Node::Scalar(Scalar::I64)) => Kind::Whole,
@@ -102,13 +102,13 @@ impl RowOutput {
     pub(super) fn write(
         &self,
         columns: &[(Vec<u8>, Column)],
-        fields: &[Option<Field<'_>>],
+        values: &Values<'_>,
         out: &mut Vec<u8>,
         json: &mut Vec<u8>,
     ) -> Result<(), String> {
         let Some(slots) = &self.slots else {
             json.clear();
-            write_json(columns, fields, json)?;
+            write_json(columns, values, json)?;
             return row::json::read_value(&self.schema.node, json, out);
         };
         let start = out.len();
@@ -123,7 +123,12 @@ impl RowOutput {
                 Ok(())
             };
             match (column, slot.what) {
-                (Column::Copy(f), _) => match fields[*f] {
+                (Column::CopySlot(from), _) => {
+                    let w = from.scalar.width();
+                    let bytes = slot_bytes(values.row, from.field.offset, w)?;
+                    out[at..at + w].copy_from_slice(bytes);
+                }
+                (Column::Copy(f), _) => match values.fields[*f] {
                     Some(Field::Row(from)) => {
                         let mut node = &from.field.node;
                         if let Node::Optional(inner) = node {
@@ -136,14 +141,8 @@ impl RowOutput {
                         let off = from.field.offset;
                         match node {
                             Node::Scalar(s) => {
-                                let w = s.width();
-                                let bytes = from.base.get(off..off + w).ok_or_else(|| {
-                                    format!(
-                                        "a row of {} bytes has no {w}-byte slot at {off}",
-                                        from.base.len()
-                                    )
-                                })?;
-                                out[at..at + w].copy_from_slice(bytes);
+                                let bytes = slot_bytes(from.base, off, s.width())?;
+                                out[at..at + s.width()].copy_from_slice(bytes);
                             }
                             _ => {
                                 // A payload is relative to itself: copied
@@ -161,7 +160,7 @@ impl RowOutput {
                     }
                 },
                 (Column::Computed(e, kind), what) => {
-                    match (what, Column::value(*kind, number(e, fields)?)) {
+                    match (what, Column::value(*kind, number(e, values)?)) {
                         (Kind::Whole, Some(Number::Int(n))) => {
                             out[at..at + 8].copy_from_slice(&n.to_le_bytes())
                         }

@@ -236,6 +236,7 @@ fn malformed_rows_fail_and_keys_of_rows_leave_in_the_outputs_codec() {
         (&["id = /id"][..], Some("/id > 1")),
         (&["n = /name * 1"][..], None),
         (&["n = /name"][..], None),
+        (&["id = /id"][..], None),
     ] {
         for rows_out in [false, true] {
             let mut s = select_from(columns, filter, format.clone(), rows_out);
@@ -364,5 +365,39 @@ fn a_record_that_is_not_json_fails_naming_it() {
     assert!(
         e.message.contains("not JSON") && e.message.contains("not json"),
         "{e}"
+    );
+}
+
+/// `%` by a power of two (computed without a division) is the remainder
+/// with the dividend's sign, as by any other divisor.
+#[test]
+fn remainders_by_powers_of_two_are_remainders() {
+    let xs = [
+        0,
+        1,
+        -1,
+        5,
+        -5,
+        7,
+        -8,
+        1 << 40,
+        -(1 << 40) - 3,
+        i64::MAX,
+        i64::MIN,
+    ];
+    for k in [0, 1, 2, 3, 10, 62] {
+        let y = 1i64 << k;
+        for x in xs {
+            assert_eq!(
+                arithmetic(Number::Int(x), BinaryOp::Remainder, Number::Int(y)),
+                Some(Number::Int(x % y)),
+                "{x} % {y}"
+            );
+        }
+    }
+    // By zero: null.
+    assert_eq!(
+        arithmetic(Number::Int(3), BinaryOp::Remainder, Number::Int(0)),
+        None
     );
 }
