@@ -194,7 +194,8 @@ pub(super) struct Select {
     /// Every pointer the columns and the condition read, read from the
     /// input's records.
     reader: FieldReader,
-    /// Whether the reader has any field to gather (not every one a slot).
+    /// Whether the reader has anything to do per record: fields to gather
+    /// (not every one a slot), or JSON text to check.
     gathers: bool,
     /// What the input is encoded in.
     input: Format,
@@ -285,7 +286,9 @@ impl Select {
             })
             .collect();
         let reader = FieldReader::new(&read, &input);
-        let gathers = !read.is_empty();
+        // A JSON record is parsed even for no field: text that is not
+        // JSON fails.
+        let gathers = !read.is_empty() || input.codec != Codec::Row;
         let rows = match (&output.schema, output.codec) {
             (Some(schema), Codec::Row) => Some(rows::RowOutput::new(
                 schema.clone(),
@@ -312,7 +315,7 @@ impl Select {
         scratch: &'a mut Vec<u8>,
     ) -> Result<Values<'a>, OperatorError> {
         if !self.gathers {
-            // Every field is a slot read in place.
+            // Rows, every field a slot read in place.
             return Ok(Values {
                 fields: Vec::new(),
                 row: value,
