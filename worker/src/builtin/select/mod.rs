@@ -20,7 +20,7 @@ use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
 use weir_model::types::Type;
-use weir_model::types::row::{self, FieldNode, Located, Node, Scalar};
+use weir_model::types::row::{FieldNode, Located, Node};
 use weir_model::{Record, RecordBuffer, Records};
 
 use super::fields::{Field, FieldReader, NotNumber};
@@ -35,20 +35,19 @@ enum Compiled {
     Integer(i64),
     Number(f64),
     Field(usize),
-    /// A number at a fixed offset of the row ([`Slot`]).
-    Slot(usize, Scalar),
+    /// A field at a fixed offset of the row.
+    Slot(Box<Slot>),
     Negate(Box<Compiled>),
     Binary(Box<Compiled>, BinaryOp, Box<Compiled>),
 }
 
-/// A top-level field of the input's rows that is a whole number or an
-/// `f64` and never null: read at its offset, without gathering it first.
+/// A top-level field of the input's rows of a fixed-width type, never
+/// null: found at its offset, without gathering it first.
 #[derive(Clone)]
 struct Slot {
     /// Its index in the row.
     index: usize,
     field: FieldNode,
-    scalar: Scalar,
 }
 
 impl Slot {
@@ -63,59 +62,21 @@ impl Slot {
         let [(index, field)] = path[..] else {
             return None;
         };
-        match field.node {
-            // `f32` reads as its shortest text would, `bool` is no number:
-            // both as any field.
-            Node::Scalar(Scalar::F32 | Scalar::Bool) => None,
-            Node::Scalar(scalar) => Some(Slot {
-                index,
-                field: field.clone(),
-                scalar,
-            }),
-            _ => None,
-        }
+        matches!(field.node, Node::Scalar(_)).then(|| Slot {
+            index,
+            field: field.clone(),
+        })
     }
 
-    /// Its number in `row`, as [`Field::number`] reads it.
+    /// It in `row`.
     #[inline]
-    fn number(row: &[u8], off: usize, scalar: Scalar) -> Result<Option<Number>, String> {
-        let b = slot_bytes(row, off, scalar.width())?;
-        let malformed = || format!("a {}-byte slot of {} bytes", scalar.width(), b.len());
-        let int = |n: i64| Ok(Some(Number::Int(n)));
-        match scalar {
-            Scalar::I8 => int(i8::from_le_bytes([b[0]]).into()),
-            Scalar::U8 => int(b[0].into()),
-            Scalar::I16 => int(i16::from_le_bytes([b[0], b[1]]).into()),
-            Scalar::U16 => int(u16::from_le_bytes([b[0], b[1]]).into()),
-            Scalar::I32 => int(i32::from_le_bytes(b.try_into().map_err(|_| malformed())?).into()),
-            Scalar::U32 => int(u32::from_le_bytes(b.try_into().map_err(|_| malformed())?).into()),
-            Scalar::I64 => int(i64::from_le_bytes(b.try_into().map_err(|_| malformed())?)),
-            Scalar::U64 => {
-                let u = u64::from_le_bytes(b.try_into().map_err(|_| malformed())?);
-                // Past `i64::MAX` a float, as its JSON text reads.
-                Ok(Some(
-                    i64::try_from(u).map_or(Number::Float(u as f64), Number::Int),
-                ))
-            }
-            Scalar::F64 => {
-                let f = f64::from_le_bytes(b.try_into().map_err(|_| malformed())?);
-                Ok(f.is_finite().then_some(Number::Float(f)))
-            }
-            Scalar::F32 | Scalar::Bool => Err(format!("no number in a {scalar:?} slot")),
-        }
+    fn in_row<'a>(&'a self, row: &'a [u8]) -> Field<'a> {
+        Field::Row(Located {
+            base: row,
+            index: self.index,
+            field: &self.field,
+        })
     }
-}
-
-/// The `width` bytes of the slot at `off` of `row`; an error when the row
-/// is too short for it.
-#[inline]
-fn slot_bytes(row: &[u8], off: usize, width: usize) -> Result<&[u8], String> {
-    row.get(off..off + width).ok_or_else(|| {
-        format!(
-            "a row of {} bytes has no {width}-byte slot at {off}",
-            row.len()
-        )
-    })
 }
 
 /// Where each of the select's pointers is read: a slot in place, or the
@@ -138,7 +99,7 @@ impl Compiled {
                     .position(|q| q == p)
                     .expect("every pointer an expression reads is listed");
                 match &leaves[i] {
-                    Leaf::Slot(slot) => Compiled::Slot(slot.field.offset, slot.scalar),
+                    Leaf::Slot(slot) => Compiled::Slot(Box::new(slot.clone())),
                     Leaf::Read(j) => Compiled::Field(*j),
                 }
             }
@@ -169,6 +130,17 @@ enum Column {
 }
 
 impl Column {
+    /// The field a copied column copies (`None` inside: the record has no
+    /// such field); `None` for a computed one.
+    #[inline]
+    fn copied<'a>(&'a self, values: &Values<'a>) -> Option<Option<Field<'a>>> {
+        match self {
+            Column::Copy(f) => Some(values.fields[*f]),
+            Column::CopySlot(slot) => Some(Some(slot.in_row(values.row))),
+            Column::Computed(..) => None,
+        }
+    }
+
     /// A computed value as its column holds it: a whole column holds
     /// whole numbers only (a `u64` field past `i64`'s range, read as a
     /// float, is null there), a float column finite floats.
@@ -373,12 +345,8 @@ fn number(e: &Compiled, values: &Values<'_>) -> Result<Option<Number>, String> {
     Ok(match e {
         Compiled::Integer(i) => Some(Number::Int(*i)),
         Compiled::Number(f) => Some(Number::Float(*f)),
-        Compiled::Slot(off, scalar) => return Slot::number(values.row, *off, *scalar),
-        Compiled::Field(i) => match values.fields[*i].map(Field::number) {
-            None | Some(Err(NotNumber::Other)) => None,
-            Some(Ok(n)) => n,
-            Some(Err(NotNumber::Malformed(e))) => return Err(e),
-        },
+        Compiled::Slot(slot) => field_number(Some(slot.in_row(values.row)))?,
+        Compiled::Field(i) => field_number(values.fields[*i])?,
         Compiled::Negate(e) => match number(e, values)? {
             None => None,
             Some(Number::Int(i)) => i.checked_neg().map(Number::Int),
@@ -389,6 +357,17 @@ fn number(e: &Compiled, values: &Values<'_>) -> Result<Option<Number>, String> {
             _ => None,
         },
     })
+}
+
+/// A field's number (`None`: null, missing, or not a number); an error
+/// for a malformed row.
+#[inline]
+fn field_number(field: Option<Field<'_>>) -> Result<Option<Number>, String> {
+    match field.map(Field::number) {
+        None | Some(Err(NotNumber::Other)) => Ok(None),
+        Some(Ok(n)) => Ok(n),
+        Some(Err(NotNumber::Malformed(e))) => Err(e),
+    }
 }
 
 /// `a op b`: whole while both sides are whole (`None` when the result
@@ -477,21 +456,13 @@ fn write_json(
         }
         value.extend_from_slice(prefix);
         match column {
-            // A field alone: copied as it is.
-            Column::Copy(f) => match values.fields[*f] {
-                Some(f) => f.write_json(value)?,
-                None => value.extend_from_slice(b"null"),
-            },
-            Column::CopySlot(slot) => {
-                let at = Located {
-                    base: values.row,
-                    index: slot.index,
-                    field: &slot.field,
-                };
-                row::json::write_field(at, value).map_err(|e| e.0)?;
-            }
             Column::Computed(e, kind) => match Column::value(*kind, number(e, values)?) {
                 Some(n) => n.write(value),
+                None => value.extend_from_slice(b"null"),
+            },
+            // A field alone: copied as it is.
+            copy => match copy.copied(values).flatten() {
+                Some(f) => f.write_json(value)?,
                 None => value.extend_from_slice(b"null"),
             },
         }

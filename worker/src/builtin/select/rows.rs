@@ -9,7 +9,7 @@ use weir_model::types::row::{self, Node, Scalar, Schema};
 use super::super::fields::Field;
 use weir_model::builtin::typing::NumberKind;
 
-use super::{Column, Values, number, slot_bytes, write_json};
+use super::{Column, Values, number, write_json};
 use crate::builtin::Number;
 
 /// How the select writes its rows.
@@ -123,12 +123,8 @@ impl RowOutput {
                 Ok(())
             };
             match (column, slot.what) {
-                (Column::CopySlot(from), _) => {
-                    let w = from.scalar.width();
-                    let bytes = slot_bytes(values.row, from.field.offset, w)?;
-                    out[at..at + w].copy_from_slice(bytes);
-                }
-                (Column::Copy(f), _) => match values.fields[*f] {
+                (Column::Copy(_) | Column::CopySlot(_), _) => match column.copied(values).flatten()
+                {
                     Some(Field::Row(from)) => {
                         let mut node = &from.field.node;
                         if let Node::Optional(inner) = node {
@@ -185,4 +181,15 @@ impl RowOutput {
         }
         Ok(())
     }
+}
+
+/// The `width` bytes of the slot at `off` of `row`; an error when the row
+/// is too short for it.
+fn slot_bytes(row: &[u8], off: usize, width: usize) -> Result<&[u8], String> {
+    row.get(off..off + width).ok_or_else(|| {
+        format!(
+            "a row of {} bytes has no {width}-byte slot at {off}",
+            row.len()
+        )
+    })
 }

@@ -43,6 +43,24 @@ fn select_from(columns: &[&str], filter: Option<&str>, input: Format, rows: bool
     )
 }
 
+/// The select of `columns` where `filter` holds over `rows` of `format`,
+/// writing JSON and writing rows: both give `expected` (as JSON). Returns
+/// the one that writes rows.
+fn both_ways<S: AsRef<str>>(
+    columns: &[&str],
+    filter: Option<&str>,
+    format: &Format,
+    rows: &[Vec<u8>],
+    expected: &[S],
+) -> Select {
+    let expected: Vec<&str> = expected.iter().map(AsRef::as_ref).collect();
+    let mut as_json = select_from(columns, filter, format.clone(), false);
+    assert_eq!(run_on(&mut as_json, rows.to_vec()), expected, "JSON out");
+    let mut as_rows = select_from(columns, filter, format.clone(), true);
+    assert_eq!(run_on(&mut as_rows, rows.to_vec()), expected, "rows out");
+    as_rows
+}
+
 /// `"name = expression"`s, parsed.
 fn columns_of(columns: &[&str]) -> Vec<(String, Expr)> {
     columns
@@ -191,34 +209,18 @@ fn rows_select_as_their_json_does() {
             r#"{"id":8,"k":null,"dollars":2.724,"sum":null,"name":"","at":null,"none":null}"#,
         ]
     );
-    for rows_out in [false, true] {
-        let mut s = select_from(&columns, filter, format.clone(), rows_out);
-        assert_eq!(
-            run_on(&mut s, rows.clone()),
-            from_json,
-            "rows out: {rows_out}"
-        );
-        if rows_out {
-            assert!(
-                !s.rows.as_ref().unwrap().in_place(),
-                "`/missing` is read as JSON"
-            );
-        }
-        // Without the pointer the type lacks: every field read in place.
-        let mut s = select_from(&columns[..6], filter, format.clone(), rows_out);
-        let without: Vec<String> = from_json
-            .iter()
-            .map(|r| r.replace(r#","none":null"#, ""))
-            .collect();
-        assert_eq!(
-            run_on(&mut s, rows.clone()),
-            without,
-            "rows out: {rows_out}"
-        );
-        if rows_out {
-            assert!(s.rows.as_ref().unwrap().in_place());
-        }
-    }
+    let written_as_rows = both_ways(&columns, filter, &format, &rows, &from_json);
+    assert!(
+        !written_as_rows.rows.as_ref().unwrap().in_place(),
+        "`/missing` is read as JSON"
+    );
+    // Without the pointer the type lacks: every field read in place.
+    let without: Vec<String> = from_json
+        .iter()
+        .map(|r| r.replace(r#","none":null"#, ""))
+        .collect();
+    let written_as_rows = both_ways(&columns[..6], filter, &format, &rows, &without);
+    assert!(written_as_rows.rows.as_ref().unwrap().in_place());
 }
 
 /// A malformed row is an error, in a computed column or a condition
@@ -293,14 +295,7 @@ fn whole_numbers_past_64_bits_are_null() {
         r#"{"sum":-9223372036854775808,"neg":null,"rem":null,"u":4,"half":2.0,"inf":null}"#,
         r#"{"sum":1,"neg":-3,"rem":1,"u":9223372036854775807,"half":4.611686018427388e+18,"inf":-1.5}"#,
     ];
-    for rows_out in [false, true] {
-        let mut s = select_from(&columns, None, format.clone(), rows_out);
-        assert_eq!(
-            run_on(&mut s, rows.clone()),
-            expected,
-            "rows out: {rows_out}"
-        );
-    }
+    both_ways(&columns, None, &format, &rows, &expected);
     // The same typed stream carried as JSON: the same, the column's type
     // being the stream's, not its codec's.
     let json: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
@@ -461,12 +456,5 @@ fn every_scalar_reads_as_its_json() {
             ),
         ]
     );
-    for rows_out in [false, true] {
-        let mut s = select_from(&columns, filter, format.clone(), rows_out);
-        assert_eq!(
-            run_on(&mut s, rows.clone()),
-            from_json,
-            "rows out: {rows_out}"
-        );
-    }
+    both_ways(&columns, filter, &format, &rows, &from_json);
 }
