@@ -97,7 +97,6 @@ impl JobGraph {
         let several = exported
             .iter()
             .any(|o| o.component != exported[0].component);
-        let mut passes_through = Vec::new();
         for v in &mut self.vertices {
             let VertexKind::Operator {
                 function,
@@ -175,9 +174,6 @@ impl JobGraph {
                 typed(&op.output)
             };
             v.passes_through = op.passes_through;
-            if op.passes_through {
-                passes_through.push(v.id);
-            }
             let assigner = v.event_time.is_some();
             match (op.role, window.is_some(), assigner) {
                 (role, false, _) if role.windowed() => {
@@ -216,25 +212,14 @@ impl JobGraph {
         // What passes records through writes what it reads, and a built-in
         // what it makes of what it reads (vertices come in order: their
         // inputs' types are settled first).
-        let builtins = self.vertices.iter().filter(|v| {
-            matches!(
-                v.kind,
-                VertexKind::Operator {
-                    builtin: Some(_),
-                    ..
-                }
-            )
-        });
-        let mut derived: Vec<usize> = builtins.map(|v| v.id).collect();
-        derived.extend(passes_through);
-        derived.sort_unstable();
-        for v in derived {
-            let input = self.read_type(v);
-            self.vertices[v].output_type = match &self.vertices[v].kind {
+        for v in 0..self.vertices.len() {
+            let vertex = &self.vertices[v];
+            self.vertices[v].output_type = match &vertex.kind {
                 VertexKind::Operator {
                     builtin: Some(b), ..
-                } => input.and_then(|t| b.output_type(&t)),
-                _ => input,
+                } => self.read_type(v).and_then(|t| b.output_type(&t)),
+                _ if vertex.passes_through => self.read_type(v),
+                _ => continue,
             };
         }
         self.check_types()
