@@ -25,9 +25,7 @@ pub(crate) struct InRecord<'a> {
 /// The records of a batch, read one after another without collecting
 /// them: the lists' lengths are checked at once, each record's spans when
 /// it is read (a span outside the data is the host's bug, an error).
-pub(crate) fn iter(
-    batch: &WitBatch,
-) -> Result<impl Iterator<Item = Result<InRecord<'_>, String>> + Clone, String> {
+pub(crate) fn iter(batch: &WitBatch) -> Result<Records<'_>, String> {
     let n = batch.timestamps.len();
     if batch.spans.len() != n * 4 {
         return Err(format!(
@@ -35,28 +33,49 @@ pub(crate) fn iter(
             batch.spans.len()
         ));
     }
-    let data = &batch.data[..];
-    Ok(batch
-        .spans
-        .chunks_exact(4)
-        .zip(&batch.timestamps)
-        .map(move |(span, &timestamp)| read(data, span, timestamp)))
+    Ok(Records {
+        data: &batch.data,
+        spans: batch.spans.chunks_exact(4),
+        timestamps: batch.timestamps.iter(),
+    })
 }
 
-/// One record of a batch from its spans.
-#[inline]
+/// An incoming batch's records in order (from [`iter`]).
+#[derive(Clone)]
+pub(crate) struct Records<'a> {
+    data: &'a [u8],
+    spans: std::slice::ChunksExact<'a, u32>,
+    timestamps: std::slice::Iter<'a, i64>,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<InRecord<'a>, String>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        let span = self.spans.next()?;
+        let &timestamp = self.timestamps.next()?;
+        Some(read(self.data, span, timestamp))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.timestamps.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Records<'_> {}
+
+/// One record of a batch from its spans. Inlined into the loop over a
+/// batch: a record returned through memory from a call costs more than
+/// reading it.
+#[inline(always)]
 fn read<'a>(data: &'a [u8], span: &[u32], timestamp: i64) -> Result<InRecord<'a>, String> {
     let slice = |offset: u32, len: u32| {
         let (start, len) = (offset as usize, len as usize);
         start
             .checked_add(len)
             .and_then(|end| data.get(start..end))
-            .ok_or_else(|| {
-                format!(
-                    "a record's span {start}+{len} is outside the batch's {} bytes",
-                    data.len()
-                )
-            })
+            .ok_or_else(|| outside(start, len, data.len()))
     };
     Ok(InRecord {
         key: match span[0] {
@@ -66,6 +85,13 @@ fn read<'a>(data: &'a [u8], span: &[u32], timestamp: i64) -> Result<InRecord<'a>
         value: slice(span[2], span[3])?,
         timestamp: (timestamp != NO_TIMESTAMP).then_some(timestamp),
     })
+}
+
+/// The error of a span outside the batch's data.
+#[cold]
+#[inline(never)]
+fn outside(start: usize, len: usize, data: usize) -> String {
+    format!("a record's span {start}+{len} is outside the batch's {data} bytes")
 }
 
 /// The records of a batch, checked: a span outside the data or lists of the
@@ -93,6 +119,7 @@ impl OutBatch {
     }
 
     /// Append a record whose value `write` encodes into the buffer.
+    #[inline(always)]
     pub(crate) fn push_with(
         &mut self,
         key: Option<&[u8]>,

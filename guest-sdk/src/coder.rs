@@ -87,7 +87,7 @@ macro_rules! owned_input {
                 Decode::row_type(self)
             }
 
-            #[inline]
+            #[inline(always)]
             fn read<'a>(&self, codec: Codec, bytes: &'a [u8], _: &'a mut Vec<u8>) -> crate::Result<T> {
                 self.decode(codec, bytes)
             }
@@ -141,7 +141,7 @@ impl<T: crate::Row + 'static> Input for Views<T> {
                 scratch
             }
         };
-        T::view(row).map_err(|e| format!("cannot read a row as {}: {e}", T::row_type()).into())
+        T::view(row).map_err(not_a_row::<T>)
     }
 
     fn transcode(
@@ -230,7 +230,7 @@ impl<T: crate::Row + 'static> Decode<T> for Rows<T> {
         Some(T::row_type())
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&self, codec: Codec, bytes: &[u8]) -> crate::Result<T> {
         let decoded = match codec {
             Codec::Row => T::decode(bytes),
@@ -244,7 +244,7 @@ impl<T: crate::Row + 'static> Decode<T> for Rows<T> {
                 decoded?
             }
         };
-        decoded.map_err(|e| format!("cannot read a row as {}: {e}", T::row_type()).into())
+        decoded.map_err(not_a_row::<T>)
     }
 
     fn transcode(
@@ -266,12 +266,19 @@ impl<T: crate::Row + 'static> Decode<T> for Rows<T> {
     }
 }
 
+/// The error of bytes that are not a row of `T`.
+#[cold]
+#[inline(never)]
+fn not_a_row<T: crate::Row>(e: weir_types::row::RowError) -> crate::Error {
+    format!("cannot read a row as {}: {e}", T::row_type()).into()
+}
+
 impl<T: crate::Row + 'static> Encode<T> for Rows<T> {
     fn row_type(&self) -> Option<Type> {
         Some(T::row_type())
     }
 
-    #[inline]
+    #[inline(always)]
     fn encode(&self, codec: Codec, value: &T, buf: &mut Vec<u8>) {
         match codec {
             Codec::Row => value.encode(buf),

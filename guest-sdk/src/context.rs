@@ -73,7 +73,13 @@ fn hand_over_early(_: Option<&str>, _: OutBatch) {
 
 impl Pending {
     /// Emit `value` on the main output, written by `enc`, with `key`.
-    pub(crate) fn push<T: ?Sized>(&mut self, enc: &dyn Encode<T>, value: &T, key: Option<&[u8]>) {
+    #[inline(always)]
+    pub(crate) fn push<T: ?Sized, E: Encode<T> + ?Sized>(
+        &mut self,
+        enc: &E,
+        value: &T,
+        key: Option<&[u8]>,
+    ) {
         let (timestamp, codec) = (self.timestamp, self.output);
         self.outputs
             .push_with(key, timestamp, |buf| enc.encode(codec, value, buf));

@@ -8,7 +8,7 @@ use weir_types::Type;
 use crate::__private::bindings::weir::operator::types::{
     Batch as WitBatch, BatchContext, OperatorKind, Packed, Timer, Window as WitWindow, WindowSpec,
 };
-use crate::batch::OutBatch;
+use crate::batch::{OutBatch, Records};
 use crate::codec::wire::Codecs;
 use crate::coder::{Decode, Encode, Input};
 use crate::context::Pending;
@@ -32,6 +32,39 @@ pub(crate) trait DynOperator {
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         let _ = (value, batch);
         Err("a window function is called by the window operator, not per record".into())
+    }
+
+    /// Whether it reads the current key (a process function's context, its
+    /// state and timers do; a stateless function does not).
+    fn reads_keys(&self) -> bool {
+        true
+    }
+
+    /// Handle a batch's records in order: each record's timestamp (and,
+    /// when it [reads keys](DynOperator::reads_keys), its key) is made the
+    /// current one, then [`DynOperator::record`] runs. The loop is compiled
+    /// for each operator, so nothing is dispatched per record. `keyed`: the
+    /// value states of the batch's keys were prefetched in record order.
+    fn records(
+        &mut self,
+        records: Records<'_>,
+        batch: &mut Pending,
+        keyed: bool,
+    ) -> crate::Result<()> {
+        for (i, record) in records.enumerate() {
+            let record = record?;
+            batch.timestamp = record.timestamp;
+            if self.reads_keys() {
+                with_cache(|c| match record.key {
+                    // Its entry among the value states' was found by the
+                    // prefetch, which took every record's key in order.
+                    Some(key) if keyed => c.set_record_key(key, i),
+                    key => c.set_key(key),
+                });
+            }
+            self.record(record.value, batch)?;
+        }
+        Ok(())
     }
     /// Handle one timer; the current key is set.
     fn timer(&mut self, time: i64, domain: TimeDomain, batch: &mut Pending) -> crate::Result<()> {
@@ -120,14 +153,15 @@ impl<F, O: 'static, D: Input, E: Encode<O>> DynOperator for FnOp<F, D, E, (MapFn
 where
     F: for<'a> Fn(D::Arg<'a>) -> O,
 {
+    #[inline(always)]
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         let out = (self.f)(self.d.read(batch.input, value, &mut self.scratch)?);
-        Collector::<O> {
-            batch,
-            enc: &self.e,
-        }
-        .emit(out);
+        batch.push(&self.e, &out, None);
         Ok(())
+    }
+
+    fn reads_keys(&self) -> bool {
+        false
     }
 }
 
@@ -135,6 +169,7 @@ impl<F, O: 'static, D: Input, E: Encode<O>> DynOperator for FnOp<F, D, E, (FlatM
 where
     F: for<'a, 'b, 'c> Fn(D::Arg<'a>, &'b mut Collector<'c, O>),
 {
+    #[inline(always)]
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         (self.f)(
             self.d.read(batch.input, value, &mut self.scratch)?,
@@ -145,12 +180,17 @@ where
         );
         Ok(())
     }
+
+    fn reads_keys(&self) -> bool {
+        false
+    }
 }
 
 impl<F, D: Input> DynOperator for FnOp<F, D, (), FilterFn>
 where
     F: for<'a, 'b> Fn(&'b D::Arg<'a>) -> bool,
 {
+    #[inline(always)]
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         if (self.f)(&self.d.read(batch.input, value, &mut self.scratch)?) {
             let (timestamp, from, to) = (batch.timestamp, batch.input, batch.output);
@@ -161,12 +201,17 @@ where
         }
         Ok(())
     }
+
+    fn reads_keys(&self) -> bool {
+        false
+    }
 }
 
 impl<F, D: Input> DynOperator for FnOp<F, D, (), TimestampFn>
 where
     F: for<'a, 'b> Fn(&'b D::Arg<'a>) -> i64,
 {
+    #[inline(always)]
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         let t = (self.f)(&self.d.read(batch.input, value, &mut self.scratch)?);
         let (from, to) = (batch.input, batch.output);
@@ -176,9 +221,14 @@ where
             .try_push_with(None, Some(t), |buf| d.transcode(from, to, value, buf))?;
         Ok(())
     }
+
+    fn reads_keys(&self) -> bool {
+        false
+    }
 }
 
 impl<P: Process, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for ProcessOp<P, D, E> {
+    #[inline(always)]
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
             self.1.decode(batch.input, value)?,
@@ -191,6 +241,7 @@ impl<P: Process, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for ProcessOp<
 }
 
 impl<P: KeyedProcess, D: Decode<P::In>, E: Encode<P::Out>> DynOperator for KeyedOp<P, D, E> {
+    #[inline(always)]
     fn record(&mut self, value: &[u8], batch: &mut Pending) -> crate::Result<()> {
         self.0.process(
             self.1.decode(batch.input, value)?,
@@ -398,25 +449,6 @@ impl OperatorEntry {
     }
 }
 
-/// An iterator whose length is known (a batch's records).
-struct ExactLen<I>(I, usize);
-
-impl<I: Iterator> Iterator for ExactLen<I> {
-    type Item = I::Item;
-
-    fn next(&mut self) -> Option<I::Item> {
-        let item = self.0.next()?;
-        self.1 = self.1.saturating_sub(1);
-        Some(item)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.1, Some(self.1))
-    }
-}
-
-impl<I: Iterator> ExactSizeIterator for ExactLen<I> {}
-
 /// A fresh coder like `c` (coders hold only a cache of their type).
 fn clone_coder<C: Default>(_: &C) -> C {
     C::default()
@@ -480,19 +512,20 @@ impl Instance {
 
     /// Run `each` over `items` with this operator's cache in the thread-local
     /// slot; collect the batch's effects, or discard them all on an error.
-    /// The main output's buffer starts with room for `expected` bytes (as
-    /// much as the input, for records), so that it does not grow by copies.
+    /// The main output's buffer starts with room for `expected` records and
+    /// bytes (as many as the input's, for records), so that it does not
+    /// grow by copies.
     fn run<T>(
         &mut self,
-        items: impl ExactSizeIterator<Item = T>,
+        items: impl Iterator<Item = T>,
         ctx: BatchContext,
-        expected: usize,
+        (records, bytes): (usize, usize),
         mut each: impl FnMut(&mut dyn DynOperator, T, &mut Pending) -> crate::Result<()>,
     ) -> Result<Effects, String> {
         let mut batch = Pending {
             watermark: ctx.watermark,
             processing_time: ctx.processing_time,
-            outputs: OutBatch::with_capacity(items.len(), expected),
+            outputs: OutBatch::with_capacity(records, bytes),
             input: self.cache.codecs.input,
             output: self.cache.codecs.output,
             state: self.cache.codecs.state,
@@ -533,7 +566,8 @@ impl Instance {
         ctx: BatchContext,
     ) -> Result<Effects, String> {
         let records = crate::batch::iter(&batch)?;
-        if self.keyed {
+        let keyed = self.keyed;
+        if keyed {
             // Every record has a key (and well-formed spans), then the
             // value states of all the keys in one host call.
             for (i, record) in records.clone().enumerate() {
@@ -547,20 +581,13 @@ impl Instance {
             self.cache
                 .prefetch(records.clone().filter_map(|r| r.ok().and_then(|r| r.key)));
         }
-        let count = batch.timestamps.len();
-        let records = ExactLen(records.enumerate(), count);
-        let keyed = self.keyed;
-        self.run(records, ctx, batch.data.len(), |op, (i, record), batch| {
-            let record = record?;
-            batch.timestamp = record.timestamp;
-            with_cache(|c| match record.key {
-                // Its entry among the value states' was found by the
-                // prefetch above, which took every record's key in order.
-                Some(key) if keyed => c.set_record_key(key, i),
-                key => c.set_key(key),
-            });
-            op.record(record.value, batch)
-        })
+        let expected = (records.len(), batch.data.len());
+        self.run(
+            std::iter::once(records),
+            ctx,
+            expected,
+            |op, records, batch| op.records(records, batch, keyed),
+        )
     }
 
     /// Fold a batch into accumulators (a window aggregate).
@@ -623,7 +650,7 @@ impl Instance {
             items.push((crate::Window::new(w.key, w.start, w.end, codec), range));
             from = end as usize;
         }
-        let expected = items.len() * 64;
+        let expected = (items.len(), items.len() * 64);
         self.run(
             items.into_iter(),
             ctx,
@@ -645,7 +672,8 @@ impl Instance {
             // The value states of all the timers' keys, in one host call.
             self.cache.prefetch(timers.iter().map(|t| t.key.as_slice()));
         }
-        self.run(timers.into_iter(), ctx, 0, |op, timer, batch| {
+        let expected = (timers.len(), 0);
+        self.run(timers.into_iter(), ctx, expected, |op, timer, batch| {
             let domain: TimeDomain = timer.domain.into();
             batch.timestamp = (domain == TimeDomain::EventTime).then_some(timer.time);
             with_cache(|c| c.set_key(Some(&timer.key)));

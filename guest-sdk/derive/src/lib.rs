@@ -377,7 +377,7 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 #types_path::row::patch_var(buf, start, off, payload);
             }
 
-            #[inline]
+            #[inline(always)]
             fn encode(&self, out: &mut ::std::vec::Vec<u8>) {
                 #(#lets)*
                 let start = out.len();
@@ -385,7 +385,7 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 #(<#types as ::weir::Row>::write_slot(&self.#idents, out, start, 0, #indexes, #offs);)*
             }
 
-            #[inline]
+            #[inline(always)]
             fn decode(bytes: &[u8]) -> ::std::result::Result<Self, #types_path::row::RowError> {
                 #check_fixed
                 ::std::result::Result::Ok(Self {
