@@ -48,8 +48,15 @@ impl Record {
 /// ```
 #[derive(Default)]
 pub struct RecordBuffer {
+    /// The records' values, back to back.
     data: Vec<u8>,
-    records: Vec<(Option<Bytes>, usize, usize, Option<i64>)>,
+    /// Where each record's value ends in `data` (it starts where the one
+    /// before it ends).
+    ends: Vec<usize>,
+    /// Each record's timestamp ([`packed::NO_TIMESTAMP`] for none).
+    timestamps: Vec<i64>,
+    /// The keys of the records that have one: (record, key).
+    keys: Vec<(usize, Bytes)>,
 }
 
 impl RecordBuffer {
@@ -57,24 +64,27 @@ impl RecordBuffer {
     pub fn with_capacity(records: usize, bytes: usize) -> Self {
         RecordBuffer {
             data: Vec::with_capacity(bytes),
-            records: Vec::with_capacity(records),
+            ends: Vec::with_capacity(records),
+            timestamps: Vec::with_capacity(records),
+            keys: Vec::new(),
         }
     }
 
     /// Add a record whose value `write` appends to the buffer.
+    #[inline]
     pub fn push(
         &mut self,
         key: Option<Bytes>,
         timestamp: Option<i64>,
         write: impl FnOnce(&mut Vec<u8>),
     ) {
-        let start = self.data.len();
         write(&mut self.data);
-        self.records.push((key, start, self.data.len(), timestamp));
+        self.added(key, timestamp);
     }
 
     /// Add a record whose value `write` appends to the buffer, unless it
     /// fails: then nothing is added (what it wrote is dropped).
+    #[inline]
     pub fn try_push<E>(
         &mut self,
         key: Option<Bytes>,
@@ -86,29 +96,36 @@ impl RecordBuffer {
             self.data.truncate(start);
             return Err(e);
         }
-        self.records.push((key, start, self.data.len(), timestamp));
+        self.added(key, timestamp);
         Ok(())
+    }
+
+    /// A record's value was written: its end, key and timestamp.
+    #[inline]
+    fn added(&mut self, key: Option<Bytes>, timestamp: Option<i64>) {
+        if let Some(key) = key {
+            self.keys.push((self.ends.len(), key));
+        }
+        self.ends.push(self.data.len());
+        self.timestamps
+            .push(timestamp.unwrap_or(packed::NO_TIMESTAMP));
     }
 
     /// How many records it holds.
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.ends.len()
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.ends.is_empty()
     }
 
     /// The records, in the order they were added: in one buffer (keys
     /// copied after the values), or, past the 4 GiB a batch's spans
     /// address, as records of their own.
     pub fn finish_records(self) -> packed::Records {
-        let keys: usize = self
-            .records
-            .iter()
-            .map(|(k, ..)| k.as_ref().map_or(0, Bytes::len))
-            .sum();
+        let keys: usize = self.keys.iter().map(|(_, k)| k.len()).sum();
         if self.data.len() + keys >= u32::MAX as usize {
             return packed::Records::List(self.finish());
         }
@@ -118,26 +135,27 @@ impl RecordBuffer {
     /// [`RecordBuffer::finish_records`] in one buffer, whose size the caller
     /// checked.
     fn finish_packed(self) -> packed::PackedRecords {
-        let RecordBuffer { mut data, records } = self;
-        let values = data.len();
-        let mut spans = Vec::with_capacity(records.len() * 4);
-        let mut timestamps = Vec::with_capacity(records.len());
-        for (key, start, end, timestamp) in records {
-            match key {
-                Some(k) => {
-                    spans.extend([data.len() as u32, k.len() as u32]);
-                    data.extend_from_slice(&k);
-                }
-                None => spans.extend([packed::NO_KEY, 0]),
-            }
-            spans.extend([start as u32, (end - start) as u32]);
-            timestamps.push(timestamp.unwrap_or(packed::NO_TIMESTAMP));
+        let RecordBuffer {
+            mut data,
+            ends,
+            timestamps,
+            keys,
+        } = self;
+        let mut spans = Vec::with_capacity(ends.len() * 4);
+        let mut start = 0;
+        for &end in &ends {
+            spans.extend([packed::NO_KEY, 0, start as u32, (end - start) as u32]);
+            start = end;
+        }
+        for (record, key) in keys {
+            spans[record * 4..record * 4 + 2]
+                .copy_from_slice(&[data.len() as u32, key.len() as u32]);
+            data.extend_from_slice(&key);
         }
         if data.capacity() - data.len() > data.len().max(4096) {
             data.shrink_to_fit();
         }
-        let bytes = data.len() as u64 - values as u64
-            + spans.chunks_exact(4).map(|s| u64::from(s[3])).sum::<u64>();
+        let bytes = data.len() as u64;
         packed::PackedRecords::from_valid_parts(data, spans, timestamps, bytes)
     }
 
@@ -150,12 +168,21 @@ impl RecordBuffer {
             self.data.shrink_to_fit();
         }
         let data = Bytes::from(self.data);
-        self.records
+        let mut keys = self.keys.into_iter().peekable();
+        let mut start = 0;
+        self.ends
             .into_iter()
-            .map(|(key, start, end, timestamp)| Record {
-                key,
-                value: data.slice(start..end),
-                timestamp,
+            .zip(self.timestamps)
+            .enumerate()
+            .map(|(i, (end, timestamp))| {
+                let key = keys.next_if(|(record, _)| *record == i).map(|(_, k)| k);
+                let value = data.slice(start..end);
+                start = end;
+                Record {
+                    key,
+                    value,
+                    timestamp: (timestamp != packed::NO_TIMESTAMP).then_some(timestamp),
+                }
             })
             .collect()
     }

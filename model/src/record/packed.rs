@@ -487,6 +487,13 @@ mod tests {
                 b.push(r.key.clone(), r.timestamp, |v| {
                     v.extend_from_slice(&r.value)
                 });
+                // A record that fails to write leaves nothing behind, its
+                // key neither.
+                let failed = b.try_push(Some(Bytes::from_static(b"no")), Some(9), |v| {
+                    v.extend_from_slice(b"half");
+                    Err(())
+                });
+                assert!(failed.is_err());
             }
         };
         let (mut a, mut b) = (
