@@ -198,6 +198,7 @@ impl Select {
         output: &Format,
         ident: TaskIdent,
     ) -> Select {
+        let verbatim = rows::verbatim(&columns, &input, output);
         let mut pointers = Vec::new();
         for (_, e) in &columns {
             e.fields(&mut pointers);
@@ -266,6 +267,7 @@ impl Select {
                 schema.clone(),
                 &columns,
                 reader.in_place(),
+                verbatim,
             )),
             _ => None,
         };
@@ -400,6 +402,28 @@ fn arithmetic(a: Number, op: BinaryOp, b: Number) -> Option<Number> {
 }
 
 impl Select {
+    /// Whether it passes every record on as it is: no condition, and rows
+    /// out that are its rows in ([`rows::verbatim`]).
+    fn passes_rows_as_they_are(&self) -> bool {
+        self.filter.is_empty() && self.rows.as_ref().is_some_and(rows::RowOutput::is_verbatim)
+    }
+
+    /// An error for a value too short to be a row of the input's type.
+    fn check_row(&self, value: &[u8]) -> Result<(), OperatorError> {
+        match &self.rows {
+            Some(rows) => rows.check(value).map_err(|e| {
+                input_error(
+                    &self.ident,
+                    format!(
+                        "a record is a malformed row ({e}): {}",
+                        self.input.excerpt(value)
+                    ),
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The selected columns of the records that pass, each record given as
     /// its key, value and timestamp; `size` is about their values' bytes.
     fn select<'a>(
@@ -477,6 +501,15 @@ impl StreamOperator for Select {
         batch: Vec<Record>,
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
+        if self.passes_rows_as_they_are() {
+            for r in &batch {
+                self.check_row(&r.value)?;
+            }
+            return Ok(BatchOutput {
+                main: batch,
+                side: Vec::new(),
+            });
+        }
         let size = batch.iter().map(|r| r.value.len()).sum();
         let records = batch
             .iter()
@@ -495,6 +528,15 @@ impl StreamOperator for Select {
         let Records::Packed(batch) = batch else {
             return self.process(batch.into_list(), ctx).map(Output::from);
         };
+        if self.passes_rows_as_they_are() {
+            for r in batch.iter() {
+                self.check_row(r.value)?;
+            }
+            return Ok(Output {
+                main: Records::Packed(batch),
+                side: Vec::new(),
+            });
+        }
         // Read in place; written into one buffer.
         let records = batch
             .iter()

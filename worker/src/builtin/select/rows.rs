@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+use weir_model::builtin::Expr;
+use weir_model::codec::Codec;
+use weir_model::format::Format;
 use weir_model::types::row::{self, Node, Scalar, Schema};
 
 use super::super::fields::Field;
@@ -21,6 +24,55 @@ pub(super) struct RowOutput {
     /// written as JSON and read into a row (a field read through JSON, or
     /// a column of another shape than the typing gives).
     slots: Option<Vec<Slot>>,
+    /// Each output row is its input row ([`verbatim`]).
+    verbatim: bool,
+}
+
+/// Whether `columns` read from rows of `input` and written as rows of
+/// `output` give each record's own row, byte for byte: each column copies
+/// the input's top-level field in its own place, so the output's type is
+/// the input's but for the fields' names (as Flink drops a projection of
+/// every field in order).
+pub(super) fn verbatim(columns: &[(String, Expr)], input: &Format, output: &Format) -> bool {
+    let (Some(input), Codec::Row, Some(output), Codec::Row) =
+        (&input.schema, input.codec, &output.schema, output.codec)
+    else {
+        return false;
+    };
+    let (
+        Node::Record {
+            fields: ins,
+            bitmap: in_bitmap,
+            fixed: in_fixed,
+        },
+        Node::Record {
+            fields: outs,
+            bitmap,
+            fixed,
+        },
+    ) = (&input.node, &output.node)
+    else {
+        return false;
+    };
+    (in_bitmap, in_fixed) == (bitmap, fixed)
+        && ins.len() == columns.len()
+        && outs.len() == columns.len()
+        && columns
+            .iter()
+            .zip(outs)
+            .enumerate()
+            .all(|(i, ((_, e), out))| {
+                let Expr::Field(pointer) = e else {
+                    return false;
+                };
+                matches!(
+                    input.pointer(pointer).as_deref(),
+                    Some(&[(j, field)]) if j == i
+                        && field.node == out.node
+                        && field.offset == out.offset
+                        && field.optional == out.optional
+                )
+            })
 }
 
 /// A column's slot in the row and what goes in it.
@@ -50,6 +102,7 @@ impl RowOutput {
         schema: Arc<Schema>,
         columns: &[(Vec<u8>, Column)],
         in_place: bool,
+        verbatim: bool,
     ) -> RowOutput {
         let (fixed, slots) = match &schema.node {
             Node::Record { fields, fixed, .. } if fields.len() == columns.len() => {
@@ -82,7 +135,27 @@ impl RowOutput {
             schema,
             fixed,
             slots,
+            verbatim,
         }
+    }
+
+    /// Whether each row it writes is the input's row.
+    pub(super) fn is_verbatim(&self) -> bool {
+        self.verbatim
+    }
+
+    /// An error for a row too short for the bitmap and slots (checked when
+    /// a row passes as it is; a row's payloads are read where they are
+    /// read).
+    pub(super) fn check(&self, row: &[u8]) -> Result<(), String> {
+        if row.len() < self.fixed {
+            return Err(format!(
+                "{} bytes, where a row has {} at least",
+                row.len(),
+                self.fixed
+            ));
+        }
+        Ok(())
     }
 
     /// The rows' type.
@@ -106,6 +179,11 @@ impl RowOutput {
         out: &mut Vec<u8>,
         json: &mut Vec<u8>,
     ) -> Result<(), String> {
+        if self.verbatim {
+            self.check(values.row)?;
+            out.extend_from_slice(values.row);
+            return Ok(());
+        }
         let Some(slots) = &self.slots else {
             json.clear();
             write_json(columns, values, json)?;

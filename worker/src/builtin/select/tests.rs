@@ -223,6 +223,106 @@ fn rows_select_as_their_json_does() {
     assert!(written_as_rows.rows.as_ref().unwrap().in_place());
 }
 
+/// A select of every field in its place (renamed or not) passes its rows
+/// on as they are, with or without a condition; any other (a field moved,
+/// left out, or computed) writes rows of its own, the same as JSON says.
+#[test]
+fn every_field_in_its_place_passes_rows_as_they_are() {
+    let format = rows_of("{id: u64, k: u32?, name: string, tags: list<string>, at: {x: i64}?}");
+    let records = [
+        r#"{"id": 4, "k": 4, "name": "a", "tags": ["x", "y"], "at": {"x": 9}}"#,
+        r#"{"id": 5, "k": null, "name": "", "tags": [], "at": null}"#,
+    ];
+    let (rows, json) = rows_and_json(&format, &records);
+    let json: Vec<String> = json
+        .into_iter()
+        .map(|j| String::from_utf8(j).unwrap())
+        .collect();
+    let all = [
+        "id = /id",
+        "k = /k",
+        "name = /name",
+        "tags = /tags",
+        "at = /at",
+    ];
+    let renamed = ["n = /id", "k = /k", "s = /name", "t = /tags", "a = /at"];
+    for (columns, filter, verbatim) in [
+        (&all[..], None, true),
+        (&all[..], Some("/id > 4"), true),
+        (&renamed[..], None, true),
+        (&all[..4], None, false),
+        (
+            &[
+                "k = /k",
+                "id = /id",
+                "name = /name",
+                "tags = /tags",
+                "at = /at",
+            ][..],
+            None,
+            false,
+        ),
+        (
+            &[
+                "id = /id + 0",
+                "k = /k",
+                "name = /name",
+                "tags = /tags",
+                "at = /at",
+            ][..],
+            None,
+            false,
+        ),
+    ] {
+        let s = select_from(columns, filter, format.clone(), true);
+        assert_eq!(
+            s.rows.as_ref().unwrap().is_verbatim(),
+            verbatim,
+            "{columns:?}"
+        );
+        let expected = run_on(
+            &mut select_from(columns, filter, format.clone(), false),
+            rows.clone(),
+        );
+        let mut s = both_ways(columns, filter, &format, &rows, &expected);
+        if verbatim {
+            // The same bytes: the rows themselves.
+            let batch: Vec<Record> = rows.iter().map(|r| Record::value(r.clone())).collect();
+            let ctx = BatchContext {
+                watermark: None,
+                processing_time: 0,
+            };
+            let out = s.process(batch, ctx).unwrap().main;
+            let kept: Vec<&[u8]> = out.iter().map(|r| &r.value[..]).collect();
+            let passing: Vec<&[u8]> = rows
+                .iter()
+                .map(Vec::as_slice)
+                .skip(usize::from(filter.is_some()))
+                .collect();
+            assert_eq!(kept, passing, "{columns:?} where {filter:?}");
+        }
+        if columns == all && filter.is_none() {
+            assert_eq!(expected, json);
+        }
+    }
+    // A row too short for its slots fails as it would in any select.
+    for filter in [None, Some("/id > 4")] {
+        let mut s = select_from(&all, filter, format.clone(), true);
+        let ctx = BatchContext {
+            watermark: None,
+            processing_time: 0,
+        };
+        let e = s
+            .process(vec![Record::value(vec![0u8, 1, 2])], ctx)
+            .unwrap_err();
+        assert!(e.message.contains("malformed row"), "{e}");
+        let packed =
+            weir_model::PackedRecords::from_records(&[Record::value(vec![0u8, 1, 2])]).unwrap();
+        let e = s.process_records(Records::Packed(packed), ctx).unwrap_err();
+        assert!(e.message.contains("malformed row"), "{e}");
+    }
+}
+
 /// A malformed row is an error, in a computed column or a condition
 /// as in a copied one, never a null, whether the output is rows or JSON;
 /// keys of rows (MessagePack) leave as JSON in JSON, as they are in rows.
