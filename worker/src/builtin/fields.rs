@@ -70,10 +70,8 @@ impl Field<'_> {
     }
 }
 
-/// A number in a row's slot as JSON would give it: whole numbers whole
-/// (an unsigned one past `i64::MAX` as a float, as its JSON text reads), an
-/// `f32` as its shortest text reads as an `f64`, a float that is not
-/// finite null (JSON writes it so).
+/// A number in a row's slot as JSON would give it ([`scalar_number`];
+/// a `json` field's text as a number).
 fn row_number(at: Located<'_, '_>) -> Result<Option<Number>, NotNumber> {
     let Located { base, index, field } = at;
     let mut node = &field.node;
@@ -84,35 +82,59 @@ fn row_number(at: Located<'_, '_>) -> Result<Option<Number>, NotNumber> {
         node = inner;
     }
     let off = field.offset;
-    let finite = |f: f64| f.is_finite().then_some(Number::Float(f));
-    Ok(match node {
-        Node::Scalar(Scalar::F64) => finite(f64::from_le_bytes(row::fixed(base, off)?)),
-        Node::Scalar(Scalar::F32) => {
-            let f = f32::from_le_bytes(row::fixed(base, off)?);
-            if !f.is_finite() {
-                return Ok(None);
-            }
-            // Its JSON text (the shortest that reads back as this f32),
-            // read as an f64, as a reader of the JSON would.
-            let text = serde_json::to_string(&f).map_err(|e| row::RowError(e.to_string()))?;
-            finite(text.parse().map_err(|_| row::RowError(text))?)
-        }
-        Node::Scalar(Scalar::U64) => {
-            let u = u64::from_le_bytes(row::fixed(base, off)?);
-            Some(i64::try_from(u).map_or(Number::Float(u as f64), Number::Int))
-        }
-        Node::Scalar(Scalar::Bool) => return Err(NotNumber::Other),
-        Node::Scalar(_) => row::read_int(at)?.map(Number::Int),
+    match node {
+        Node::Scalar(s) => scalar_number(*s, base, off),
         Node::Json => {
             let text = row::utf8(row::var(base, off)?)?;
-            return Number::parse(text.trim()).map_err(|()| NotNumber::Other);
+            Number::parse(text.trim()).map_err(|()| NotNumber::Other)
         }
         _ => {
             // Not a number; its slot must still be inside its row.
             row::var(base, off)?;
-            return Err(NotNumber::Other);
+            Err(NotNumber::Other)
         }
-    })
+    }
+}
+
+/// The number in the slot of a `scalar` at `off` of `base` as JSON would
+/// give it: whole numbers whole (an unsigned one past `i64::MAX` as a
+/// float, as its JSON text reads), an `f32` as its shortest text reads as
+/// an `f64`, a float that is not finite null (JSON writes it so).
+#[inline]
+pub(crate) fn scalar_number(
+    scalar: Scalar,
+    base: &[u8],
+    off: usize,
+) -> Result<Option<Number>, NotNumber> {
+    let int = |i: i64| Ok(Some(Number::Int(i)));
+    let finite = |f: f64| f.is_finite().then_some(Number::Float(f));
+    match scalar {
+        Scalar::I8 => int(i8::from_le_bytes(row::fixed(base, off)?).into()),
+        Scalar::I16 => int(i16::from_le_bytes(row::fixed(base, off)?).into()),
+        Scalar::I32 => int(i32::from_le_bytes(row::fixed(base, off)?).into()),
+        Scalar::I64 => int(i64::from_le_bytes(row::fixed(base, off)?)),
+        Scalar::U8 => int(u8::from_le_bytes(row::fixed(base, off)?).into()),
+        Scalar::U16 => int(u16::from_le_bytes(row::fixed(base, off)?).into()),
+        Scalar::U32 => int(u32::from_le_bytes(row::fixed(base, off)?).into()),
+        Scalar::U64 => {
+            let u = u64::from_le_bytes(row::fixed(base, off)?);
+            Ok(Some(
+                i64::try_from(u).map_or(Number::Float(u as f64), Number::Int),
+            ))
+        }
+        Scalar::F64 => Ok(finite(f64::from_le_bytes(row::fixed(base, off)?))),
+        Scalar::F32 => {
+            let f = f32::from_le_bytes(row::fixed(base, off)?);
+            if !f.is_finite() {
+                return Ok(None);
+            }
+            // Its JSON text (the shortest that reads back as this
+            // f32), read as an f64, as a reader of the JSON would.
+            let text = serde_json::to_string(&f).map_err(|e| row::RowError(e.to_string()))?;
+            Ok(finite(text.parse().map_err(|_| row::RowError(text))?))
+        }
+        Scalar::Bool => Err(NotNumber::Other),
+    }
 }
 
 /// Reads the fields at a list of pointers from records of one stream.

@@ -20,10 +20,10 @@ use weir_model::builtin::{BinaryOp, Comparison, Condition, Expr};
 use weir_model::codec::Codec;
 use weir_model::format::Format;
 use weir_model::types::Type;
-use weir_model::types::row::{FieldNode, Located, Node};
+use weir_model::types::row::{FieldNode, Located, Node, Scalar};
 use weir_model::{Record, RecordBuffer, Records};
 
-use super::fields::{Field, FieldReader, NotNumber};
+use super::fields::{Field, FieldReader, NotNumber, scalar_number};
 use super::{Number, input_error};
 use crate::operators::StreamOperator;
 use weir_host::Output;
@@ -48,6 +48,8 @@ struct Slot {
     /// Its index in the row.
     index: usize,
     field: FieldNode,
+    /// Its type.
+    scalar: Scalar,
 }
 
 impl Slot {
@@ -62,10 +64,14 @@ impl Slot {
         let [(index, field)] = path[..] else {
             return None;
         };
-        matches!(field.node, Node::Scalar(_)).then(|| Slot {
-            index,
-            field: field.clone(),
-        })
+        match field.node {
+            Node::Scalar(scalar) => Some(Slot {
+                index,
+                field: field.clone(),
+                scalar,
+            }),
+            _ => None,
+        }
     }
 
     /// It in `row`.
@@ -347,7 +353,9 @@ fn number(e: &Compiled, values: &Values<'_>) -> Result<Option<Number>, String> {
     Ok(match e {
         Compiled::Integer(i) => Some(Number::Int(*i)),
         Compiled::Number(f) => Some(Number::Float(*f)),
-        Compiled::Slot(slot) => field_number(Some(slot.in_row(values.row)))?,
+        Compiled::Slot(slot) => {
+            number_of(scalar_number(slot.scalar, values.row, slot.field.offset))?
+        }
         Compiled::Field(i) => field_number(values.fields[*i])?,
         Compiled::Negate(e) => match number(e, values)? {
             None => None,
@@ -365,10 +373,17 @@ fn number(e: &Compiled, values: &Values<'_>) -> Result<Option<Number>, String> {
 /// for a malformed row.
 #[inline]
 fn field_number(field: Option<Field<'_>>) -> Result<Option<Number>, String> {
-    match field.map(Field::number) {
-        None | Some(Err(NotNumber::Other)) => Ok(None),
-        Some(Ok(n)) => Ok(n),
-        Some(Err(NotNumber::Malformed(e))) => Err(e),
+    field.map_or(Ok(None), |f| number_of(f.number()))
+}
+
+/// A field's number read (`None`: null, or not a number); an error for a
+/// malformed row.
+#[inline]
+fn number_of(read: Result<Option<Number>, NotNumber>) -> Result<Option<Number>, String> {
+    match read {
+        Err(NotNumber::Other) => Ok(None),
+        Ok(n) => Ok(n),
+        Err(NotNumber::Malformed(e)) => Err(e),
     }
 }
 
