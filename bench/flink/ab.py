@@ -16,7 +16,7 @@ and built-in ones, their output written as JSON lines to /dev/null or, with
 A setting instead of a build: give both sides the same DIR and a different
 `--before-codec` / `--after-codec` (the job's `codec`, `json` or `msgpack`),
 with `--wasm-only` (built-in operators do not use it). `--builtin-only`
-runs the built-in operators' workloads alone.
+runs the built-in operators' workloads alone, `--jobs` some workloads.
 """
 
 import argparse
@@ -60,6 +60,12 @@ def main():
     )
     parser.add_argument("--before-codec", choices=["json", "msgpack"])
     parser.add_argument("--after-codec", choices=["json", "msgpack"])
+    parser.add_argument(
+        "--jobs",
+        nargs="+",
+        choices=sorted({name for name, _ in JOBS}),
+        help="these workloads only",
+    )
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--wasm-only", action="store_true")
     only.add_argument("--builtin-only", action="store_true")
@@ -67,7 +73,9 @@ def main():
     jobs = [
         (name, builtin)
         for name, builtin in JOBS
-        if not (builtin and args.wasm_only) and not (not builtin and args.builtin_only)
+        if not (builtin and args.wasm_only)
+        and not (not builtin and args.builtin_only)
+        and (args.jobs is None or name in args.jobs)
     ]
     codecs = {"before": args.before_codec, "after": args.after_codec}
     sides = {"before": args.before, "after": args.after}

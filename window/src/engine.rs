@@ -15,8 +15,10 @@ pub trait Store {
     type Error;
     /// The slots of each of `keys` (distinct), in order; empty when none.
     fn load(&mut self, keys: &[&[u8]]) -> Result<Vec<Vec<Slot>>, Self::Error>;
-    /// Replace a key's slots (none: remove them).
-    fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> Result<(), Self::Error>;
+    /// Replace a key's slots (none: remove them); `loaded` is its place
+    /// among the keys of the last [`Store::load`], which a store may use to
+    /// find it again without a lookup.
+    fn save(&mut self, loaded: usize, key: &[u8], slots: Vec<Slot>) -> Result<(), Self::Error>;
     /// Register (or delete) the timer of `key` at `time`, on the spec's
     /// clock. At most one timer exists per key and time.
     fn timer(&mut self, key: &[u8], time: i64, register: bool) -> Result<(), Self::Error>;
@@ -339,7 +341,7 @@ impl Spec {
         &self,
         store: &mut S,
         assigned: Assigned,
-        results: Vec<Vec<u8>>,
+        mut results: Vec<Vec<u8>>,
     ) -> Result<Vec<Fired>, S::Error> {
         let Assigned {
             keys,
@@ -348,11 +350,10 @@ impl Spec {
             watermark,
             ..
         } = assigned;
-        let mut results: Vec<Option<Vec<u8>>> = results.into_iter().map(Some).collect();
         let mut refire = Vec::new();
         let mut windows = Vec::new();
         let mut key_start = 0;
-        for (&key_end, key_opens) in key_ends.iter().zip(opens) {
+        for (loaded, (&key_end, key_opens)) in key_ends.iter().zip(opens).enumerate() {
             let key = &keys[key_start..key_end as usize];
             key_start = key_end as usize;
             let mut slots = Vec::with_capacity(key_opens.len());
@@ -382,9 +383,10 @@ impl Spec {
                         if self.has_fired(slot.1, watermark) {
                             touched.push(slot);
                         }
+                        // Each group is one slot's: taken once.
                         results
                             .get_mut(g as usize)
-                            .and_then(Option::take)
+                            .map(std::mem::take)
                             .unwrap_or_default()
                     }
                     None => o.stored.unwrap_or_default(),
@@ -418,7 +420,7 @@ impl Spec {
                     contents: self.contents_of(&slots, (start, end)),
                 });
             }
-            store.save(key, slots)?;
+            store.save(loaded, key, slots)?;
         }
         Ok(refire)
     }
@@ -482,8 +484,8 @@ impl Spec {
             }
             key_slots.retain(|s| self.slot_cleanup((s.start, s.end)) > time);
         }
-        for (key, key_slots) in keys.into_iter().zip(slots) {
-            store.save(key, key_slots)?;
+        for (loaded, (key, key_slots)) in keys.into_iter().zip(slots).enumerate() {
+            store.save(loaded, key, key_slots)?;
         }
         Ok(fired)
     }

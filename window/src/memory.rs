@@ -43,7 +43,7 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> Result<(), Infallible> {
+    fn save(&mut self, _: usize, key: &[u8], slots: Vec<Slot>) -> Result<(), Infallible> {
         if slots.is_empty() {
             self.slots.remove(key);
         } else {

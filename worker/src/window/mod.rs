@@ -85,8 +85,9 @@ pub struct WindowOperator {
 #[derive(Default)]
 struct SlotCache {
     /// A key's slots; none: the key has none (cleared in the backend when
-    /// written out).
-    slots: rustc_hash::FxHashMap<Vec<u8>, Vec<Slot>>,
+    /// written out). Entries are only ever added until all are written
+    /// out, so a key's index stays what [`BackendStore::load`] found.
+    slots: indexmap::IndexMap<Vec<u8>, Vec<Slot>, rustc_hash::FxBuildHasher>,
 }
 
 impl SlotCache {
@@ -100,7 +101,7 @@ impl SlotCache {
         }
         let ops = self
             .slots
-            .drain()
+            .drain(..)
             .map(|(key, slots)| {
                 let target = StateKey { state, key };
                 if slots.is_empty() {
@@ -185,6 +186,7 @@ impl WindowOperator {
             state: self.state,
             cache: &mut self.cache,
             timers: Vec::new(),
+            loaded: Vec::new(),
         }
     }
 
@@ -261,6 +263,7 @@ impl WindowOperator {
             state: self.state,
             cache: &mut self.cache,
             timers: Vec::new(),
+            loaded: Vec::new(),
         };
         let mut assigned = spec
             .assign(&mut store, &pairs, ctx.watermark)
@@ -396,6 +399,8 @@ struct BackendStore<'a> {
     state: u32,
     cache: &'a mut SlotCache,
     timers: Vec<TimerOp>,
+    /// The cache's index of each key of the last load, in order.
+    loaded: Vec<usize>,
 }
 
 impl BackendStore<'_> {
@@ -416,42 +421,46 @@ impl weir_window::Store for BackendStore<'_> {
     fn load(&mut self, keys: &[&[u8]]) -> anyhow::Result<Vec<Vec<Slot>>> {
         // The cached keys' slots are taken (one lookup each), their entries
         // left in place for `save` (the engine saves every key it loads);
-        // the others are read from the backend in one call and decoded. A
-        // failure leaves the cache as it was.
-        let taken: Vec<Option<Vec<Slot>>> = keys
+        // the others are read from the backend in one call and decoded,
+        // then given entries. A failure leaves the cache as it was.
+        let cached: Vec<Option<usize>> = keys
             .iter()
-            .map(|k| self.cache.slots.get_mut(*k).map(std::mem::take))
+            .map(|k| self.cache.slots.get_index_of(*k))
             .collect();
         let mut missing = keys
             .iter()
-            .zip(&taken)
-            .filter(|(_, t)| t.is_none())
+            .zip(&cached)
+            .filter(|(_, c)| c.is_none())
             .map(|(k, _)| *k);
-        let read = read_slots(&*self.backend, self.state, &mut missing);
-        let read = match read {
-            Ok(read) => read,
-            Err(e) => {
-                for (k, t) in keys.iter().zip(taken) {
-                    if let (Some(slots), Some(entry)) = (t, self.cache.slots.get_mut(*k)) {
-                        *entry = slots;
-                    }
+        let mut read = read_slots(&*self.backend, self.state, &mut missing)?.into_iter();
+        self.loaded.clear();
+        let mut loaded = Vec::with_capacity(keys.len());
+        for (key, c) in keys.iter().zip(cached) {
+            match c {
+                Some(i) => {
+                    self.loaded.push(i);
+                    loaded.push(std::mem::take(&mut self.cache.slots[i]));
                 }
-                return Err(e);
+                None => {
+                    let (i, _) = self.cache.slots.insert_full(key.to_vec(), Vec::new());
+                    self.loaded.push(i);
+                    loaded.push(read.next().unwrap_or_default());
+                }
             }
-        };
-        let mut read = read.into_iter();
-        Ok(taken
-            .into_iter()
-            .map(|t| match t {
-                Some(cached) => cached,
-                None => read.next().unwrap_or_default(),
-            })
-            .collect())
+        }
+        Ok(loaded)
     }
 
-    fn save(&mut self, key: &[u8], slots: Vec<Slot>) -> anyhow::Result<()> {
-        match self.cache.slots.get_mut(key) {
-            Some(cached) => *cached = slots,
+    fn save(&mut self, loaded: usize, key: &[u8], slots: Vec<Slot>) -> anyhow::Result<()> {
+        // The entry `load` found or made, when the key is the one loaded
+        // there; else looked up.
+        let at = self
+            .loaded
+            .get(loaded)
+            .copied()
+            .filter(|&i| self.cache.slots.get_index(i).is_some_and(|(k, _)| k == key));
+        match at {
+            Some(i) => self.cache.slots[i] = slots,
             None => {
                 self.cache.slots.insert(key.to_vec(), slots);
             }
@@ -627,13 +636,17 @@ mod tests {
             state,
             cache: &mut cache,
             timers: Vec::new(),
+            loaded: Vec::new(),
         };
         let e = store.load(&[b"a", b"b"]).unwrap_err();
         assert!(e.to_string().contains("corrupt"), "{e}");
+        // Nor does it leave an entry for `b`, which would clear its
+        // stored windows when the cache is written out.
+        assert_eq!(store.cache.slots.len(), 1);
         // `a`'s windows are still there for the next batch.
         assert_eq!(store.load(&[b"a"]).unwrap(), [vec![slot(0, b"cached")]]);
         // A read that succeeds takes the cached slots and reads the others.
-        store.save(b"a", vec![slot(0, b"cached")]).unwrap();
+        store.save(0, b"a", vec![slot(0, b"cached")]).unwrap();
         store
             .backend
             .apply(StateOp::PutValue {
