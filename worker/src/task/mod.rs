@@ -1262,3 +1262,6 @@ impl Subtask {
         self.flush()
     }
 }
+
+#[cfg(test)]
+mod tests;
