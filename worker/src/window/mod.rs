@@ -373,6 +373,16 @@ impl StreamOperator for WindowOperator {
         self.backend.next_timer(TimeDomain::ProcessingTime)
     }
 
+    /// It does not go on after a failed batch: the batch's keys' windows
+    /// were taken from the cache (and entries made for the keys read from
+    /// the backend) to be saved after the window function's call, so what
+    /// they held is not in the cache any more. The task fails and restores
+    /// from its checkpoint instead (the manifest refuses `on-error` for a
+    /// window operator).
+    fn recover(&mut self, e: &OperatorError) -> Result<(), OperatorError> {
+        Err(e.clone())
+    }
+
     fn metrics(&self) -> InstanceMetrics {
         InstanceMetrics {
             state: self.backend.size(),
@@ -612,6 +622,35 @@ mod tests {
             assert_eq!(sums(fired.main), [("a".into(), 10, 10_001)], "{kind}");
             assert!(fired.side.is_empty());
         }
+    }
+
+    /// A batch that fails is not isolated record by record: the keys it
+    /// loaded are not in the cache any more, so the task fails instead.
+    #[test]
+    fn a_failed_batch_fails_the_task_rather_than_being_isolated() {
+        let mut op = summing_windows();
+        let ctx = BatchContext {
+            watermark: Some(0),
+            processing_time: 0,
+        };
+        let keyless = Record {
+            key: None,
+            value: Bytes::from_static(b"{\"v\":1}"),
+            timestamp: Some(1),
+        };
+        let mut failed = Vec::new();
+        let isolated = crate::dead_letter::process_isolating(
+            &mut op,
+            Records::List(vec![keyless]),
+            ctx,
+            &mut failed,
+            10,
+        );
+        let Err(e) = isolated else {
+            panic!("the batch's error, not an isolated record")
+        };
+        assert!(e.message.contains("without its key"), "{}", e.message);
+        assert!(failed.is_empty());
     }
 
     #[test]
