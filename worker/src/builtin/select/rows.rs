@@ -26,6 +26,9 @@ pub(super) struct RowOutput {
     slots: Option<Vec<Slot>>,
     /// Each output row is its input row ([`verbatim`]).
     verbatim: bool,
+    /// The top-level fields with a payload: (index, slot offset, whether
+    /// it may be null), checked in a row passed on as it is.
+    payloads: Vec<(usize, usize, bool)>,
 }
 
 /// Whether `columns` read from rows of `input` and written as rows of
@@ -131,11 +134,27 @@ impl RowOutput {
             }
             _ => (0, None),
         };
+        let payloads = match &schema.node {
+            Node::Record { fields, .. } => fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| {
+                    let node = match &f.node {
+                        Node::Optional(inner) => inner,
+                        node => node,
+                    };
+                    !matches!(node, Node::Scalar(_))
+                })
+                .map(|(i, f)| (i, f.offset, matches!(f.node, Node::Optional(_))))
+                .collect(),
+            _ => Vec::new(),
+        };
         RowOutput {
             schema,
             fixed,
             slots,
             verbatim,
+            payloads,
         }
     }
 
@@ -144,9 +163,9 @@ impl RowOutput {
         self.verbatim
     }
 
-    /// An error for a row too short for the bitmap and slots (checked when
-    /// a row passes as it is; a row's payloads are read where they are
-    /// read).
+    /// An error for a row too short for the bitmap and slots, or with a
+    /// top-level payload outside it (checked when a row passes as it is,
+    /// as copying its fields would).
     pub(super) fn check(&self, row: &[u8]) -> Result<(), String> {
         if row.len() < self.fixed {
             return Err(format!(
@@ -154,6 +173,11 @@ impl RowOutput {
                 row.len(),
                 self.fixed
             ));
+        }
+        for &(index, offset, optional) in &self.payloads {
+            if !(optional && row::is_null(row, 0, index)) {
+                row::var(row, offset).map_err(|e| e.0)?;
+            }
         }
         Ok(())
     }

@@ -306,12 +306,12 @@ fn every_field_in_its_place_passes_rows_as_they_are() {
         }
     }
     // A row too short for its slots fails as it would in any select.
+    let ctx = BatchContext {
+        watermark: None,
+        processing_time: 0,
+    };
     for filter in [None, Some("/id > 4")] {
         let mut s = select_from(&all, filter, format.clone(), true);
-        let ctx = BatchContext {
-            watermark: None,
-            processing_time: 0,
-        };
         let e = s
             .process(vec![Record::value(vec![0u8, 1, 2])], ctx)
             .unwrap_err();
@@ -320,6 +320,20 @@ fn every_field_in_its_place_passes_rows_as_they_are() {
             weir_model::PackedRecords::from_records(&[Record::value(vec![0u8, 1, 2])]).unwrap();
         let e = s.process_records(Records::Packed(packed), ctx).unwrap_err();
         assert!(e.message.contains("malformed row"), "{e}");
+    }
+    // So does a row whose string's payload is outside it.
+    let row::Node::Record { fields, .. } = &format.schema.as_ref().unwrap().node else {
+        panic!("a record type")
+    };
+    let mut bad = rows[0].clone();
+    let at = fields[2].offset;
+    bad[at..at + 4].copy_from_slice(&1000u32.to_le_bytes());
+    for filter in [None, Some("/id > 3")] {
+        let mut s = select_from(&all, filter, format.clone(), true);
+        let e = s
+            .process(vec![Record::value(bad.clone())], ctx)
+            .unwrap_err();
+        assert!(e.message.contains("outside its row"), "{e}");
     }
 }
 
