@@ -19,7 +19,7 @@ What is measured, the same way on both engines:
 
 - **steady-state events/s**: the slope of the source's records out against
   time between 20% and 80% of the events (Flink: its REST API's
-  `numRecordsOut` every 20 ms; Weir: `weir run --metrics`, every 50 ms);
+  `numRecordsOut` every 20 ms; Weir: `weir run --metrics`, every 10 ms);
 - **from submission**: events over the time from submitting the job
   (Flink: `execute_insert`, which plans, generates code and schedules; Weir:
   starting `weir run`, which plans and loads the compiled component) until

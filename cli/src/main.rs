@@ -58,7 +58,7 @@ enum Command {
         #[arg(long, default_value = "memory", value_parser = weir_worker::state::parse_backend)]
         state_backend: StateBackendKind,
         /// Write the job's counters to this file while it runs: a JSON line
-        /// every 50 ms (`elapsed_ms`, and per vertex its records in and out),
+        /// every 10 ms (`elapsed_ms`, and per vertex its records in and out),
         /// and one when it ends.
         #[arg(long, value_name = "FILE")]
         metrics: Option<PathBuf>,
@@ -500,7 +500,9 @@ async fn run(
     let counters = job.counters.clone();
     let mut progress = progress::Progress::new(&name);
     let started = std::time::Instant::now();
-    let tick = if metrics.is_some() { 50 } else { 200 };
+    // Often enough that a job over in a fifth of a second (10 M events of
+    // a stateless job) still gives its middle a slope.
+    let tick = if metrics.is_some() { 10 } else { 200 };
     let running = tokio::spawn(run_job(job));
     tokio::pin!(running);
     let report = loop {
