@@ -238,19 +238,27 @@ impl PackedRecords {
     ///
     /// When `i` is not below [`PackedRecords::len`].
     pub fn get(&self, i: usize) -> RecordRef<'_> {
-        let span = &self.spans[i * 4..i * 4 + 4];
+        self.record(&self.spans[i * 4..i * 4 + 4], self.timestamps[i])
+    }
+
+    /// The record of `span` (its four spans) and timestamp `t`.
+    #[inline]
+    fn record(&self, span: &[u32], t: i64) -> RecordRef<'_> {
         let slice =
             |offset: u32, len: u32| &self.data[offset as usize..offset as usize + len as usize];
         RecordRef {
             key: (span[0] != NO_KEY).then(|| slice(span[0], span[1])),
             value: slice(span[2], span[3]),
-            timestamp: timestamp(self.timestamps[i]),
+            timestamp: timestamp(t),
         }
     }
 
     /// Its records, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
-        (0..self.len()).map(|i| self.get(i))
+        self.spans
+            .chunks_exact(4)
+            .zip(&self.timestamps)
+            .map(|(span, &t)| self.record(span, t))
     }
 
     /// Give each record the timestamp `of` reads from its value.

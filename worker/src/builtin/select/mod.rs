@@ -423,20 +423,24 @@ impl Select {
         self.filter.is_empty() && self.rows.as_ref().is_some_and(rows::RowOutput::is_verbatim)
     }
 
-    /// An error for a value too short to be a row of the input's type.
-    fn check_row(&self, value: &[u8]) -> Result<(), OperatorError> {
-        match &self.rows {
-            Some(rows) => rows.check(value).map_err(|e| {
-                input_error(
+    /// An error for the first value that is not a row of the input's type
+    /// (too short, a payload outside it) among rows passed on as they are.
+    fn check_rows<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> Result<(), OperatorError> {
+        let Some(rows) = &self.rows else {
+            return Ok(());
+        };
+        for value in values {
+            if let Err(e) = rows.check(value) {
+                return Err(input_error(
                     &self.ident,
                     format!(
                         "a record is a malformed row ({e}): {}",
                         self.input.excerpt(value)
                     ),
-                )
-            }),
-            None => Ok(()),
+                ));
+            }
         }
+        Ok(())
     }
 
     /// The selected columns of the records that pass, each record given as
@@ -517,9 +521,7 @@ impl StreamOperator for Select {
         _: BatchContext,
     ) -> Result<BatchOutput, OperatorError> {
         if self.passes_rows_as_they_are() {
-            for r in &batch {
-                self.check_row(&r.value)?;
-            }
+            self.check_rows(batch.iter().map(|r| &r.value[..]))?;
             return Ok(BatchOutput {
                 main: batch,
                 side: Vec::new(),
@@ -544,9 +546,7 @@ impl StreamOperator for Select {
             return self.process(batch.into_list(), ctx).map(Output::from);
         };
         if self.passes_rows_as_they_are() {
-            for r in batch.iter() {
-                self.check_row(r.value)?;
-            }
+            self.check_rows(batch.iter().map(|r| r.value))?;
             return Ok(Output {
                 main: Records::Packed(batch),
                 side: Vec::new(),

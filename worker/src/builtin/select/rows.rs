@@ -166,6 +166,7 @@ impl RowOutput {
     /// An error for a row too short for the bitmap and slots, or with a
     /// top-level payload outside it (checked when a row passes as it is,
     /// as copying its fields would).
+    #[inline]
     pub(super) fn check(&self, row: &[u8]) -> Result<(), String> {
         if row.len() < self.fixed {
             return Err(format!(
@@ -174,6 +175,13 @@ impl RowOutput {
                 self.fixed
             ));
         }
+        if !self.payloads.is_empty() {
+            self.check_payloads(row)?;
+        }
+        Ok(())
+    }
+
+    fn check_payloads(&self, row: &[u8]) -> Result<(), String> {
         for &(index, offset, optional) in &self.payloads {
             if !(optional && row::is_null(row, 0, index)) {
                 row::var(row, offset).map_err(|e| e.0)?;
