@@ -181,7 +181,7 @@ impl RecordBuffer {
                 Record {
                     key,
                     value,
-                    timestamp: (timestamp != packed::NO_TIMESTAMP).then_some(timestamp),
+                    timestamp: packed::timestamp(timestamp),
                 }
             })
             .collect()

@@ -290,7 +290,9 @@ impl PackedRecords {
     }
 }
 
-fn timestamp(t: i64) -> Option<i64> {
+/// A timestamp as kept in a batch ([`NO_TIMESTAMP`] for none) as a
+/// record's.
+pub(crate) fn timestamp(t: i64) -> Option<i64> {
     (t != NO_TIMESTAMP).then_some(t)
 }
 

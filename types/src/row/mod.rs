@@ -216,16 +216,25 @@ pub fn read_int(at: Located<'_, '_>) -> Result<Option<i64>, RowError> {
         }
         node = inner;
     }
-    let off = field.offset;
-    Ok(match node {
-        Node::Scalar(Scalar::I8) => Some(i8::from_le_bytes(fixed(base, off)?).into()),
-        Node::Scalar(Scalar::I16) => Some(i16::from_le_bytes(fixed(base, off)?).into()),
-        Node::Scalar(Scalar::I32) => Some(i32::from_le_bytes(fixed(base, off)?).into()),
-        Node::Scalar(Scalar::I64) => Some(i64::from_le_bytes(fixed(base, off)?)),
-        Node::Scalar(Scalar::U8) => Some(u8::from_le_bytes(fixed(base, off)?).into()),
-        Node::Scalar(Scalar::U16) => Some(u16::from_le_bytes(fixed(base, off)?).into()),
-        Node::Scalar(Scalar::U32) => Some(u32::from_le_bytes(fixed(base, off)?).into()),
-        Node::Scalar(Scalar::U64) => i64::try_from(u64::from_le_bytes(fixed(base, off)?)).ok(),
-        _ => None,
+    match node {
+        Node::Scalar(scalar) => scalar_int(*scalar, base, field.offset),
+        _ => Ok(None),
+    }
+}
+
+/// The integer in the slot of a `scalar` at `off` of `base`, as an `i64`;
+/// `None` when the scalar is not an integer, or past `i64::MAX`.
+#[inline]
+pub fn scalar_int(scalar: Scalar, base: &[u8], off: usize) -> Result<Option<i64>, RowError> {
+    Ok(match scalar {
+        Scalar::I8 => Some(i8::from_le_bytes(fixed(base, off)?).into()),
+        Scalar::I16 => Some(i16::from_le_bytes(fixed(base, off)?).into()),
+        Scalar::I32 => Some(i32::from_le_bytes(fixed(base, off)?).into()),
+        Scalar::I64 => Some(i64::from_le_bytes(fixed(base, off)?)),
+        Scalar::U8 => Some(u8::from_le_bytes(fixed(base, off)?).into()),
+        Scalar::U16 => Some(u16::from_le_bytes(fixed(base, off)?).into()),
+        Scalar::U32 => Some(u32::from_le_bytes(fixed(base, off)?).into()),
+        Scalar::U64 => i64::try_from(u64::from_le_bytes(fixed(base, off)?)).ok(),
+        Scalar::F32 | Scalar::F64 | Scalar::Bool => None,
     })
 }

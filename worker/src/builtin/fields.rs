@@ -106,16 +106,8 @@ pub(crate) fn scalar_number(
     base: &[u8],
     off: usize,
 ) -> Result<Option<Number>, NotNumber> {
-    let int = |i: i64| Ok(Some(Number::Int(i)));
     let finite = |f: f64| f.is_finite().then_some(Number::Float(f));
     match scalar {
-        Scalar::I8 => int(i8::from_le_bytes(row::fixed(base, off)?).into()),
-        Scalar::I16 => int(i16::from_le_bytes(row::fixed(base, off)?).into()),
-        Scalar::I32 => int(i32::from_le_bytes(row::fixed(base, off)?).into()),
-        Scalar::I64 => int(i64::from_le_bytes(row::fixed(base, off)?)),
-        Scalar::U8 => int(u8::from_le_bytes(row::fixed(base, off)?).into()),
-        Scalar::U16 => int(u16::from_le_bytes(row::fixed(base, off)?).into()),
-        Scalar::U32 => int(u32::from_le_bytes(row::fixed(base, off)?).into()),
         Scalar::U64 => {
             let u = u64::from_le_bytes(row::fixed(base, off)?);
             Ok(Some(
@@ -134,6 +126,7 @@ pub(crate) fn scalar_number(
             Ok(finite(text.parse().map_err(|_| row::RowError(text))?))
         }
         Scalar::Bool => Err(NotNumber::Other),
+        int => Ok(row::scalar_int(int, base, off)?.map(Number::Int)),
     }
 }
 
