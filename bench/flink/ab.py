@@ -36,6 +36,7 @@ JOBS = [
     ("q1", True),
     ("keyed-count", True),
     ("tumbling-count", True),
+    ("sliding-count", True),
 ]
 
 

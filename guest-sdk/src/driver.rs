@@ -73,7 +73,7 @@ pub(crate) trait DynOperator {
     }
 
     /// A window aggregate folds records into accumulators (the contract's
-    /// `accumulate`).
+    /// `accumulate`), each group's written to `out` in turn.
     fn accumulate(
         &mut self,
         records: &[&[u8]],
@@ -81,8 +81,9 @@ pub(crate) trait DynOperator {
         groups: &[u32],
         targets: &[u32],
         codecs: &Codecs,
-    ) -> crate::Result<Vec<Vec<u8>>> {
-        let _ = (records, accumulators, groups, targets, codecs);
+        out: &mut Packed,
+    ) -> crate::Result<()> {
+        let _ = (records, accumulators, groups, targets, codecs, out);
         Err("this operator is not a window aggregate".into())
     }
 
@@ -611,17 +612,22 @@ impl Instance {
         }
         let accs = host::unpacked(&accumulators)?;
         let name = self.name;
-        let out = self
-            .op
-            .accumulate(&values, &accs, &groups, &targets, &self.cache.codecs)
+        // About as large as what came in.
+        let mut out = Packed {
+            data: Vec::with_capacity(accumulators.data.len() + 8 * groups.len()),
+            ends: Vec::with_capacity(groups.len()),
+        };
+        self.op
+            .accumulate(
+                &values,
+                &accs,
+                &groups,
+                &targets,
+                &self.cache.codecs,
+                &mut out,
+            )
             .map_err(|e| format!("operator `{name}`: {e}"))?;
-        let mut data = Vec::with_capacity(out.iter().map(Vec::len).sum());
-        let mut ends = Vec::with_capacity(out.len());
-        for acc in out {
-            data.extend_from_slice(&acc);
-            ends.push(data.len() as u32);
-        }
-        Ok(Packed { data, ends })
+        Ok(out)
     }
 
     /// Windows fire: window `w`'s contents are `contents[ends[w - 1]..ends[w]]`.

@@ -66,6 +66,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::__private::bindings::weir::operator::types::Packed;
 use crate::codec::wire::{self, Codec, Codecs};
 use crate::coder::{Decode, Encode};
 use crate::context::Pending;
@@ -263,7 +264,8 @@ impl<A: Aggregate, D: Decode<A::In>, E: Encode<A::Out>> DynOperator for Aggregat
         groups: &[u32],
         targets: &[u32],
         codecs: &Codecs,
-    ) -> crate::Result<Vec<Vec<u8>>> {
+        out: &mut Packed,
+    ) -> crate::Result<()> {
         let mut accs = Vec::with_capacity(groups.len());
         let mut from = 0usize;
         for &end in groups {
@@ -280,10 +282,11 @@ impl<A: Aggregate, D: Decode<A::In>, E: Encode<A::Out>> DynOperator for Aggregat
                 .ok_or("a record's group is outside the call's")?;
             self.0.add(acc, &input);
         }
-        Ok(accs
-            .iter()
-            .map(|acc| wire::encode(codecs.state, acc))
-            .collect())
+        for acc in &accs {
+            wire::encode_into(codecs.state, &mut out.data, acc);
+            out.ends.push(out.data.len() as u32);
+        }
+        Ok(())
     }
 
     fn fire_window(

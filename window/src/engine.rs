@@ -77,6 +77,8 @@ pub struct Assigned {
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     opens: Vec<Vec<Open>>,
+    /// Per key, the emptied vector its slots were loaded in.
+    spare: Vec<Vec<Slot>>,
     watermark: Option<i64>,
 }
 
@@ -103,12 +105,13 @@ impl Spec {
                 })
             })
             .collect();
-        let mut opens: Vec<Vec<Open>> = store
-            .load(&keys)?
-            .into_iter()
+        let mut loaded = store.load(&keys)?;
+        let mut opens: Vec<Vec<Open>> = loaded
+            .iter_mut()
             .map(|slots| {
+                // The emptied vector is the key's slots again in `commit`.
                 slots
-                    .into_iter()
+                    .drain(..)
                     .map(|s| Open {
                         start: s.start,
                         end: s.end,
@@ -125,6 +128,9 @@ impl Spec {
         let mut additions = Vec::with_capacity(records.len());
         let mut late = Vec::new();
         let mut slots = Vec::new();
+        // The times whose slots `slots` holds, lateness applied: in time
+        // order, a batch's records mostly share their slots.
+        let mut slots_span: Option<(i64, i64)> = None;
         let mut windows = Vec::new();
         let mut consumed = records.len();
         for (r, (&(key, t), &k)) in records.iter().zip(&of_record).enumerate() {
@@ -142,7 +148,15 @@ impl Spec {
                     .any(|w| spec.has_fired(w.1, watermark) && !spec.is_late(w.1, watermark))
             };
             let r = r as u32;
-            self.slots_of(t, &mut slots);
+            if slots_span.is_some_and(|(from, to)| from <= t && t < to) {
+                // `slots` holds `t`'s already.
+            } else {
+                self.slots_of(t, &mut slots);
+                slots_span = self.same_slots(t);
+                if !self.is_session() {
+                    slots.retain(|&s| !self.is_slot_late(s, watermark));
+                }
+            }
             if self.is_session() {
                 // A session merges first: a record whose own session is
                 // past its lateness still joins a stored one it touches
@@ -157,8 +171,6 @@ impl Spec {
                         slots.clear();
                     }
                 }
-            } else {
-                slots.retain(|&s| !self.is_slot_late(s, watermark));
             }
             let Some(&first) = slots.first() else {
                 if self.time == crate::Time::Event
@@ -252,6 +264,7 @@ impl Spec {
                 .collect(),
             keys: keys.concat(),
             opens,
+            spare: loaded,
             watermark,
         })
     }
@@ -347,16 +360,19 @@ impl Spec {
             keys,
             key_ends,
             opens,
+            spare,
             watermark,
             ..
         } = assigned;
         let mut refire = Vec::new();
         let mut windows = Vec::new();
         let mut key_start = 0;
-        for (loaded, (&key_end, key_opens)) in key_ends.iter().zip(opens).enumerate() {
+        for (loaded, ((&key_end, key_opens), mut slots)) in
+            key_ends.iter().zip(opens).zip(spare).enumerate()
+        {
             let key = &keys[key_start..key_end as usize];
             key_start = key_end as usize;
-            let mut slots = Vec::with_capacity(key_opens.len());
+            slots.reserve(key_opens.len());
             let mut touched = Vec::new();
             for o in key_opens {
                 let slot = (o.start, o.end);

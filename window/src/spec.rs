@@ -61,6 +61,10 @@ pub struct Spec {
     pub lateness: i64,
     /// What the window function keeps.
     pub contents: Contents,
+    /// `(size, slide, gcd(size, slide))` of the sliding windows it was
+    /// made with, found once (a division per record would cost); read
+    /// only while the assigner is still those windows.
+    pane: (i64, i64, i64),
 }
 
 /// Why a spec is refused.
@@ -116,11 +120,16 @@ impl Spec {
                 "window allowed-lateness-ms = {lateness} must not be negative"
             )));
         }
+        let pane = match assigner {
+            Assigner::Sliding { size, slide } => (size, slide, gcd(size, slide)),
+            _ => (0, 0, 0),
+        };
         Ok(Spec {
             assigner,
             time,
             lateness: if time == Time::Event { lateness } else { 0 },
             contents,
+            pane,
         })
     }
 
@@ -128,10 +137,34 @@ impl Spec {
     fn panes(&self) -> Option<(i64, i64, i64)> {
         match (self.assigner, self.contents) {
             (Assigner::Sliding { size, slide }, Contents::Accumulator) => {
-                Some((size, slide, gcd(size, slide)))
+                let (s, l, pane) = self.pane;
+                Some((
+                    size,
+                    slide,
+                    if (s, l) == (size, slide) {
+                        pane
+                    } else {
+                        gcd(size, slide)
+                    },
+                ))
             }
             _ => None,
         }
+    }
+
+    /// The times around `t` whose slots ([`Spec::slots_of`]) are `t`'s,
+    /// `[from, to)`: a tumbling window, or a pane (whether or not a window
+    /// holds it); `None` where that takes more than a division to know
+    /// (sessions, and sliding windows kept whole).
+    pub fn same_slots(&self, t: i64) -> Option<(i64, i64)> {
+        let step = match self.assigner {
+            Assigner::Tumbling { size } => size,
+            _ => self.panes()?.2,
+        };
+        // Not where a slot's bounds saturate: the slots are not the
+        // step's multiples there.
+        let from = t.div_euclid(step).checked_mul(step)?;
+        Some((from, from.checked_add(step)?))
     }
 
     /// Whether this is a session window (slots merge).
@@ -319,6 +352,67 @@ mod tests {
         );
         assert_eq!(slots(&gaps, 7), []);
         assert_eq!(slots(&gaps, 3), [(0, 5)]);
+    }
+
+    /// A span of [`Spec::same_slots`] holds its time, and every time in it
+    /// has the same slots: the engine assigns them once per span.
+    #[test]
+    fn times_in_a_span_share_their_slots() {
+        let assigners = [
+            Assigner::Tumbling { size: 7 },
+            Assigner::Sliding { size: 10, slide: 4 },
+            Assigner::Sliding { size: 10, slide: 5 },
+            Assigner::Sliding { size: 5, slide: 10 },
+            Assigner::Sliding { size: 9, slide: 6 },
+            Assigner::Session { gap: 3 },
+        ];
+        let mut spans = 0;
+        for a in assigners {
+            for c in [Contents::Accumulator, Contents::Records] {
+                let s = spec(a, c);
+                for t in -50..50 {
+                    let Some((from, to)) = s.same_slots(t) else {
+                        continue;
+                    };
+                    spans += 1;
+                    assert!(from <= t && t < to, "{a:?} {c:?}: {t} outside {from}..{to}");
+                    for u in from..to {
+                        assert_eq!(slots(&s, u), slots(&s, t), "{a:?} {c:?}: {u} and {t}");
+                    }
+                }
+                let none = matches!(a, Assigner::Session { .. })
+                    || matches!(a, Assigner::Sliding { .. }) && c == Contents::Records;
+                assert_eq!(s.same_slots(0).is_none(), none, "{a:?} {c:?}");
+            }
+        }
+        assert!(spans > 0);
+        // At the ends of time, where slots saturate.
+        for a in [
+            Assigner::Tumbling { size: 7 },
+            Assigner::Tumbling { size: 10 },
+            Assigner::Sliding { size: 10, slide: 4 },
+        ] {
+            let s = spec(a, Contents::Accumulator);
+            let ends = (0..40).flat_map(|i| [i64::MIN + i, i64::MAX - i]);
+            for t in ends {
+                let Some((from, to)) = s.same_slots(t) else {
+                    continue;
+                };
+                assert!(from <= t && t < to, "{a:?}: {t} outside {from}..{to}");
+                for u in from..to {
+                    assert_eq!(slots(&s, u), slots(&s, t), "{a:?}: {u} and {t}");
+                }
+            }
+        }
+        // A spec whose windows changed after it was made finds its panes
+        // again.
+        let mut s = spec(
+            Assigner::Sliding { size: 10, slide: 4 },
+            Contents::Accumulator,
+        );
+        s.assigner = Assigner::Sliding { size: 9, slide: 6 };
+        assert_eq!(slots(&s, 7), [(6, 9)]);
+        assert_eq!(s.same_slots(7), Some((6, 9)));
     }
 
     #[test]

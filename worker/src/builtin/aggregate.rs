@@ -107,14 +107,7 @@ impl Acc {
         }
     }
 
-    /// As stored ([`StoredAccumulator`]).
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(StoredAccumulator::LEN);
-        self.encode_into(&mut out);
-        out
-    }
-
-    /// Append its encoding to `out`.
+    /// Append its encoding as stored ([`StoredAccumulator`]) to `out`.
     pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
         let number = |v: Option<Number>| match v {
             None => StoredAccumulator::Empty,
@@ -608,11 +601,12 @@ mod tests {
                 Acc::Max(_) => AggregateFunction::Max,
                 Acc::Avg(..) => AggregateFunction::Avg,
             };
-            assert_eq!(Acc::decode(f, &a.encode()), Some(a));
+            let mut bytes = Vec::new();
+            a.encode_into(&mut bytes);
+            assert_eq!(Acc::decode(f, &bytes), Some(a));
         }
-        assert_eq!(
-            Acc::decode(AggregateFunction::Sum, &Acc::Count(1).encode()),
-            None
-        );
+        let mut count = Vec::new();
+        Acc::Count(1).encode_into(&mut count);
+        assert_eq!(Acc::decode(AggregateFunction::Sum, &count), None);
     }
 }

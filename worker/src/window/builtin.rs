@@ -75,7 +75,18 @@ impl WindowFunction for BuiltinAggregate {
                 .of(records.get(r as usize).value, &mut scratch, &self.ident)?;
             accs[g as usize].add(v, self.counts_null);
         }
-        Ok(accs.iter().map(Acc::encode).collect())
+        // Each into the buffer of its group's first stored accumulator,
+        // merged already: no allocation for a window that had one.
+        Ok(groups
+            .into_iter()
+            .zip(&accs)
+            .map(|(stored, acc)| {
+                let mut buffer = stored.into_iter().next().unwrap_or_default();
+                buffer.clear();
+                acc.encode_into(&mut buffer);
+                buffer
+            })
+            .collect())
     }
 
     fn fire(&mut self, fired: Vec<Fired>, _: BatchContext) -> Result<Output, OperatorError> {

@@ -61,14 +61,27 @@ impl WindowFunction for GuestFunction {
         let answer = self
             .instance
             .accumulate(records, accumulators, group_ends, targets)?;
-        packed::strings(&answer)
-            .map(|all| all.into_iter().map(<[u8]>::to_vec).collect())
-            .map_err(|e| OperatorError {
-                ident: self.instance.ident().clone(),
-                kind: weir_host::ErrorKind::Guest,
-                message: format!("accumulate: {e}"),
-                guest_output: Vec::new(),
+        let guest_error = |message: String| OperatorError {
+            ident: self.instance.ident().clone(),
+            kind: weir_host::ErrorKind::Guest,
+            message: format!("accumulate: {message}"),
+            guest_output: Vec::new(),
+        };
+        // One per group: the instance checked the answer's count.
+        let results = packed::strings(&answer).map_err(guest_error)?;
+        // Each result into the buffer of its group's first stored
+        // accumulator, which the call no longer needs: no allocation for a
+        // window that had one.
+        Ok(groups
+            .into_iter()
+            .zip(results)
+            .map(|(stored, result)| {
+                let mut buffer = stored.into_iter().next().unwrap_or_default();
+                buffer.clear();
+                buffer.extend_from_slice(result);
+                buffer
             })
+            .collect())
     }
 
     fn fire(&mut self, fired: Vec<Fired>, ctx: BatchContext) -> Result<Output, OperatorError> {

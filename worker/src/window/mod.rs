@@ -533,8 +533,14 @@ mod tests {
     /// A built-in `sum` of `/v` per key over tumbling 10 ms windows of event
     /// time, allowed lateness 100 ms, windows in memory.
     fn summing_windows() -> WindowOperator {
+        summing(weir_model::graph::WindowAssigner::Tumbling { size_ms: 10 })
+    }
+
+    /// A built-in `sum` of `/v` per key over `assigner`'s windows of event
+    /// time, allowed lateness 100 ms, windows in memory.
+    fn summing(assigner: weir_model::graph::WindowAssigner) -> WindowOperator {
         use weir_model::builtin::AggregateFunction;
-        use weir_model::graph::{TimeCharacteristic, WindowAssigner, WindowSpec};
+        use weir_model::graph::{TimeCharacteristic, WindowSpec};
         let ident = TaskIdent {
             job: "job".into(),
             operator: "sums".into(),
@@ -552,7 +558,7 @@ mod tests {
             crate::builtin::aggregate::KeyText::Raw,
         );
         let spec = WindowSpec {
-            assigner: WindowAssigner::Tumbling { size_ms: 10 },
+            assigner,
             time: TimeCharacteristic::Event,
             allowed_lateness_ms: 100,
             keeps: None,
@@ -622,6 +628,34 @@ mod tests {
             assert_eq!(sums(fired.main), [("a".into(), 10, 10_001)], "{kind}");
             assert!(fired.side.is_empty());
         }
+    }
+
+    /// Sessions stored apart, then bridged by a record: the merged
+    /// session's sum is every stored accumulator's plus the record's, its
+    /// result written into one of their buffers.
+    #[test]
+    fn a_bridged_session_sums_every_stored_accumulator() {
+        let record = |t: i64, v: i64| Record {
+            key: Some(Bytes::from_static(b"a")),
+            value: Bytes::from(format!("{{\"v\":{v}}}")),
+            timestamp: Some(t),
+        };
+        let at = |watermark: i64| BatchContext {
+            watermark: Some(watermark),
+            processing_time: 0,
+        };
+        let mut op = summing(weir_model::graph::WindowAssigner::Session { gap_ms: 10 });
+        // Two sessions, [0, 11) and [20, 30), each stored in its batch.
+        for batch in [vec![record(0, 1), record(1, 10)], vec![record(20, 100)]] {
+            let out = op.process_records(Records::List(batch), at(-1)).unwrap();
+            assert!(out.main.is_empty());
+        }
+        // A record at 10, [10, 20), overlaps the first and touches the
+        // second.
+        let out = op.process_records(Records::List(vec![record(10, 1000)]), at(-1));
+        assert!(out.unwrap().main.is_empty());
+        let fired = op.on_watermark(at(100)).unwrap();
+        assert_eq!(sums(fired.main), [("a".into(), 0, 1111)]);
     }
 
     /// A batch that fails is not isolated record by record: the keys it
