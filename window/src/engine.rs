@@ -148,9 +148,7 @@ impl Spec {
                     .any(|w| spec.has_fired(w.1, watermark) && !spec.is_late(w.1, watermark))
             };
             let r = r as u32;
-            if slots_span.is_some_and(|(from, to)| from <= t && t < to) {
-                // `slots` holds `t`'s already.
-            } else {
+            if !slots_span.is_some_and(|(from, to)| from <= t && t < to) {
                 self.slots_of(t, &mut slots);
                 slots_span = self.same_slots(t);
                 if !self.is_session() {

@@ -8,7 +8,7 @@ use weir_model::builtin::AggregateFunction;
 use weir_model::{RecordBuffer, Records};
 use weir_window::{Contents, Fired};
 
-use super::WindowFunction;
+use super::{WindowFunction, result_buffer};
 use crate::builtin::aggregate::{Acc, KeyText, ValueOf};
 
 /// A built-in aggregate per window.
@@ -75,14 +75,11 @@ impl WindowFunction for BuiltinAggregate {
                 .of(records.get(r as usize).value, &mut scratch, &self.ident)?;
             accs[g as usize].add(v, self.counts_null);
         }
-        // Each into the buffer of its group's first stored accumulator,
-        // merged already: no allocation for a window that had one.
         Ok(groups
             .into_iter()
             .zip(&accs)
             .map(|(stored, acc)| {
-                let mut buffer = stored.into_iter().next().unwrap_or_default();
-                buffer.clear();
+                let mut buffer = result_buffer(stored);
                 acc.encode_into(&mut buffer);
                 buffer
             })

@@ -8,7 +8,7 @@ use weir_host::{BatchContext, InstanceMetrics, OperatorError, OperatorInstance, 
 use weir_model::Records;
 use weir_window::{Contents, Fired, slot};
 
-use super::{WindowFunction, append_records};
+use super::{WindowFunction, append_records, result_buffer};
 
 /// A component's window function, in its own operator instance (which keeps
 /// no state of its own: the window operator's backend holds the windows).
@@ -61,23 +61,18 @@ impl WindowFunction for GuestFunction {
         let answer = self
             .instance
             .accumulate(records, accumulators, group_ends, targets)?;
-        let guest_error = |message: String| OperatorError {
+        // One per group: the instance checked the answer's count.
+        let results = packed::strings(&answer).map_err(|e| OperatorError {
             ident: self.instance.ident().clone(),
             kind: weir_host::ErrorKind::Guest,
-            message: format!("accumulate: {message}"),
+            message: format!("accumulate: {e}"),
             guest_output: Vec::new(),
-        };
-        // One per group: the instance checked the answer's count.
-        let results = packed::strings(&answer).map_err(guest_error)?;
-        // Each result into the buffer of its group's first stored
-        // accumulator, which the call no longer needs: no allocation for a
-        // window that had one.
+        })?;
         Ok(groups
             .into_iter()
             .zip(results)
             .map(|(stored, result)| {
-                let mut buffer = stored.into_iter().next().unwrap_or_default();
-                buffer.clear();
+                let mut buffer = result_buffer(stored);
                 buffer.extend_from_slice(result);
                 buffer
             })

@@ -66,6 +66,15 @@ pub(crate) fn append_records(
     out
 }
 
+/// The buffer a group's new contents are written into: its first stored
+/// contents' (merged already, so no longer needed), emptied; a new one for
+/// a window that had none.
+pub(crate) fn result_buffer(stored: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut buffer = stored.into_iter().next().unwrap_or_default();
+    buffer.clear();
+    buffer
+}
+
 /// The window operator of one subtask.
 pub struct WindowOperator {
     spec: Spec,
