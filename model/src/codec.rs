@@ -18,21 +18,21 @@
 //! exactly that type — a component that declares it as its input — or
 //! reads rows of any type: a sink (the host writes JSON from the rows) or
 //! a built-in operator (it reads the fields it needs in place). A built-in
-//! `select` that reads rows writes rows of its columns' types
-//! ([`crate::builtin::typing`]); the aggregates write JSON. Keys of a row
-//! stream are MessagePack.
+//! that reads rows writes rows of its output type when it has one
+//! ([`crate::builtin::typing`]: a `select`'s columns; an aggregate keyed
+//! by a field, its key and value), JSON otherwise. Keys of a row stream
+//! are MessagePack.
 //!
 //! All the inputs of one vertex share one codec (and one row type), so that
 //! an operator decodes every record the same way; a window operator's
 //! `late` side output carries its input records as they came, in its
-//! input's codec; a filter, a timestamp assigner or a `select` writes rows
+//! input's codec; a filter, a timestamp assigner or a built-in writes rows
 //! only when it reads them. Dead letters ([`crate::dead_letter`]) are JSON.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use weir_types::Type;
 
-use crate::builtin::Builtin;
 use crate::graph::{JobGraph, VertexKind};
 
 /// How records of a stream, and an operator's state, are encoded.
@@ -222,11 +222,11 @@ impl StreamCodecs {
                 }
             )
         };
-        let selects = |v: usize| {
+        let builtin = |v: usize| {
             matches!(
                 &graph.vertices[v].kind,
                 VertexKind::Operator {
-                    builtin: Some(Builtin::Select { .. }),
+                    builtin: Some(_),
                     ..
                 }
             )
@@ -246,7 +246,7 @@ impl StreamCodecs {
             let writer = match (&graph.vertices[v].kind, side.as_deref()) {
                 (VertexKind::Source(_), None) => true,
                 (VertexKind::Operator { builtin: None, .. }, None) => true,
-                (_, None) if selects(v) => true,
+                (_, None) if builtin(v) => true,
                 (_, Some(LATE)) => is_window(v) && component(v),
                 _ => false,
             };
@@ -293,7 +293,7 @@ impl StreamCodecs {
                     demote.extend(inputs.iter().filter(|s| rows.contains_key(*s)).cloned());
                 }
                 let main = (v, None);
-                let writes_what_it_reads = graph.vertices[v].passes_through || selects(v);
+                let writes_what_it_reads = graph.vertices[v].passes_through || builtin(v);
                 if rows.contains_key(&main) && writes_what_it_reads && !input_rows {
                     demote.push(main);
                 }

@@ -242,6 +242,11 @@ impl OperatorFactory for WasmOperatorFactory {
                 }),
                 Some(w),
             ) => {
+                let keys = crate::builtin::aggregate::KeyText::of(key_by.as_ref(), &input);
+                let output = codecs.format(vertex.id, None);
+                let results =
+                    crate::builtin::aggregate::Results::new(*function, keys, &output, true)
+                        .map_err(|e| crate::builtin::host_error(&ident, e))?;
                 let f = BuiltinAggregate::new(
                     *function,
                     crate::builtin::aggregate::ValueOf::new(
@@ -251,7 +256,7 @@ impl OperatorFactory for WasmOperatorFactory {
                     ),
                     field.is_none(),
                     ident.clone(),
-                    crate::builtin::aggregate::KeyText::of(key_by.as_ref(), &input),
+                    results,
                 );
                 return Ok(Box::new(WindowOperator::new(
                     w,

@@ -216,8 +216,13 @@ impl JobGraph {
             let vertex = &self.vertices[v];
             self.vertices[v].output_type = match &vertex.kind {
                 VertexKind::Operator {
-                    builtin: Some(b), ..
-                } => self.read_type(v).and_then(|t| b.output_type(&t)),
+                    builtin: Some(b),
+                    key_by,
+                    window,
+                    ..
+                } => self
+                    .read_type(v)
+                    .and_then(|t| b.output_type(&t, key_by.as_ref(), window.is_some())),
                 _ if vertex.passes_through => self.read_type(v),
                 _ => continue,
             };

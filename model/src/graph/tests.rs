@@ -624,9 +624,20 @@ mod type_tests {
         assert_eq!(c.output(id(&g, "q"), None), Codec::Row);
         assert_eq!(
             c.output(id(&g, "n"), None),
-            Codec::Json,
-            "a built-in writes JSON"
+            Codec::Row,
+            "an aggregate keyed by a field writes rows of its key and value"
         );
+        // Keyed by the whole value: its output is untyped.
+        let g = typed(
+            NUMBERS,
+            "[[operator]]\nname='q'\nfunction='q0'\n\
+             [[operator]]\nname='n'\nbuiltin='count'\nkey-by='value'\n[[sink]]\nname='o'\ntype='stdout'\n",
+            &[("q0", Transform, Some(EVENT), Some(EVENT))],
+        )
+        .unwrap();
+        let c = StreamCodecs::of_job(&g);
+        assert_eq!(c.output(id(&g, "q"), None), Codec::Row);
+        assert_eq!(c.output(id(&g, "n"), None), Codec::Json, "untyped: JSON");
     }
 
     #[test]
@@ -863,6 +874,44 @@ mod type_tests {
         assert_eq!(check(untyped, refused[3].0), Ok(()));
     }
 
+    /// An aggregate keyed by a field of a typed stream writes rows of its
+    /// key and value, per window with the window's bounds; a reader of
+    /// another type is refused at submit, naming both and the field.
+    #[test]
+    fn an_aggregate_on_a_typed_stream_writes_rows_of_its_key_and_value() {
+        use OperatorRole::*;
+        let windowed = "[[operator]]\nname='c'\nbuiltin='sum'\nfield='/price'\nkey-by='/k'\n\
+                        window={type='tumbling', size-ms=10}\n";
+        let g = typed(
+            &format!("{NUMBERS}\ntimestamp='/ts'"),
+            &format!(
+                "{windowed}[[operator]]\nname='m'\nfunction='m'\n[[sink]]\nname='o'\ntype='stdout'\n"
+            ),
+            &[(
+                "m",
+                Transform,
+                Some("{key: u32, window_start: i64, window_end: i64, sum: i64?}"),
+                None,
+            )],
+        )
+        .unwrap();
+        let c = id(&g, "c");
+        assert_eq!(StreamCodecs::of_job(&g).output(c, None), Codec::Row);
+        let e = typed(
+            &format!("{NUMBERS}\ntimestamp='/ts'"),
+            &format!(
+                "{windowed}[[operator]]\nname='m'\nfunction='m'\n[[sink]]\nname='o'\ntype='stdout'\n"
+            ),
+            &[("m", Transform, Some("{key: string, sum: i64?}"), None)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("operator `m` cannot read what `c` writes") && e.contains("field `key`"),
+            "{e}"
+        );
+    }
+
     /// A `select` on a typed stream writes a typed one: its columns' types,
     /// as rows to what reads rows of any type (a built-in, a sink) or
     /// exactly its type; what reads it is checked against it at submit. On
@@ -889,9 +938,14 @@ mod type_tests {
             g.vertices[q].output_type.as_ref().unwrap().to_string(),
             columns
         );
-        assert_eq!(g.vertices[c].output_type, None, "an aggregate writes JSON");
+        assert_eq!(
+            g.vertices[c].output_type.as_ref().unwrap().to_string(),
+            "{key: u32, count: i64}",
+            "an aggregate keyed by a field writes its key and value"
+        );
         let codecs = StreamCodecs::of_job(&g);
         assert_eq!(codecs.output(q, None), Codec::Row);
+        assert_eq!(codecs.output(c, None), Codec::Row);
         assert_eq!(codecs.row_type(q, None).unwrap().to_string(), columns);
         // A reader of another type is refused, naming both and the field.
         let e = typed(

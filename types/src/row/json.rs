@@ -300,20 +300,13 @@ struct ScalarVisitor(Scalar);
 
 impl ScalarVisitor {
     fn int<E: de::Error>(&self, v: i128) -> Result<u64, E> {
-        let (min, max): (i128, i128) = match self.0 {
-            Scalar::I8 => (i8::MIN.into(), i8::MAX.into()),
-            Scalar::I16 => (i16::MIN.into(), i16::MAX.into()),
-            Scalar::I32 => (i32::MIN.into(), i32::MAX.into()),
-            Scalar::I64 => (i64::MIN.into(), i64::MAX.into()),
-            Scalar::U8 => (0, u8::MAX.into()),
-            Scalar::U16 => (0, u16::MAX.into()),
-            Scalar::U32 => (0, u32::MAX.into()),
-            Scalar::U64 => (0, u64::MAX.into()),
+        let (min, max) = match self.0 {
             Scalar::F32 => return Ok((v as f32).to_bits() as u64),
             Scalar::F64 => return Ok((v as f64).to_bits()),
             Scalar::Bool => {
                 return Err(E::invalid_type(de::Unexpected::Other("a number"), self));
             }
+            s => s.integer_range().expect("an integer type"),
         };
         if v < min || v > max {
             return Err(E::custom(format!("{v} does not fit {}", self.name())));

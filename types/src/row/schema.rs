@@ -41,6 +41,22 @@ impl Scalar {
             Scalar::I64 | Scalar::U64 | Scalar::F64 => 8,
         }
     }
+
+    /// The smallest and largest value of an integer type; `None` for
+    /// another.
+    pub fn integer_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            Scalar::I8 => (i8::MIN.into(), i8::MAX.into()),
+            Scalar::I16 => (i16::MIN.into(), i16::MAX.into()),
+            Scalar::I32 => (i32::MIN.into(), i32::MAX.into()),
+            Scalar::I64 => (i64::MIN.into(), i64::MAX.into()),
+            Scalar::U8 => (0, u8::MAX.into()),
+            Scalar::U16 => (0, u16::MAX.into()),
+            Scalar::U32 => (0, u32::MAX.into()),
+            Scalar::U64 => (0, u64::MAX.into()),
+            Scalar::Bool | Scalar::F32 | Scalar::F64 => return None,
+        })
+    }
 }
 
 /// A type, compiled.

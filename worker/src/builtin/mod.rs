@@ -32,15 +32,20 @@ pub fn create(
             field,
             emit,
             ttl_ms,
-        } => Box::new(aggregate::RunningAggregate::new(
-            *function,
-            aggregate::ValueOf::new(*function, field.clone(), input.clone()),
-            *emit,
-            ident,
-            backend,
-            aggregate::KeyText::of(key_by, &input),
-            *ttl_ms,
-        )?),
+        } => {
+            let keys = aggregate::KeyText::of(key_by, &input);
+            let results = aggregate::Results::new(*function, keys, output, false)
+                .map_err(|e| host_error(&ident, e))?;
+            Box::new(aggregate::RunningAggregate::new(
+                *function,
+                aggregate::ValueOf::new(*function, field.clone(), input.clone()),
+                *emit,
+                ident,
+                backend,
+                results,
+                *ttl_ms,
+            )?)
+        }
         Builtin::Select { columns, filter } => Box::new(select::Select::new(
             columns.clone(),
             filter.clone(),
@@ -53,7 +58,7 @@ pub fn create(
 }
 
 /// A built-in's failure on its input (a record it cannot read).
-fn input_error(ident: &TaskIdent, message: String) -> OperatorError {
+pub(crate) fn input_error(ident: &TaskIdent, message: String) -> OperatorError {
     OperatorError {
         ident: ident.clone(),
         kind: ErrorKind::Guest,
@@ -62,18 +67,24 @@ fn input_error(ident: &TaskIdent, message: String) -> OperatorError {
     }
 }
 
-/// A failure of its state backend.
-fn state_error(ident: &TaskIdent, e: anyhow::Error) -> OperatorError {
+/// A failure of the runtime's own making (what the job's plan says is
+/// not what the operator can do).
+pub(crate) fn host_error(ident: &TaskIdent, message: String) -> OperatorError {
     OperatorError {
         ident: ident.clone(),
         kind: ErrorKind::Host,
-        message: format!("state backend: {e:#}"),
+        message,
         guest_output: Vec::new(),
     }
 }
 
+/// A failure of its state backend.
+fn state_error(ident: &TaskIdent, e: anyhow::Error) -> OperatorError {
+    host_error(ident, format!("state backend: {e:#}"))
+}
+
 /// A short, escaped excerpt of a (JSON) record, for an error message.
-fn excerpt(value: &[u8]) -> String {
+pub(crate) fn excerpt(value: &[u8]) -> String {
     weir_model::codec::Codec::Json.excerpt(value)
 }
 

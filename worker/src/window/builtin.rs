@@ -1,7 +1,8 @@
 //! Built-in window aggregates (`count`, `sum`, `min`, `max`, `avg` of a
 //! JSON pointer), native in the runtime. A window's result is
 //! `{"key": <key>, "window_start": <ms>, "window_end": <ms>, "<function>":
-//! <value>}` with the timestamp `window_end - 1`.
+//! <value>}` (a row of that record's type on a typed stream) with the
+//! timestamp `window_end - 1`.
 
 use weir_host::{BatchContext, OperatorError, Output, TaskIdent};
 use weir_model::builtin::AggregateFunction;
@@ -9,7 +10,8 @@ use weir_model::{RecordBuffer, Records};
 use weir_window::{Contents, Fired};
 
 use super::{WindowFunction, result_buffer};
-use crate::builtin::aggregate::{Acc, KeyText, ValueOf};
+use crate::builtin::aggregate::{Acc, Results, ValueOf};
+use crate::builtin::{excerpt, input_error};
 
 /// A built-in aggregate per window.
 pub(crate) struct BuiltinAggregate {
@@ -17,7 +19,7 @@ pub(crate) struct BuiltinAggregate {
     value_of: ValueOf,
     counts_null: bool,
     ident: TaskIdent,
-    keys: KeyText,
+    results: Results,
 }
 
 impl BuiltinAggregate {
@@ -26,14 +28,14 @@ impl BuiltinAggregate {
         value_of: ValueOf,
         counts_null: bool,
         ident: TaskIdent,
-        keys: KeyText,
+        results: Results,
     ) -> BuiltinAggregate {
         BuiltinAggregate {
             function,
             value_of,
             counts_null,
             ident,
-            keys,
+            results,
         }
     }
 
@@ -89,21 +91,14 @@ impl WindowFunction for BuiltinAggregate {
     fn fire(&mut self, fired: Vec<Fired>, _: BatchContext) -> Result<Output, OperatorError> {
         let size = fired.iter().map(|f| f.key.len() + 64).sum();
         let mut main = RecordBuffer::with_capacity(fired.len(), size);
+        let mut scratch = Vec::new();
         for f in fired {
             let acc = self.merged(&f.contents)?;
-            main.push(None, Some(f.end - 1), |value| {
-                value.extend_from_slice(b"{\"key\":");
-                self.keys.write(value, &f.key);
-                value.extend_from_slice(b",\"window_start\":");
-                value.extend_from_slice(itoa::Buffer::new().format(f.start).as_bytes());
-                value.extend_from_slice(b",\"window_end\":");
-                value.extend_from_slice(itoa::Buffer::new().format(f.end).as_bytes());
-                value.extend_from_slice(b",\"");
-                value.extend_from_slice(self.function.name().as_bytes());
-                value.extend_from_slice(b"\":");
-                acc.write(value);
-                value.push(b'}');
-            });
+            main.try_push(None, Some(f.end - 1), |value| {
+                self.results
+                    .write(value, &f.key, Some((f.start, f.end)), &acc, &mut scratch)
+            })
+            .map_err(|e| input_error(&self.ident, format!("key {}: {e}", excerpt(&f.key))))?;
         }
         Ok(Output {
             main: main.finish_records(),

@@ -564,7 +564,13 @@ mod tests {
             ),
             false,
             ident.clone(),
-            crate::builtin::aggregate::KeyText::Raw,
+            crate::builtin::aggregate::Results::new(
+                AggregateFunction::Sum,
+                crate::builtin::aggregate::KeyText::Raw,
+                &weir_model::format::Format::default(),
+                true,
+            )
+            .unwrap(),
         );
         let spec = WindowSpec {
             assigner,

@@ -7,11 +7,13 @@
 //! `{"key": <key>, "<function>": <value>}`: the key as the JSON it was
 //! extracted as (a string, if it is not JSON), the value a whole number
 //! while every input was one (`count` always), `avg` a floating-point
-//! number.
+//! number; on a typed stream, rows of that record's type ([`output`]).
 //!
 //! A record whose field is missing or `null` counts for `count` without a
 //! field, and is skipped by the others (as SQL's aggregates skip nulls); a
 //! field that is not a number fails the task, naming the record.
+
+mod output;
 
 use std::collections::HashMap;
 
@@ -27,6 +29,7 @@ use weir_state::{Packed, PackedPuts, StateBackend, StateKind, StateOp};
 use super::fields::{FieldReader, NotNumber};
 use super::{Number, excerpt, input_error, state_error};
 use crate::operators::StreamOperator;
+pub(crate) use output::Results;
 use weir_host::Output;
 
 /// One key's (or window's) accumulator.
@@ -296,7 +299,7 @@ pub(super) struct RunningAggregate {
     ident: TaskIdent,
     backend: Box<dyn StateBackend>,
     state: u32,
-    keys: KeyText,
+    results: Results,
 }
 
 impl RunningAggregate {
@@ -306,7 +309,7 @@ impl RunningAggregate {
         emit: Emit,
         ident: TaskIdent,
         mut backend: Box<dyn StateBackend>,
-        keys: KeyText,
+        results: Results,
         ttl_ms: Option<u64>,
     ) -> Result<RunningAggregate, OperatorError> {
         let ttl = ttl_ms.map(|ttl_ms| weir_state::ttl::StateTtl {
@@ -328,21 +331,23 @@ impl RunningAggregate {
             ident,
             backend,
             state,
-            keys,
+            results,
         })
     }
 
     /// An output record for `key` with its accumulator's value.
-    fn output(&self, out: &mut RecordBuffer, key: &[u8], acc: &Acc, timestamp: Option<i64>) {
-        out.push(None, timestamp, |value| {
-            value.extend_from_slice(b"{\"key\":");
-            self.keys.write(value, key);
-            value.extend_from_slice(b",\"");
-            value.extend_from_slice(self.function.name().as_bytes());
-            value.extend_from_slice(b"\":");
-            acc.write(value);
-            value.push(b'}');
-        });
+    fn output(
+        &self,
+        out: &mut RecordBuffer,
+        key: &[u8],
+        acc: &Acc,
+        timestamp: Option<i64>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), OperatorError> {
+        out.try_push(None, timestamp, |value| {
+            self.results.write(value, key, None, acc, scratch)
+        })
+        .map_err(|e| input_error(&self.ident, format!("key {}: {e}", excerpt(key))))
     }
 }
 
@@ -402,18 +407,20 @@ impl RunningAggregate {
         };
         let mut main = RecordBuffer::with_capacity(outputs, outputs * 40);
         let mut last_timestamp = vec![None; keys.len()];
-        let mut scratch = Vec::new();
+        let (mut scratch, mut key_scratch) = (Vec::new(), Vec::new());
         for (r, &i) in batch.iter().zip(&of_record) {
             let v = self.value_of.of(r.value, &mut scratch, &self.ident)?;
             accs[i].add(v, counts_null);
             match self.emit {
-                Emit::Record => self.output(&mut main, keys[i], &accs[i], r.timestamp),
+                Emit::Record => {
+                    self.output(&mut main, keys[i], &accs[i], r.timestamp, &mut key_scratch)?
+                }
                 Emit::Batch => last_timestamp[i] = r.timestamp,
             }
         }
         if self.emit == Emit::Batch {
             for (i, k) in keys.iter().enumerate() {
-                self.output(&mut main, k, &accs[i], last_timestamp[i]);
+                self.output(&mut main, k, &accs[i], last_timestamp[i], &mut key_scratch)?;
             }
         }
         // Written back as one packed put.

@@ -24,7 +24,7 @@ fn select_from(columns: &[&str], filter: Option<&str>, input: Format, rows: bool
                 columns: columns.clone(),
                 filter: filter.clone(),
             }
-            .output_type(&schema.ty)
+            .output_type(&schema.ty, None, false)
             .unwrap();
             Format {
                 codec: Codec::Row,
