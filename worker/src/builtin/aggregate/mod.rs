@@ -17,6 +17,8 @@ mod output;
 
 use std::collections::HashMap;
 
+use rustc_hash::FxBuildHasher;
+
 use weir_host::{BatchContext, BatchOutput, OperatorError, TaskIdent};
 use weir_model::KeyBy;
 use weir_model::builtin::accumulator::StoredAccumulator;
@@ -355,7 +357,9 @@ impl RunningAggregate {
     /// Add a batch's records to their keys' aggregates; what it emits.
     fn aggregate(&mut self, batch: &Records) -> Result<RecordBuffer, OperatorError> {
         // The batch's keys, each once, in order of first appearance.
-        let mut index: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
+        // (Bounded by the batch: a hash without a seed costs little here.)
+        let mut index: HashMap<&[u8], usize, FxBuildHasher> =
+            HashMap::with_capacity_and_hasher(batch.len(), FxBuildHasher);
         let mut keys: Vec<&[u8]> = Vec::with_capacity(batch.len());
         let mut of_record = Vec::with_capacity(batch.len());
         for r in batch.iter() {
@@ -372,7 +376,13 @@ impl RunningAggregate {
             of_record.push(i);
         }
         // Their accumulators, read into one buffer.
-        let (mut stored, mut ends, mut present) = (Vec::new(), Vec::new(), Vec::new());
+        let n = keys.len();
+        // (An accumulator is 9 bytes or 17.)
+        let (mut stored, mut ends, mut present) = (
+            Vec::with_capacity(n * 17),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
         self.backend
             .read_values(
                 &[self.state],
