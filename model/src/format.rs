@@ -123,9 +123,20 @@ impl Format {
             KeyBy::Value => Some(RowKeys::Value(schema.node.clone())),
             KeyBy::Pointer(p) => {
                 let path = schema.pointer(p)?;
-                Some(RowKeys::Field(
-                    path.into_iter().map(|(i, f)| (i, f.clone())).collect(),
-                ))
+                Some(match &path[..] {
+                    // A top-level field of a fixed-width type, never null.
+                    &[
+                        (
+                            _,
+                            &FieldNode {
+                                node: Node::Scalar(scalar),
+                                offset,
+                                ..
+                            },
+                        ),
+                    ] => RowKeys::Slot { offset, scalar },
+                    _ => RowKeys::Field(path.into_iter().map(|(i, f)| (i, f.clone())).collect()),
+                })
             }
             KeyBy::Key => None,
         }
@@ -287,6 +298,14 @@ impl Format {
 /// value; keys are MessagePack.
 #[derive(Clone, Debug)]
 pub enum RowKeys {
+    /// A top-level field of a fixed-width type that is never null: read at
+    /// its offset.
+    Slot {
+        /// Its slot's offset.
+        offset: usize,
+        /// Its type.
+        scalar: weir_types::row::Scalar,
+    },
     /// The field at this path of slots.
     Field(Vec<(usize, FieldNode)>),
     /// The whole value, of this type.
@@ -299,6 +318,10 @@ impl RowKeys {
     pub fn write(&self, value: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
         let malformed = |e: row::RowError| format!("is malformed ({e})");
         match self {
+            RowKeys::Slot { offset, scalar } => {
+                row::msgpack::write_scalar(*scalar, value, *offset, out).map_err(malformed)?;
+                Ok(true)
+            }
             RowKeys::Value(node) => {
                 row::msgpack::write_value(node, value, out).map_err(malformed)?;
                 Ok(true)
@@ -381,6 +404,38 @@ mod tests {
         );
         let words = rows("string");
         assert_eq!(&*words.value_key(b"hi").unwrap(), &[0xa2, b'h', b'i'][..]);
+    }
+
+    /// A top-level fixed-width field is read at its offset: the same key
+    /// as through its path, for every scalar type.
+    #[test]
+    fn a_scalar_field_s_key_is_read_at_its_offset() {
+        let f = rows("{s: string, a: i8, b: u16, c: i64, d: u64, e: f32, g: f64, h: bool, o: u8?}");
+        let r = row(
+            &f,
+            r#"{"s": "x", "a": -100, "b": 300, "c": -70000, "d": 18446744073709551615,
+                "e": 0.5, "g": -2.25, "h": true, "o": 7}"#,
+        );
+        let schema = f.schema.as_ref().unwrap();
+        for p in ["/a", "/b", "/c", "/d", "/e", "/g", "/h", "/o", "/s"] {
+            let keys = f.row_keys(&KeyBy::Pointer(p.into())).unwrap();
+            let slot = matches!(keys, RowKeys::Slot { .. });
+            assert_eq!(slot, !["/o", "/s"].contains(&p), "{p}");
+            let path = schema.pointer(p).unwrap();
+            let by_path = RowKeys::Field(path.into_iter().map(|(i, f)| (i, f.clone())).collect());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            assert!(keys.write(&r, &mut a).unwrap());
+            assert!(by_path.write(&r, &mut b).unwrap());
+            assert_eq!(a, b, "{p}");
+            assert_eq!(
+                Some(&a[..]),
+                f.pointer_key(&r, p).unwrap().as_deref(),
+                "{p}"
+            );
+        }
+        // A row too short for the slot is an error, not a read past it.
+        let keys = f.row_keys(&KeyBy::Pointer("/g".into())).unwrap();
+        assert!(keys.write(&r[..10], &mut Vec::new()).is_err());
     }
 
     #[test]

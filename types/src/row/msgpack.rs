@@ -68,7 +68,9 @@ pub fn write_slot(
     }
 }
 
-fn write_scalar(s: Scalar, base: &[u8], off: usize, out: &mut Vec<u8>) -> Result<(), RowError> {
+/// Append the MessagePack of the `s` in the slot at `off` of `base`.
+#[inline]
+pub fn write_scalar(s: Scalar, base: &[u8], off: usize, out: &mut Vec<u8>) -> Result<(), RowError> {
     match s {
         Scalar::Bool => out.push(if fixed::<1>(base, off)?[0] != 0 {
             0xc3
