@@ -15,7 +15,7 @@
 
 mod output;
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use rustc_hash::FxBuildHasher;
 
@@ -302,6 +302,8 @@ pub(super) struct RunningAggregate {
     backend: Box<dyn StateBackend>,
     state: u32,
     results: Results,
+    /// A batch's keys' indexes by their hash (empty between batches).
+    index: hashbrown::HashTable<usize>,
 }
 
 impl RunningAggregate {
@@ -334,6 +336,7 @@ impl RunningAggregate {
             backend,
             state,
             results,
+            index: hashbrown::HashTable::new(),
         })
     }
 
@@ -356,10 +359,12 @@ impl RunningAggregate {
 impl RunningAggregate {
     /// Add a batch's records to their keys' aggregates; what it emits.
     fn aggregate(&mut self, batch: &Records) -> Result<RecordBuffer, OperatorError> {
-        // The batch's keys, each once, in order of first appearance.
+        // The batch's keys, each once, in order of first appearance, found
+        // through a table of their indexes kept from batch to batch.
         // (Bounded by the batch: a hash without a seed costs little here.)
-        let mut index: HashMap<&[u8], usize, FxBuildHasher> =
-            HashMap::with_capacity_and_hasher(batch.len(), FxBuildHasher);
+        let mut index = std::mem::take(&mut self.index);
+        index.clear();
+        let hash = |key: &[u8]| FxBuildHasher.hash_one(key);
         let mut keys: Vec<&[u8]> = Vec::with_capacity(batch.len());
         let mut of_record = Vec::with_capacity(batch.len());
         for r in batch.iter() {
@@ -369,12 +374,19 @@ impl RunningAggregate {
                     "a record reached a keyed operator without its key".into(),
                 )
             })?;
-            let i = *index.entry(key).or_insert_with(|| {
-                keys.push(key);
-                keys.len() - 1
-            });
+            let h = hash(key);
+            let i = match index.find(h, |&j| keys[j] == key) {
+                Some(&j) => j,
+                None => {
+                    keys.push(key);
+                    let j = keys.len() - 1;
+                    index.insert_unique(h, j, |&j| hash(keys[j]));
+                    j
+                }
+            };
             of_record.push(i);
         }
+        self.index = index;
         // Their accumulators, read into one buffer.
         let n = keys.len();
         // (An accumulator is 9 bytes or 17.)
@@ -418,8 +430,12 @@ impl RunningAggregate {
         let mut main = RecordBuffer::with_capacity(outputs, outputs * 40);
         let mut last_timestamp = vec![None; keys.len()];
         let (mut scratch, mut key_scratch) = (Vec::new(), Vec::new());
+        let reads = self.value_of.field.is_some();
         for (r, &i) in batch.iter().zip(&of_record) {
-            let v = self.value_of.of(r.value, &mut scratch, &self.ident)?;
+            let v = match reads {
+                true => self.value_of.of(r.value, &mut scratch, &self.ident)?,
+                false => None,
+            };
             accs[i].add(v, counts_null);
             match self.emit {
                 Emit::Record => {
@@ -541,6 +557,98 @@ mod tests {
             .of(&record(r#"{"s": "x"}"#).value, &mut scratch, &ident)
             .unwrap_err();
         assert!(e.message.contains("is not a number"), "{e}");
+    }
+
+    /// A running count over batches whose keys repeat, in JSON and in
+    /// rows: each record's update counts the records of its key so far,
+    /// across batches; `emit = "batch"` gives each key's last once, in
+    /// order of first appearance.
+    #[test]
+    fn a_batch_s_repeated_keys_count_on_from_the_batch_before() {
+        use std::sync::Arc;
+        use weir_model::types::row::Schema;
+        let packed = |k: &str| {
+            let mut out = Vec::new();
+            weir_model::msgpack::from_json(k.as_bytes(), &mut out).unwrap();
+            out
+        };
+        let batch = |keys: &[&str]| {
+            Records::List(
+                keys.iter()
+                    .map(|k| Record {
+                        key: Some(packed(k).into()),
+                        value: Vec::new().into(),
+                        timestamp: None,
+                    })
+                    .collect(),
+            )
+        };
+        let schema = Arc::new(Schema::new("{key: string, count: i64}".parse().unwrap()));
+        let rows = Format {
+            codec: Codec::Row,
+            schema: Some(schema.clone()),
+        };
+        for (emit, output, expected) in [
+            (
+                Emit::Record,
+                Format::default(),
+                vec![
+                    r#"{"key":"a","count":1}"#,
+                    r#"{"key":"b","count":1}"#,
+                    r#"{"key":"a","count":2}"#,
+                    r#"{"key":"a","count":3}"#,
+                    r#"{"key":"c","count":1}"#,
+                    r#"{"key":"b","count":2}"#,
+                    r#"{"key":"b","count":3}"#,
+                    r#"{"key":"a","count":4}"#,
+                ],
+            ),
+            (
+                Emit::Batch,
+                rows.clone(),
+                vec![
+                    r#"{"key":"a","count":3}"#,
+                    r#"{"key":"b","count":2}"#,
+                    r#"{"key":"c","count":1}"#,
+                    r#"{"key":"b","count":3}"#,
+                    r#"{"key":"a","count":4}"#,
+                ],
+            ),
+        ] {
+            let results =
+                Results::new(AggregateFunction::Count, KeyText::Msgpack, &output, false).unwrap();
+            let mut count = RunningAggregate::new(
+                AggregateFunction::Count,
+                ValueOf::new(AggregateFunction::Count, None, Format::default()),
+                emit,
+                TaskIdent::default(),
+                Box::new(weir_state::MemoryStateBackend::new()),
+                results,
+                None,
+            )
+            .unwrap();
+            let mut written = Vec::new();
+            for keys in [
+                &[r#""a""#, r#""b""#, r#""a""#, r#""a""#, r#""c""#, r#""b""#][..],
+                &[r#""b""#, r#""a""#],
+            ] {
+                let out = count.aggregate(&batch(keys)).unwrap().finish_records();
+                for r in out.iter() {
+                    let mut json = Vec::new();
+                    match output.codec {
+                        Codec::Row => weir_model::types::row::json::write_value(
+                            &schema.node,
+                            r.value,
+                            &mut json,
+                        )
+                        .unwrap(),
+                        _ => json.extend_from_slice(r.value),
+                    }
+                    written.push(String::from_utf8(json).unwrap());
+                }
+            }
+            assert_eq!(written, expected, "{emit:?}");
+        }
     }
 
     #[test]
