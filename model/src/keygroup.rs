@@ -22,8 +22,14 @@ pub const MAX_MAX_PARALLELISM: u32 = 1 << 15;
 /// assert!(g < 128);
 /// assert_eq!(g, weir_model::keygroup::key_group(b"hello", 128));
 /// ```
+#[inline]
 pub fn key_group(key: &[u8], max_parallelism: u32) -> u32 {
-    (xxhash_rust::xxh3::xxh3_64(key) % u64::from(max_parallelism)) as u32
+    let hash = xxhash_rust::xxh3::xxh3_64(key);
+    if max_parallelism.is_power_of_two() {
+        // The same remainder, without a division (the default, 128).
+        return (hash & u64::from(max_parallelism - 1)) as u32;
+    }
+    (hash % u64::from(max_parallelism)) as u32
 }
 
 /// The subtask (of `parallelism`) that owns `group`.
@@ -35,8 +41,13 @@ pub fn key_group(key: &[u8], max_parallelism: u32) -> u32 {
 ///     assert!(key_groups_of(s, 128, 3).contains(&g));
 /// }
 /// ```
+#[inline]
 pub fn subtask_for_key_group(group: u32, max_parallelism: u32, parallelism: u32) -> u32 {
-    ((u64::from(group) * u64::from(parallelism)) / u64::from(max_parallelism)) as u32
+    let scaled = u64::from(group) * u64::from(parallelism);
+    if max_parallelism.is_power_of_two() {
+        return (scaled >> max_parallelism.trailing_zeros()) as u32;
+    }
+    (scaled / u64::from(max_parallelism)) as u32
 }
 
 /// The key groups that `subtask` (of `parallelism`) owns.
@@ -67,6 +78,26 @@ pub fn subtask_for_key(key: &[u8], max_parallelism: u32, parallelism: u32) -> u3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A power-of-two max parallelism takes the same groups and owners
+    /// without a division as any other by dividing.
+    #[test]
+    fn groups_and_owners_are_the_same_without_a_division() {
+        for m in [1u32, 2, 64, 128, 4096, MAX_MAX_PARALLELISM] {
+            for i in 0..2000u32 {
+                let key = i.to_le_bytes();
+                let hash = xxhash_rust::xxh3::xxh3_64(&key);
+                let g = key_group(&key, m);
+                assert_eq!(u64::from(g), hash % u64::from(m));
+                for p in [1u32, 2, 3, 7].into_iter().filter(|&p| p <= m) {
+                    assert_eq!(
+                        u64::from(subtask_for_key_group(g, m, p)),
+                        u64::from(g) * u64::from(p) / u64::from(m)
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_key_goes_to_the_subtask_that_owns_its_key_group() {
