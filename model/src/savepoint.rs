@@ -118,6 +118,11 @@ pub struct SavepointVertex {
     /// from it must keep the same, its stored windows holding that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_contents: Option<String>,
+    /// How a keyed operator's keys are encoded (`MessagePack`, `JSON
+    /// text`), as text: a job restored from it must key its records the
+    /// same, its keyed state being stored under those keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<String>,
 }
 
 impl SavepointVertex {
@@ -278,6 +283,7 @@ mod tests {
                 sink_target: None,
                 window: None,
                 window_contents: None,
+                keys: None,
             }],
         };
         let bytes = serde_json::to_vec(&m).unwrap();

@@ -244,9 +244,14 @@ impl OperatorFactory for WasmOperatorFactory {
             ) => {
                 let keys = crate::builtin::aggregate::KeyText::of(key_by.as_ref(), &input);
                 let output = codecs.format(vertex.id, None);
-                let results =
-                    crate::builtin::aggregate::Results::new(*function, keys, &output, true)
-                        .map_err(|e| crate::builtin::host_error(&ident, e))?;
+                let results = crate::builtin::aggregate::Results::new(
+                    *function,
+                    keys,
+                    vertex.output_type.as_ref(),
+                    &output,
+                    true,
+                )
+                .map_err(|e| crate::builtin::host_error(&ident, e))?;
                 let f = BuiltinAggregate::new(
                     *function,
                     crate::builtin::aggregate::ValueOf::new(

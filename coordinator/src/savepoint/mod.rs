@@ -105,6 +105,34 @@ fn window_contents(kind: &VertexKind) -> Option<String> {
     }
 }
 
+/// How each vertex's keys are encoded, as text, for the keyed ones whose
+/// keys the runtime extracts (`key-by` a pointer or the value): the
+/// codec of what they read (a key is MessagePack on a stream of rows or
+/// MessagePack, JSON text on a JSON one). A restored job whose keys are
+/// encoded otherwise would find none of its state.
+fn key_encodings(graph: &JobGraph) -> Vec<Option<String>> {
+    use weir_model::KeyBy;
+    use weir_model::codec::{Codec, StreamCodecs};
+    let codecs = StreamCodecs::of_job(graph);
+    graph
+        .vertices
+        .iter()
+        .map(|v| match &v.kind {
+            VertexKind::Operator {
+                key_by: Some(KeyBy::Pointer(_) | KeyBy::Value),
+                ..
+            } => Some(
+                match codecs.input_format(graph, v.id).codec {
+                    Codec::Json => "JSON text",
+                    Codec::Msgpack | Codec::Row => "MessagePack",
+                }
+                .to_owned(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
 /// What a sink writes to: its connector, and its files.
 fn sink_target(kind: &VertexKind) -> Option<String> {
     let VertexKind::Sink(config) = kind else {
@@ -128,6 +156,7 @@ fn role(kind: &VertexKind) -> &'static str {
 
 /// What `graph`'s vertex ids stand for, as its checkpoints keep it.
 pub fn layout(graph: &JobGraph) -> CheckpointLayout {
+    let keys = key_encodings(graph);
     CheckpointLayout {
         job_name: graph.name.clone(),
         max_parallelism: graph.max_parallelism,
@@ -142,6 +171,7 @@ pub fn layout(graph: &JobGraph) -> CheckpointLayout {
                 sink_target: sink_target(&v.kind),
                 window: window_text(&v.kind),
                 window_contents: window_contents(&v.kind),
+                keys: keys[v.id].clone(),
             })
             .collect(),
     }
@@ -187,6 +217,7 @@ pub async fn write(
             sink_target: v.sink_target.clone(),
             window: v.window.clone(),
             window_contents: v.window_contents.clone(),
+            keys: v.keys.clone(),
         };
         let mut splits = std::collections::BTreeSet::new();
         // A job's first checkpoint, imported from a savepoint at another
@@ -286,6 +317,7 @@ async fn copy_canonical(
 /// (a placeholder for each): what [`plan_restore`] checks a rescale or an
 /// upgrade against before the job is stopped for it.
 pub fn expected(graph: &JobGraph) -> SavepointMetadata {
+    let keys = key_encodings(graph);
     let vertices = graph
         .vertices
         .iter()
@@ -329,6 +361,7 @@ pub fn expected(graph: &JobGraph) -> SavepointMetadata {
                 sink_target: sink_target(&v.kind),
                 window: window_text(&v.kind),
                 window_contents: window_contents(&v.kind),
+                keys: keys[v.id].clone(),
             }
         })
         .collect();
@@ -419,6 +452,7 @@ pub fn plan_restore(
         .iter()
         .map(|v| (v.name.as_str(), v.clone()))
         .collect();
+    let keys = key_encodings(graph);
     let mut unclaimed = Vec::new();
     for v in savepoint.vertices.iter().filter(|v| v.holds_state()) {
         match graph.vertices.iter().find(|g| g.name == v.name) {
@@ -470,6 +504,21 @@ pub fn plan_restore(
                     v.name,
                     v.window_contents.as_deref().unwrap_or_default(),
                     window_contents(&g.kind).unwrap_or_default()
+                )));
+            }
+            Some(g)
+                if v.keys.is_some()
+                    && !v.state.is_empty()
+                    && keys[g.id]
+                        .as_ref()
+                        .is_some_and(|k| Some(k) != v.keys.as_ref()) =>
+            {
+                // Its state is stored under keys encoded the old way.
+                return Err(incompatible(format!(
+                    "`{}` kept its keyed state under keys encoded as {} in the savepoint, and this job encodes its keys as {} (what it reads changed codec: a typed upstream, the job's `codec`): none of its state would be found (keep what it reads as it was, or give it another name to start it empty)",
+                    v.name,
+                    v.keys.as_deref().unwrap_or_default(),
+                    keys[g.id].as_deref().unwrap_or_default()
                 )));
             }
             Some(_) => {}
@@ -591,4 +640,59 @@ pub async fn import(
             CoordinatorError::internal(format!("writing the checkpoint's metadata: {e}"))
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use weir_model::manifest::Manifest;
+
+    use super::*;
+
+    /// A keyed count of a JSON-lines file, its records typed or not.
+    fn counting(schema: &str) -> JobGraph {
+        let m = Manifest::parse(&format!(
+            "[job]\nname='j'\n[[source]]\nname='s'\ntype='json-lines-file'\npath='x'\n{schema}\n\
+             [[operator]]\nname='count'\nbuiltin='count'\nkey-by='/k'\n\
+             [[sink]]\nname='o'\ntype='stdout'\n"
+        ))
+        .unwrap();
+        JobGraph::build(&m, BTreeMap::new(), None).unwrap()
+    }
+
+    /// A keyed operator's state is stored under its keys' bytes: a job
+    /// whose keys are encoded otherwise (its input became typed: rows,
+    /// whose keys are MessagePack, where they were JSON text) would find
+    /// none of it, and is refused, naming both encodings.
+    #[test]
+    fn a_restore_whose_keys_are_encoded_otherwise_is_refused() {
+        let untyped = counting("");
+        let typed = counting("schema='{k: u32}'");
+        let count = |g: &JobGraph| g.vertices.iter().position(|v| v.name == "count").unwrap();
+        assert_eq!(
+            key_encodings(&untyped)[count(&untyped)].as_deref(),
+            Some("JSON text")
+        );
+        assert_eq!(
+            key_encodings(&typed)[count(&typed)].as_deref(),
+            Some("MessagePack")
+        );
+        let savepoint = expected(&untyped);
+        assert!(plan_restore(&savepoint, &untyped, "j", 1, false).is_ok());
+        let e = plan_restore(&savepoint, &typed, "j", 1, false).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`count` kept its keyed state under keys encoded as JSON text")
+                && e.to_string().contains("encodes its keys as MessagePack"),
+            "{e}"
+        );
+        // A savepoint that says nothing of its keys (taken before they
+        // were recorded) is restored as before.
+        let mut older = savepoint;
+        for v in &mut older.vertices {
+            v.keys = None;
+        }
+        assert!(plan_restore(&older, &typed, "j", 1, false).is_ok());
+    }
 }

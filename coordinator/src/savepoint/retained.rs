@@ -255,6 +255,7 @@ mod tests {
                 sink_target: None,
                 window: None,
                 window_contents: None,
+                keys: None,
             }],
         }
     }

@@ -34,7 +34,8 @@ pub fn create(
             ttl_ms,
         } => {
             let keys = aggregate::KeyText::of(key_by, &input);
-            let results = aggregate::Results::new(*function, keys, output, false)
+            let ty = input_type.and_then(|t| builtin.output_type(t, key_by, false));
+            let results = aggregate::Results::new(*function, keys, ty.as_ref(), output, false)
                 .map_err(|e| host_error(&ident, e))?;
             Box::new(aggregate::RunningAggregate::new(
                 *function,

@@ -567,6 +567,7 @@ mod tests {
             crate::builtin::aggregate::Results::new(
                 AggregateFunction::Sum,
                 crate::builtin::aggregate::KeyText::Raw,
+                None,
                 &weir_model::format::Format::default(),
                 true,
             )

@@ -615,8 +615,14 @@ mod tests {
                 ],
             ),
         ] {
-            let results =
-                Results::new(AggregateFunction::Count, KeyText::Msgpack, &output, false).unwrap();
+            let results = Results::new(
+                AggregateFunction::Count,
+                KeyText::Msgpack,
+                None,
+                &output,
+                false,
+            )
+            .unwrap();
             let mut count = RunningAggregate::new(
                 AggregateFunction::Count,
                 ValueOf::new(AggregateFunction::Count, None, Format::default()),

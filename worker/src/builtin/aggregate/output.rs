@@ -6,6 +6,7 @@
 use weir_model::builtin::AggregateFunction;
 use weir_model::codec::Codec;
 use weir_model::format::Format;
+use weir_model::types::Type;
 use weir_model::types::row::{self, FieldNode, Node, Scalar};
 
 use super::{Acc, KeyText};
@@ -17,6 +18,14 @@ pub(crate) struct Results {
     keys: KeyText,
     /// `Some`: rows of the output's type.
     rows: Option<Rows>,
+    /// `Some`: typed, but carried as JSON (to a reader of another type):
+    /// each result made a row, written as its JSON, so that it reads the
+    /// same as from rows.
+    rows_as_json: Option<(Rows, Node)>,
+    /// Its value column is whole numbers (`i64?`): written as JSON from
+    /// JSON keys too, a value that is not one (a sum past 64 bits) is
+    /// null, as in a row.
+    whole: bool,
 }
 
 /// Where a row's parts go.
@@ -44,12 +53,13 @@ enum Value {
 }
 
 impl Results {
-    /// Results of `function` keyed as `keys` say, written in `output`,
-    /// per window when `windowed`; an error when `output`'s rows are not
-    /// what the aggregate writes.
+    /// Results of `function` keyed as `keys` say, of type `ty` (`None`:
+    /// untyped), written in `output`, per window when `windowed`; an error
+    /// when `output`'s rows are not what the aggregate writes.
     pub(crate) fn new(
         function: AggregateFunction,
         keys: KeyText,
+        ty: Option<&Type>,
         output: &Format,
         windowed: bool,
     ) -> Result<Results, String> {
@@ -57,10 +67,25 @@ impl Results {
             (Some(schema), Codec::Row) => Some(Rows::of(&schema.node, function, keys, windowed)?),
             _ => None,
         };
+        let rows_as_json = match (&rows, ty) {
+            (None, Some(ty)) if keys == KeyText::Msgpack => {
+                let node = Node::of(ty);
+                Some((Rows::of(&node, function, keys, windowed)?, node))
+            }
+            _ => None,
+        };
+        let whole = match ty {
+            Some(Type::Record(r)) => r.fields.last().is_some_and(|f| {
+                f.ty == Type::I64.optional() && function != AggregateFunction::Count
+            }),
+            _ => false,
+        };
         Ok(Results {
             function,
             keys,
             rows,
+            rows_as_json,
+            whole,
         })
     }
 
@@ -75,6 +100,11 @@ impl Results {
         acc: &Acc,
         scratch: &mut Vec<u8>,
     ) -> Result<(), String> {
+        if let Some((rows, node)) = &self.rows_as_json {
+            let mut row = Vec::with_capacity(64);
+            rows.write(&mut row, key, window, acc, scratch)?;
+            return row::json::write_value(node, &row, out).map_err(|e| e.0);
+        }
         match &self.rows {
             Some(rows) => rows.write(out, key, window, acc, scratch),
             None => {
@@ -89,7 +119,16 @@ impl Results {
                 out.extend_from_slice(b",\"");
                 out.extend_from_slice(self.function.name().as_bytes());
                 out.extend_from_slice(b"\":");
-                acc.write(out);
+                match acc {
+                    Acc::Sum(Some(Number::Float(_)))
+                    | Acc::Min(Some(Number::Float(_)))
+                    | Acc::Max(Some(Number::Float(_)))
+                        if self.whole =>
+                    {
+                        out.extend_from_slice(b"null")
+                    }
+                    acc => acc.write(out),
+                }
                 out.push(b'}');
                 Ok(())
             }
@@ -229,6 +268,21 @@ fn write_key(
             out[at..at + s.width()].copy_from_slice(&i.to_le_bytes()[..s.width()]);
             return Ok(());
         }
+        // Floats as they are (NaN included, which JSON cannot carry).
+        (Node::Scalar(Scalar::F64), _) if key.len() == 9 && key[0] == 0xcb => {
+            let bits = u64::from_be_bytes(key[1..].try_into().expect("8 bytes"));
+            out[at..at + 8].copy_from_slice(&bits.to_le_bytes());
+            return Ok(());
+        }
+        (Node::Scalar(Scalar::F32), _) if key.len() == 5 && key[0] == 0xca => {
+            let bits = u32::from_be_bytes(key[1..].try_into().expect("4 bytes"));
+            out[at..at + 4].copy_from_slice(&bits.to_le_bytes());
+            return Ok(());
+        }
+        (Node::Scalar(Scalar::Bool), _) if key == [0xc2] || key == [0xc3] => {
+            out[at] = u8::from(key == [0xc3]);
+            return Ok(());
+        }
         (Node::String, _) => {
             if let Some(text) = msgpack_str(key) {
                 let text = row::utf8(text).map_err(|e| e.0)?;
@@ -240,30 +294,31 @@ fn write_key(
         }
         _ => {}
     }
-    // Through JSON, into the value encoding of the key's own type.
+    // Anything else: read into the value encoding of the key's own type,
+    // then placed.
     scratch.clear();
-    weir_model::msgpack::to_json(key, scratch).map_err(|e| format!("a key: {e}"))?;
-    let json = std::mem::take(scratch);
-    let mut value = Vec::new();
-    let read = row::json::read_value(&field.node, &json, &mut value);
-    *scratch = json;
-    read.map_err(|e| format!("a key that is not its field's type: {e}"))?;
-    let mut value = &value[..];
-    if let Node::Optional(inner) = &field.node {
-        match value.split_first() {
-            None => {
-                row::set_null(out, start, 0);
-                return Ok(());
-            }
-            Some((_, rest)) => value = rest,
-        }
-        node = inner;
+    if *node == Node::Json {
+        // JSON as it was written (its objects' fields in their order).
+        weir_model::msgpack::to_json(key, scratch).map_err(|e| format!("a key: {e}"))?;
+    } else {
+        // Straight from MessagePack: bytes as bytes, floats as they are.
+        let mut de = rmp_serde::Deserializer::from_read_ref(key);
+        row::json::read_with(node, &mut de, scratch)
+            .map_err(|e| format!("a key that is not its field's type: {e}"))?;
     }
     match node {
-        Node::Scalar(s) => out[at..at + s.width()].copy_from_slice(value),
+        Node::Scalar(s) if scratch.len() == s.width() => {
+            out[at..at + s.width()].copy_from_slice(scratch)
+        }
+        Node::Scalar(s) => {
+            return Err(format!(
+                "a key of {} bytes in a slot of {s:?}",
+                scratch.len()
+            ));
+        }
         _ => {
             let p = out.len();
-            out.extend_from_slice(value);
+            out.extend_from_slice(scratch);
             row::patch_var(out, start, field.offset, p);
         }
     }
@@ -325,8 +380,11 @@ mod tests {
     /// An aggregate keyed by `/k` over records of `input`, writing JSON
     /// and writing rows of its output type.
     struct Both {
+        /// Typed, carried as JSON.
         json: Results,
         rows: Results,
+        /// As the aggregate writes on an untyped stream.
+        untyped: Results,
         schema: Arc<Schema>,
     }
 
@@ -350,32 +408,48 @@ mod tests {
         let ty = b
             .output_type(&input, Some(&KeyBy::Pointer("/k".into())), windowed)
             .unwrap();
-        let schema = Arc::new(Schema::new(ty));
+        let schema = Arc::new(Schema::new(ty.clone()));
         let rows = Format {
             codec: Codec::Row,
             schema: Some(schema.clone()),
         };
         Both {
-            json: Results::new(function, KeyText::Msgpack, &Format::default(), windowed).unwrap(),
-            rows: Results::new(function, KeyText::Msgpack, &rows, windowed).unwrap(),
+            json: Results::new(
+                function,
+                KeyText::Msgpack,
+                Some(&ty),
+                &Format::default(),
+                windowed,
+            )
+            .unwrap(),
+            rows: Results::new(function, KeyText::Msgpack, Some(&ty), &rows, windowed).unwrap(),
+            untyped: Results::new(
+                function,
+                KeyText::Msgpack,
+                None,
+                &Format::default(),
+                windowed,
+            )
+            .unwrap(),
             schema,
         }
     }
 
     impl Both {
-        /// The JSON each writes of a result (the row's read back as
-        /// JSON), after what the buffer already holds.
+        /// The JSON each writes of a result, typed as JSON and as rows
+        /// (the row read back as JSON), after what the buffer holds.
         fn write(
             &self,
             key: &[u8],
             window: Option<(i64, i64)>,
             acc: Acc,
-        ) -> (String, Result<String, String>) {
+        ) -> (Result<String, String>, Result<String, String>) {
             let mut scratch = Vec::new();
             let mut text = b"before".to_vec();
-            self.json
+            let json = self
+                .json
                 .write(&mut text, key, window, &acc, &mut scratch)
-                .unwrap();
+                .map(|()| String::from_utf8(text[6..].to_vec()).unwrap());
             let mut row = b"before".to_vec();
             let from_row = self
                 .rows
@@ -385,13 +459,25 @@ mod tests {
                     row::json::write_value(&self.schema.node, &row[6..], &mut out).unwrap();
                     String::from_utf8(out).unwrap()
                 });
-            (String::from_utf8(text[6..].to_vec()).unwrap(), from_row)
+            (json, from_row)
         }
 
-        /// The JSON of a result, the same both ways.
+        /// What the aggregate writes of a result on an untyped stream.
+        fn untyped(&self, key: &[u8], window: Option<(i64, i64)>, acc: Acc) -> String {
+            let mut text = Vec::new();
+            self.untyped
+                .write(&mut text, key, window, &acc, &mut Vec::new())
+                .unwrap();
+            String::from_utf8(text).unwrap()
+        }
+
+        /// The JSON of a result, the same every way: typed as rows or as
+        /// JSON, and untyped.
         fn same(&self, key: &[u8], window: Option<(i64, i64)>, acc: Acc) -> String {
             let (json, row) = self.write(key, window, acc);
-            assert_eq!(Ok(json.clone()), row, "key {key:x?}");
+            assert_eq!(json, row, "key {key:x?}");
+            let json = json.unwrap();
+            assert_eq!(json, self.untyped(key, window, acc), "key {key:x?}");
             json
         }
     }
@@ -470,6 +556,70 @@ mod tests {
         );
         let floats = both("count", None, "{k: f64}", false);
         floats.same(&packed("2.5"), None, Acc::Count(1));
+        let mut nan = vec![0xcb];
+        nan.extend_from_slice(&f64::NAN.to_be_bytes());
+        assert_eq!(
+            floats.same(&nan, None, Acc::Count(1)),
+            r#"{"key":null,"count":1}"#
+        );
+        let narrow = both("count", None, "{k: f32}", false);
+        let mut half = vec![0xca];
+        half.extend_from_slice(&0.5f32.to_be_bytes());
+        assert_eq!(
+            narrow.same(&half, None, Acc::Count(1)),
+            r#"{"key":0.5,"count":1}"#
+        );
+    }
+
+    /// Keys of every shape a row's key field has: the same JSON as the
+    /// untyped aggregate's, but for bytes (base64, as Flink's JSON).
+    #[test]
+    fn keys_of_every_type_read_into_their_slot() {
+        let ints = [
+            ("i8", "-128"),
+            ("u8", "255"),
+            ("i16", "-300"),
+            ("u64", "18446744073709551615"),
+        ];
+        for (ty, k) in ints {
+            let b = both("count", None, &format!("{{k: {ty}}}"), false);
+            assert_eq!(
+                b.same(&packed(k), None, Acc::Count(1)),
+                format!(r#"{{"key":{k},"count":1}}"#)
+            );
+        }
+        let record = both(
+            "count",
+            None,
+            "{k: {a: f64, b: string?, c: list<i16>}}",
+            false,
+        );
+        let mut nan = packed(r#"{"a": 0.0, "b": null, "c": [1, -2]}"#);
+        // The float's bits: 0.0 as NaN (a record's field read from MessagePack).
+        let at = nan.iter().position(|&b| b == 0xcb).unwrap();
+        nan[at + 1..at + 9].copy_from_slice(&f64::NAN.to_be_bytes());
+        assert_eq!(
+            record.same(&nan, None, Acc::Count(1)),
+            r#"{"key":{"a":null,"b":null,"c":[1,-2]},"count":1}"#
+        );
+        let dynamic = both("count", None, "{k: json}", false);
+        assert_eq!(
+            dynamic.same(&packed(r#"{"z": 1, "a": [true]}"#), None, Acc::Count(1)),
+            r#"{"key":{"z":1,"a":[true]},"count":1}"#,
+            "a json key keeps its fields' order"
+        );
+        let bytes = both("count", None, "{k: bytes}", false);
+        let (json, row) = bytes.write(&[0xc4, 2, b'h', b'i'], None, Acc::Count(1));
+        assert_eq!(row.unwrap(), r#"{"key":"aGk=","count":1}"#);
+        assert_eq!(
+            json.unwrap(),
+            r#"{"key":"aGk=","count":1}"#,
+            "typed, carried as JSON too"
+        );
+        assert_eq!(
+            bytes.untyped(&[0xc4, 2, b'h', b'i'], None, Acc::Count(1)),
+            r#"{"key":[104,105],"count":1}"#
+        );
     }
 
     #[test]
@@ -477,9 +627,39 @@ mod tests {
         use Number::Float;
         // A whole sum past 64 bits is a float: null in an `i64?` column.
         let sum = both("sum", Some("/v"), "{k: u8, v: i64}", false);
-        let (json, row) = sum.write(&packed("1"), None, Acc::Sum(Some(Float(1e19))));
-        assert_eq!(json, r#"{"key":1,"sum":1e+19}"#);
+        let past = Acc::Sum(Some(Float(1e19)));
+        let (json, row) = sum.write(&packed("1"), None, past);
         assert_eq!(row.unwrap(), r#"{"key":1,"sum":null}"#);
+        assert_eq!(
+            json.unwrap(),
+            r#"{"key":1,"sum":null}"#,
+            "typed, carried as JSON too"
+        );
+        // Typed, read from JSON (its keys JSON text): null too.
+        let ty: Type = "{key: u8, sum: i64?}".parse().unwrap();
+        let from_json = Results::new(
+            AggregateFunction::Sum,
+            KeyText::Json,
+            Some(&ty),
+            &Format::default(),
+            false,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        from_json
+            .write(&mut out, b"1", None, &past, &mut Vec::new())
+            .unwrap();
+        assert_eq!(out, br#"{"key":1,"sum":null}"#);
+        assert_eq!(
+            sum.untyped(&packed("1"), None, past),
+            r#"{"key":1,"sum":1e+19}"#
+        );
+        // A float sum in an `f64?` column stays one.
+        let float = both("sum", Some("/v"), "{k: u8, v: f64}", false);
+        assert_eq!(
+            float.same(&packed("1"), None, past),
+            r#"{"key":1,"sum":1e+19}"#
+        );
         // A key its field's type cannot hold (a malformed key) fails.
         let (_, row) = sum.write(&packed("256"), None, Acc::Sum(None));
         assert!(row.unwrap_err().contains("out of the range"));
@@ -508,7 +688,7 @@ mod tests {
             ("u32", false),
         ] {
             assert!(
-                Results::new(count, KeyText::Msgpack, &rows(ty), windowed).is_err(),
+                Results::new(count, KeyText::Msgpack, None, &rows(ty), windowed).is_err(),
                 "{ty}"
             );
         }
@@ -516,13 +696,21 @@ mod tests {
             Results::new(
                 count,
                 KeyText::Msgpack,
+                None,
                 &rows("{key: u32, count: i64}"),
                 false
             )
             .is_ok()
         );
         assert!(
-            Results::new(count, KeyText::Json, &rows("{key: u32, count: i64}"), false).is_err(),
+            Results::new(
+                count,
+                KeyText::Json,
+                None,
+                &rows("{key: u32, count: i64}"),
+                false
+            )
+            .is_err(),
             "a typed aggregate's keys come from rows"
         );
     }
