@@ -28,18 +28,16 @@ use super::{Number, input_error};
 use crate::operators::StreamOperator;
 use weir_host::Output;
 
-/// An expression compiled against the select's input: a field is a slot
-/// of the row read in place, or its index in [`FieldReader::read`]'s
-/// answer.
-enum Compiled {
-    Integer(i64),
-    Number(f64),
-    Field(usize),
-    /// A field at a fixed offset of the row.
-    Slot(Box<Slot>),
-    Negate(Box<Compiled>),
-    Binary(Box<Compiled>, BinaryOp, Box<Compiled>),
-}
+/// An expression compiled against the select's input into one closure
+/// per node, each with what it reads resolved once: a field is a slot of
+/// the row read in place, or its index in [`FieldReader::read`]'s answer;
+/// an operator's kind is known, and a literal side is held as a value
+/// rather than evaluated.
+struct Compiled(Eval);
+
+/// An expression's value for one record (`None`: null, or not a number);
+/// an error for a malformed row.
+type Eval = Box<dyn Fn(&Values<'_>) -> Result<Option<Number>, String> + Send + Sync>;
 
 /// A top-level field of the input's rows of a fixed-width type, never
 /// null: found at its offset, without gathering it first.
@@ -96,25 +94,76 @@ impl Compiled {
     /// `e`, its pointers looked up in `pointers` (which has them all), each
     /// read from its `leaves`' entry.
     fn of(e: &Expr, pointers: &[String], leaves: &[Leaf]) -> Compiled {
+        Compiled(Compiled::eval(e, pointers, leaves))
+    }
+
+    fn eval(e: &Expr, pointers: &[String], leaves: &[Leaf]) -> Eval {
         match e {
-            Expr::Integer(i) => Compiled::Integer(*i),
-            Expr::Number(f) => Compiled::Number(*f),
+            Expr::Integer(i) => {
+                let n = Number::Int(*i);
+                Box::new(move |_| Ok(Some(n)))
+            }
+            Expr::Number(f) => {
+                let n = Number::Float(*f);
+                Box::new(move |_| Ok(Some(n)))
+            }
             Expr::Field(p) => {
                 let i = pointers
                     .iter()
                     .position(|q| q == p)
                     .expect("every pointer an expression reads is listed");
                 match &leaves[i] {
-                    Leaf::Slot(slot) => Compiled::Slot(Box::new(slot.clone())),
-                    Leaf::Read(j) => Compiled::Field(*j),
+                    Leaf::Slot(slot) => {
+                        let (scalar, offset) = (slot.scalar, slot.field.offset);
+                        Box::new(move |v| number_of(scalar_number(scalar, v.row, offset)))
+                    }
+                    Leaf::Read(j) => {
+                        let j = *j;
+                        Box::new(move |v| field_number(v.fields[j]))
+                    }
                 }
             }
-            Expr::Negate(e) => Compiled::Negate(Box::new(Compiled::of(e, pointers, leaves))),
-            Expr::Binary(a, op, b) => Compiled::Binary(
-                Box::new(Compiled::of(a, pointers, leaves)),
-                *op,
-                Box::new(Compiled::of(b, pointers, leaves)),
-            ),
+            Expr::Negate(e) => {
+                let e = Compiled::eval(e, pointers, leaves);
+                Box::new(move |v| {
+                    Ok(match e(v)? {
+                        None => None,
+                        Some(Number::Int(i)) => i.checked_neg().map(Number::Int),
+                        Some(Number::Float(f)) => Some(Number::Float(-f)),
+                    })
+                })
+            }
+            Expr::Binary(a, op, b) => {
+                let op = *op;
+                // A literal side is a value, not a call.
+                let literal = |e: &Expr| match e {
+                    Expr::Integer(i) => Some(Number::Int(*i)),
+                    Expr::Number(f) => Some(Number::Float(*f)),
+                    _ => None,
+                };
+                match (literal(a), literal(b)) {
+                    (None, Some(y)) => {
+                        let a = Compiled::eval(a, pointers, leaves);
+                        Box::new(move |v| Ok(a(v)?.and_then(|x| arithmetic(x, op, y))))
+                    }
+                    (Some(x), None) => {
+                        let b = Compiled::eval(b, pointers, leaves);
+                        Box::new(move |v| Ok(b(v)?.and_then(|y| arithmetic(x, op, y))))
+                    }
+                    _ => {
+                        let (a, b) = (
+                            Compiled::eval(a, pointers, leaves),
+                            Compiled::eval(b, pointers, leaves),
+                        );
+                        Box::new(move |v| {
+                            Ok(match (a(v)?, b(v)?) {
+                                (Some(x), Some(y)) => arithmetic(x, op, y),
+                                _ => None,
+                            })
+                        })
+                    }
+                }
+            }
         }
     }
 }
@@ -349,24 +398,9 @@ fn compare(a: Number, cmp: Comparison, b: Number) -> bool {
 
 /// An expression's value as a number (`None`: null, or not a number); an
 /// error for a malformed row.
+#[inline]
 fn number(e: &Compiled, values: &Values<'_>) -> Result<Option<Number>, String> {
-    Ok(match e {
-        Compiled::Integer(i) => Some(Number::Int(*i)),
-        Compiled::Number(f) => Some(Number::Float(*f)),
-        Compiled::Slot(slot) => {
-            number_of(scalar_number(slot.scalar, values.row, slot.field.offset))?
-        }
-        Compiled::Field(i) => field_number(values.fields[*i])?,
-        Compiled::Negate(e) => match number(e, values)? {
-            None => None,
-            Some(Number::Int(i)) => i.checked_neg().map(Number::Int),
-            Some(Number::Float(f)) => Some(Number::Float(-f)),
-        },
-        Compiled::Binary(a, op, b) => match (number(a, values)?, number(b, values)?) {
-            (Some(a), Some(b)) => arithmetic(a, *op, b),
-            _ => None,
-        },
-    })
+    (e.0)(values)
 }
 
 /// A field's number (`None`: null, missing, or not a number); an error
