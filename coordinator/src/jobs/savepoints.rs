@@ -135,7 +135,12 @@ impl Jobs {
                 ),
             )
         })?;
-        Ok(crate::savepoint::layout(&graph))
+        let mut layout = crate::savepoint::layout(&graph);
+        // How the old version encoded its keys is not known: not claimed.
+        for v in &mut layout.vertices {
+            v.keys = None;
+        }
+        Ok(layout)
     }
 
     /// A retained checkpoint written out as a savepoint: its layout names

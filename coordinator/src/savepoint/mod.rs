@@ -112,12 +112,18 @@ fn window_contents(kind: &VertexKind) -> Option<String> {
 /// encoded otherwise would find none of its state.
 fn key_encodings(graph: &JobGraph) -> Vec<Option<String>> {
     use weir_model::KeyBy;
+    use weir_model::builtin::Builtin;
     use weir_model::codec::{Codec, StreamCodecs};
     let codecs = StreamCodecs::of_job(graph);
     graph
         .vertices
         .iter()
         .map(|v| match &v.kind {
+            // A `select` keeps no keyed state.
+            VertexKind::Operator {
+                builtin: Some(Builtin::Select { .. }),
+                ..
+            } => None,
             VertexKind::Operator {
                 key_by: Some(KeyBy::Pointer(_) | KeyBy::Value),
                 ..
