@@ -90,8 +90,8 @@ impl Results {
     }
 
     /// Append the result of `key` (per `window`, its start and end) with
-    /// `acc`'s value to `out`; `scratch` holds a key converted through
-    /// JSON, when it must be.
+    /// `acc`'s value to `out`; `scratch` holds a key read into its type's
+    /// value encoding, when it has no direct path into its slot.
     pub(crate) fn write(
         &self,
         out: &mut Vec<u8>,
