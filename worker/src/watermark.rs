@@ -331,20 +331,47 @@ pub fn timestamp_at(value: &[u8], pointer: &str, format: &Format) -> Result<i64,
 pub struct TimestampField {
     pointer: String,
     path: Option<Vec<(usize, weir_model::types::row::FieldNode)>>,
+    /// A top-level integer field that is never null: its slot's offset
+    /// and type, read there.
+    slot: Option<(usize, weir_model::types::row::Scalar)>,
 }
 
 impl TimestampField {
     /// The timestamps at `pointer` of records in `format`.
     pub fn new(pointer: &str, format: &Format) -> TimestampField {
+        use weir_model::types::row::{FieldNode, Node};
+        let path = format.row_path(pointer);
+        let slot = match path.as_deref() {
+            Some(
+                [
+                    (
+                        _,
+                        FieldNode {
+                            node: Node::Scalar(scalar),
+                            offset,
+                            ..
+                        },
+                    ),
+                ],
+            ) if scalar.integer_range().is_some() => Some((*offset, *scalar)),
+            _ => None,
+        };
         TimestampField {
             pointer: pointer.to_owned(),
-            path: format.row_path(pointer),
+            path,
+            slot,
         }
     }
 
     /// The timestamp of `value`, a record in the format this was made for.
     pub fn read(&self, value: &[u8], format: &Format) -> Result<i64, String> {
         if format.codec == Codec::Row {
+            if let Some((offset, scalar)) = self.slot
+                && let Ok(Some(t)) = weir_model::types::row::scalar_int(scalar, value, offset)
+            {
+                return Ok(t);
+            }
+            // (What is wrong with it is said here.)
             return format.row_int(value, &self.pointer, self.path.as_deref());
         }
         timestamp_in(value, &self.pointer, format.codec)
@@ -402,5 +429,47 @@ fn timestamp_in(value: &[u8], pointer: &str, codec: Codec) -> Result<i64, String
                 })
                 .ok_or_else(not_integer)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use weir_model::types::Type;
+    use weir_model::types::row::{Schema, json};
+
+    use super::*;
+
+    /// A top-level integer read at its offset gives what the general read
+    /// gives, and a field that cannot be read there says what is wrong the
+    /// same way.
+    #[test]
+    fn timestamps_of_rows_read_at_their_slot_as_along_their_path() {
+        let format = Format {
+            codec: Codec::Row,
+            schema: Some(Arc::new(Schema::new(
+                "{ts: i64, n: u32, big: u64, o: i64?, s: string, at: {t: i64}}"
+                    .parse::<Type>()
+                    .unwrap(),
+            ))),
+        };
+        let node = &format.schema.as_ref().unwrap().node;
+        let mut r = Vec::new();
+        let text = r#"{"ts": -5, "n": 7, "big": 18446744073709551615, "o": null, "s": "x", "at": {"t": 9}}"#;
+        json::read_value(node, text.as_bytes(), &mut r).unwrap();
+        let read = |pointer: &str| TimestampField::new(pointer, &format).read(&r, &format);
+        assert!(TimestampField::new("/ts", &format).slot.is_some());
+        assert_eq!(read("/ts"), Ok(-5));
+        assert_eq!(read("/n"), Ok(7));
+        assert_eq!(read("/at/t"), Ok(9));
+        for pointer in ["/big", "/o", "/s"] {
+            let e = read(pointer).unwrap_err();
+            assert_eq!(e, format.row_int(&r, pointer, None).unwrap_err());
+            assert!(e.contains("not an integer"), "{e}");
+        }
+        // A row too short for the slot is an error, not a read past it.
+        let ts = TimestampField::new("/ts", &format);
+        assert!(ts.read(&r[..4], &format).is_err());
     }
 }
