@@ -156,7 +156,7 @@ impl Spec {
     /// `[from, to)`: a tumbling window, or a pane (whether or not a window
     /// holds it); `None` where that takes more than a division to know
     /// (sessions, and sliding windows kept whole).
-    pub(crate) fn same_slots(&self, t: i64) -> Option<(i64, i64)> {
+    pub fn same_slots(&self, t: i64) -> Option<(i64, i64)> {
         let step = match self.assigner {
             Assigner::Tumbling { size } => size,
             _ => self.panes()?.2,

@@ -16,7 +16,7 @@ use weir_model::builtin::Builtin;
 use weir_window::Contents;
 
 use crate::state::StateSetup;
-use crate::window::{BuiltinAggregate, GuestFunction, WindowOperator};
+use crate::window::{BuiltinAggregate, Combiner, GuestFunction, WindowOperator};
 
 /// An operator as a task runs it: batches in, outputs out; timers fire on
 /// watermarks and on processing time.
@@ -252,20 +252,21 @@ impl OperatorFactory for WasmOperatorFactory {
                     true,
                 )
                 .map_err(|e| crate::builtin::host_error(&ident, e))?;
+                let value_of = || {
+                    crate::builtin::aggregate::ValueOf::new(*function, field.clone(), input.clone())
+                };
                 let f = BuiltinAggregate::new(
                     *function,
-                    crate::builtin::aggregate::ValueOf::new(
-                        *function,
-                        field.clone(),
-                        input.clone(),
-                    ),
+                    value_of(),
                     field.is_none(),
                     ident.clone(),
                     results,
                 );
+                let combiner = Combiner::new(*function, value_of(), field.is_none());
                 return Ok(Box::new(WindowOperator::new(
                     w,
                     Box::new(f),
+                    Some(combiner),
                     backend,
                     ident,
                 )?));
@@ -342,6 +343,7 @@ impl OperatorFactory for WasmOperatorFactory {
         Ok(Box::new(WindowOperator::new(
             w,
             Box::new(f),
+            None,
             backend,
             ident,
         )?))

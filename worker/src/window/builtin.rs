@@ -41,18 +41,27 @@ impl BuiltinAggregate {
 
     /// The merge of stored accumulators.
     fn merged(&self, stored: &[Vec<u8>]) -> Result<Acc, OperatorError> {
-        let mut acc = Acc::new(self.function);
-        for bytes in stored {
-            let other = Acc::decode(self.function, bytes).ok_or_else(|| OperatorError {
-                ident: self.ident.clone(),
-                kind: weir_host::ErrorKind::Host,
-                message: "state backend: a window's stored accumulator is corrupt".into(),
-                guest_output: Vec::new(),
-            })?;
-            acc.merge(other);
-        }
-        Ok(acc)
+        merge_stored(self.function, stored, &self.ident)
     }
+}
+
+/// The merge of stored accumulators of `function`.
+pub(crate) fn merge_stored(
+    function: AggregateFunction,
+    stored: &[Vec<u8>],
+    ident: &TaskIdent,
+) -> Result<Acc, OperatorError> {
+    let mut acc = Acc::new(function);
+    for bytes in stored {
+        let other = Acc::decode(function, bytes).ok_or_else(|| OperatorError {
+            ident: ident.clone(),
+            kind: weir_host::ErrorKind::Host,
+            message: "state backend: a window's stored accumulator is corrupt".into(),
+            guest_output: Vec::new(),
+        })?;
+        acc.merge(other);
+    }
+    Ok(acc)
 }
 
 impl WindowFunction for BuiltinAggregate {

@@ -9,6 +9,7 @@
 //! fires the windows that end there with one call (`fire`).
 
 mod builtin;
+mod combine;
 mod guest;
 
 use bytes::Bytes;
@@ -21,6 +22,7 @@ use weir_state::{StateBackend, StateKey, StateKind, StateOp, TimeDomain, Timer, 
 use weir_window::{Contents, Fired, Slot, Spec, Time, slot};
 
 pub(crate) use builtin::BuiltinAggregate;
+pub(crate) use combine::Combiner;
 pub(crate) use guest::GuestFunction;
 
 use crate::operators::StreamOperator;
@@ -84,6 +86,12 @@ pub struct WindowOperator {
     state: u32,
     /// Keys' windows changed since they were last written to the backend.
     cache: SlotCache,
+    /// A built-in aggregate's records combined per pane and key ahead of
+    /// the state (event time; not sessions).
+    combiner: Option<Combiner>,
+    /// The latest watermark the operator has seen: no pane the combiner
+    /// holds has fired by it.
+    watermark: Option<i64>,
     ident: TaskIdent,
 }
 
@@ -139,10 +147,13 @@ const WINDOWS_STATE: &str = "weir.windows";
 
 impl WindowOperator {
     /// A window operator for `spec` (whose contents the function decides)
-    /// with its keyed state in `backend`.
+    /// with its keyed state in `backend`; `combiner`, for a built-in
+    /// aggregate, combines its records ahead of the state where the
+    /// windows allow it (event time, not sessions).
     pub(crate) fn new(
         spec: &weir_model::graph::WindowSpec,
         function: Box<dyn WindowFunction>,
+        combiner: Option<Combiner>,
         mut backend: Box<dyn StateBackend>,
         ident: TaskIdent,
     ) -> Result<WindowOperator, OperatorError> {
@@ -171,12 +182,15 @@ impl WindowOperator {
         let state = backend
             .register(WINDOWS_STATE, StateKind::Value)
             .map_err(|e| host_error(&ident, format!("state backend: {e}")))?;
+        let combiner = combiner.filter(|_| spec.time == Time::Event && !spec.is_session());
         Ok(WindowOperator {
             spec,
             function,
             backend,
             state,
             cache: SlotCache::default(),
+            combiner,
+            watermark: None,
             ident,
         })
     }
@@ -189,14 +203,12 @@ impl WindowOperator {
     }
 
     fn store(&mut self) -> BackendStore<'_> {
-        BackendStore {
-            domain: self.domain(),
-            backend: &mut *self.backend,
-            state: self.state,
-            cache: &mut self.cache,
-            timers: Vec::new(),
-            loaded: Vec::new(),
-        }
+        BackendStore::new(
+            self.domain(),
+            &mut *self.backend,
+            self.state,
+            &mut self.cache,
+        )
     }
 
     /// Fire the due timers of the operator's clock up to `upto`, about
@@ -266,14 +278,12 @@ impl WindowOperator {
             pairs.push((key, t));
         }
         let spec = self.spec;
-        let mut store = BackendStore {
-            domain: self.domain(),
-            backend: &mut *self.backend,
-            state: self.state,
-            cache: &mut self.cache,
-            timers: Vec::new(),
-            loaded: Vec::new(),
-        };
+        let mut store = BackendStore::new(
+            self.domain(),
+            &mut *self.backend,
+            self.state,
+            &mut self.cache,
+        );
         let mut assigned = spec
             .assign(&mut store, &pairs, ctx.watermark)
             .map_err(|e| host_error(&self.ident, format!("state backend: {e:#}")))?;
@@ -319,6 +329,98 @@ impl WindowOperator {
     fn state_error(&self, e: anyhow::Error) -> OperatorError {
         host_error(&self.ident, format!("state backend: {e:#}"))
     }
+
+    /// The watermark is `watermark` now: the combined panes whose windows
+    /// it fires go to the state first, as of the watermark before.
+    fn advance(
+        &mut self,
+        watermark: Option<i64>,
+        ctx: BatchContext,
+    ) -> Result<Output, OperatorError> {
+        if watermark <= self.watermark {
+            return Ok(Output::default());
+        }
+        let due = self
+            .combiner
+            .as_ref()
+            .is_some_and(|c| c.has_due(&self.spec, watermark));
+        let refire = match due {
+            true => self.write_combined(Some(watermark), false)?,
+            false => Vec::new(),
+        };
+        self.watermark = watermark;
+        match refire.is_empty() {
+            true => Ok(Output::default()),
+            false => self.function.fire(refire, ctx),
+        }
+    }
+
+    /// Write combined panes to the state: those whose windows fire by
+    /// `due` (every one: `None`), left held as well when `keep`. Returns
+    /// windows to fire again, which there are none of (a combined pane
+    /// has not fired), unless the engine says otherwise.
+    fn write_combined(
+        &mut self,
+        due: Option<Option<i64>>,
+        keep: bool,
+    ) -> Result<Vec<Fired>, OperatorError> {
+        let Some(combiner) = self.combiner.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let taken = combiner.take(&self.spec, due, keep);
+        if taken.is_empty() {
+            return Ok(Vec::new());
+        }
+        let combined = taken.combined();
+        let pairs: Vec<(&[u8], i64)> = combined.iter().map(|c| (c.key, c.start)).collect();
+        let spec = self.spec;
+        let mut store = BackendStore::new(
+            self.domain(),
+            &mut *self.backend,
+            self.state,
+            &mut self.cache,
+        );
+        let state_error =
+            |e: anyhow::Error| host_error(&self.ident, format!("state backend: {e:#}"));
+        let mut assigned = spec
+            .assign(&mut store, &pairs, self.watermark)
+            .map_err(state_error)?;
+        let groups = std::mem::take(&mut assigned.groups);
+        // Each combined key and pane is a group of its own.
+        let mut of_group = vec![None; groups.len()];
+        for &(r, g) in &assigned.additions {
+            of_group[g as usize] = Some(r as usize);
+        }
+        if assigned.consumed != pairs.len()
+            || !assigned.late.is_empty()
+            || of_group.iter().any(Option::is_none)
+        {
+            return Err(host_error(
+                &self.ident,
+                "combined windows were taken as if they had fired".into(),
+            ));
+        }
+        let combiner = self.combiner.as_ref().expect("taken from it");
+        let mut written = vec![None; combined.len()];
+        let mut results = Vec::with_capacity(groups.len());
+        for (stored, r) in groups.into_iter().zip(of_group) {
+            let r = r.expect("checked");
+            let (acc, contents) = combiner.contents(stored, &combined[r], &self.ident)?;
+            written[r] = Some(acc);
+            results.push(contents);
+        }
+        let refire = spec.commit(&mut store, assigned, results);
+        let refire = store.flush().and(refire).map_err(state_error)?;
+        if keep {
+            let written: Vec<_> = written.into_iter().map(|a| a.expect("each")).collect();
+            drop(combined);
+            self.combiner
+                .as_mut()
+                .expect("taken from it")
+                .kept(&taken, &written);
+        }
+        Ok(refire)
+    }
 }
 
 fn host_error(ident: &TaskIdent, message: String) -> OperatorError {
@@ -345,7 +447,22 @@ impl StreamOperator for WindowOperator {
         mut batch: Records,
         ctx: BatchContext,
     ) -> Result<Output, OperatorError> {
-        let mut out = Output::default();
+        let mut out = self.advance(ctx.watermark, ctx)?;
+        if let Some(combiner) = self.combiner.as_mut() {
+            let rest = combiner.add(&self.spec, &batch, self.watermark, &self.ident)?;
+            if combiner.is_full() {
+                let refire = self.write_combined(None, false)?;
+                if !refire.is_empty() {
+                    out.append(self.function.fire(refire, ctx)?);
+                }
+            }
+            if rest.is_empty() {
+                return Ok(out);
+            }
+            if rest.len() < batch.len() {
+                batch = batch.pick(rest);
+            }
+        }
         // In rounds: a record that updates a window which fired already
         // (within its lateness) ends a round, and the window fires again
         // before the next record.
@@ -357,18 +474,23 @@ impl StreamOperator for WindowOperator {
     }
 
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
-        match ctx.watermark {
-            Some(wm) if self.more_due(wm) => self.fire_due(wm, FIRE_SHARE, ctx),
-            _ => Ok(Output::default()),
+        let mut out = self.advance(ctx.watermark, ctx)?;
+        if let Some(wm) = ctx.watermark.filter(|&wm| self.more_due(wm)) {
+            out.append(self.fire_due(wm, FIRE_SHARE, ctx)?);
         }
+        Ok(out)
     }
 
     fn more_due(&self, watermark: i64) -> bool {
         self.spec.time == Time::Event
-            && self
+            && (self
                 .backend
                 .next_timer(TimeDomain::EventTime)
                 .is_some_and(|t| t <= watermark)
+                || self
+                    .combiner
+                    .as_ref()
+                    .is_some_and(|c| c.has_due(&self.spec, Some(watermark))))
     }
 
     fn on_processing_time(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
@@ -404,6 +526,15 @@ impl StreamOperator for WindowOperator {
         dir: &std::path::Path,
         portable: bool,
     ) -> anyhow::Result<Option<LocalSnapshot>> {
+        // What is combined goes into the snapshot, and stays held: each
+        // key's accumulator holds what is stored for its pane from now on.
+        let refire = self
+            .write_combined(None, true)
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        anyhow::ensure!(
+            refire.is_empty(),
+            "combined windows fired again while the state was written for a snapshot"
+        );
         self.cache.write_out(&mut *self.backend, self.state)?;
         weir_state::snapshot::take(&mut *self.backend, dir, portable).map(Some)
     }
@@ -422,7 +553,23 @@ struct BackendStore<'a> {
     loaded: Vec<usize>,
 }
 
-impl BackendStore<'_> {
+impl<'a> BackendStore<'a> {
+    fn new(
+        domain: TimeDomain,
+        backend: &'a mut dyn StateBackend,
+        state: u32,
+        cache: &'a mut SlotCache,
+    ) -> BackendStore<'a> {
+        BackendStore {
+            domain,
+            backend,
+            state,
+            cache,
+            timers: Vec::new(),
+            loaded: Vec::new(),
+        }
+    }
+
     fn flush(self) -> anyhow::Result<()> {
         if !self.timers.is_empty() {
             self.backend.apply_all(Vec::new(), self.timers)?;
@@ -549,23 +696,48 @@ mod tests {
     /// time, allowed lateness 100 ms, windows in memory.
     fn summing(assigner: weir_model::graph::WindowAssigner) -> WindowOperator {
         use weir_model::builtin::AggregateFunction;
+        aggregating(
+            assigner,
+            100,
+            AggregateFunction::Sum,
+            Some("/v"),
+            Some(usize::MAX),
+            weir_state::MemoryStateBackend::new(),
+        )
+    }
+
+    /// A built-in `function` of `field` per key over `assigner`'s windows
+    /// of event time with the allowed lateness `lateness`, its state in
+    /// `backend`; its records combined ahead of the state, at most
+    /// `combined` accumulators held, or not (`None`).
+    fn aggregating(
+        assigner: weir_model::graph::WindowAssigner,
+        lateness: i64,
+        function: weir_model::builtin::AggregateFunction,
+        field: Option<&str>,
+        combined: Option<usize>,
+        backend: weir_state::MemoryStateBackend,
+    ) -> WindowOperator {
         use weir_model::graph::{TimeCharacteristic, WindowSpec};
         let ident = TaskIdent {
             job: "job".into(),
-            operator: "sums".into(),
+            operator: "windows".into(),
             subtask: 0,
         };
-        let sum = BuiltinAggregate::new(
-            AggregateFunction::Sum,
+        let value_of = || {
             crate::builtin::aggregate::ValueOf::new(
-                AggregateFunction::Sum,
-                Some("/v".into()),
+                function,
+                field.map(str::to_owned),
                 weir_model::format::Format::default(),
-            ),
-            false,
+            )
+        };
+        let f = BuiltinAggregate::new(
+            function,
+            value_of(),
+            field.is_none(),
             ident.clone(),
             crate::builtin::aggregate::Results::new(
-                AggregateFunction::Sum,
+                function,
                 crate::builtin::aggregate::KeyText::Raw,
                 None,
                 &weir_model::format::Format::default(),
@@ -573,14 +745,15 @@ mod tests {
             )
             .unwrap(),
         );
+        let combiner = combined
+            .map(|limit| Combiner::new(function, value_of(), field.is_none()).with_limit(limit));
         let spec = WindowSpec {
             assigner,
             time: TimeCharacteristic::Event,
-            allowed_lateness_ms: 100,
+            allowed_lateness_ms: lateness,
             keeps: None,
         };
-        let backend = Box::new(weir_state::MemoryStateBackend::new());
-        WindowOperator::new(&spec, Box::new(sum), backend, ident).unwrap()
+        WindowOperator::new(&spec, Box::new(f), combiner, Box::new(backend), ident).unwrap()
     }
 
     /// `(key, window start, sum)` of each fired window, in order.
@@ -719,14 +892,7 @@ mod tests {
                 value: vec![0xff; 3],
             })
             .unwrap();
-        let mut store = BackendStore {
-            domain: TimeDomain::EventTime,
-            backend: &mut backend,
-            state,
-            cache: &mut cache,
-            timers: Vec::new(),
-            loaded: Vec::new(),
-        };
+        let mut store = BackendStore::new(TimeDomain::EventTime, &mut backend, state, &mut cache);
         let e = store.load(&[b"a", b"b"]).unwrap_err();
         assert!(e.to_string().contains("corrupt"), "{e}");
         // Nor does it leave an entry for `b`, which would clear its
@@ -751,5 +917,176 @@ mod tests {
             loaded,
             [vec![slot(20, b"stored")], vec![slot(0, b"cached")], vec![]]
         );
+    }
+
+    /// What one call of an operator gave: its main records' values and
+    /// timestamps, and its side outputs.
+    type Gave = (Vec<(Vec<u8>, Option<i64>)>, Vec<(String, Vec<Record>)>);
+
+    fn gave(out: Output) -> Gave {
+        let main = out
+            .main
+            .iter()
+            .map(|r| (r.value.to_vec(), r.timestamp))
+            .collect();
+        (main, out.side)
+    }
+
+    /// Fire what `watermark` makes due, share by share, as the task does.
+    fn watermark(op: &mut WindowOperator, watermark: i64) -> Gave {
+        let ctx = BatchContext {
+            watermark: Some(watermark),
+            processing_time: 0,
+        };
+        let mut all = Output::default();
+        loop {
+            all.append(op.on_watermark(ctx).unwrap());
+            if !op.more_due(watermark) {
+                return gave(all);
+            }
+        }
+    }
+
+    /// A window operator whose records are combined ahead of its state
+    /// gives, call by call, exactly what one without gives — records out
+    /// of order, late ones, windows that fire again within their lateness,
+    /// panes of sliding windows, times in no window, snapshots (and
+    /// restores from them) and a full combiner at any point — for every
+    /// built-in function.
+    #[test]
+    fn combined_records_fire_what_the_window_engine_alone_fires() {
+        use weir_model::builtin::AggregateFunction as F;
+        use weir_model::graph::WindowAssigner as A;
+        let assigners = [
+            A::Tumbling { size_ms: 10 },
+            A::Sliding {
+                size_ms: 20,
+                slide_ms: 5,
+            },
+            // Times between windows belong to none.
+            A::Sliding {
+                size_ms: 10,
+                slide_ms: 15,
+            },
+        ];
+        let functions = [
+            (F::Count, None),
+            (F::Count, Some("/v")),
+            (F::Sum, Some("/v")),
+            (F::Min, Some("/v")),
+            (F::Max, Some("/v")),
+            (F::Avg, Some("/v")),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut snapshots = 0;
+        let mut fired = 0;
+        for assigner in &assigners {
+            for lateness in [0, 7, 100] {
+                for (function, field) in functions {
+                    for limit in [usize::MAX, 3] {
+                        let backend = weir_state::MemoryStateBackend::with_key_groups(16);
+                        let make = |combined, backend| {
+                            aggregating(
+                                assigner.clone(),
+                                lateness,
+                                function,
+                                field,
+                                combined,
+                                backend,
+                            )
+                        };
+                        let mut alone = make(None, weir_state::MemoryStateBackend::new());
+                        let mut combined = make(Some(limit), backend);
+                        let mut wm: Option<i64> = None;
+                        let mut base = 0i64;
+                        for step in 0..300 {
+                            let what = format!(
+                                "{assigner:?}, lateness {lateness}, {function:?} of {field:?}, limit {limit}, step {step}"
+                            );
+                            match next(10) {
+                                0..=5 => {
+                                    let n = 1 + next(12) as usize;
+                                    let batch: Vec<Record> = (0..n)
+                                        .map(|_| {
+                                            let key = [b'a' + next(5) as u8];
+                                            let value = match next(8) {
+                                                0 => "{}".to_owned(),
+                                                1 => "{\"v\":null}".to_owned(),
+                                                _ => format!("{{\"v\":{}}}", next(101) as i64 - 50),
+                                            };
+                                            Record {
+                                                key: Some(Bytes::copy_from_slice(&key)),
+                                                value: Bytes::from(value),
+                                                timestamp: Some(base + next(30) as i64 - 20),
+                                            }
+                                        })
+                                        .collect();
+                                    base += next(4) as i64;
+                                    let ctx = BatchContext {
+                                        watermark: wm,
+                                        processing_time: 0,
+                                    };
+                                    let packed = |b: &[Record]| {
+                                        Records::Packed(
+                                            weir_model::PackedRecords::from_records(b).unwrap(),
+                                        )
+                                    };
+                                    let a =
+                                        gave(alone.process_records(packed(&batch), ctx).unwrap());
+                                    let c = gave(
+                                        combined.process_records(packed(&batch), ctx).unwrap(),
+                                    );
+                                    assert_eq!(c, a, "{what}");
+                                    fired += a.0.len();
+                                }
+                                6..=8 => {
+                                    let to = base - next(15) as i64;
+                                    if wm.is_some_and(|wm| to <= wm) {
+                                        continue;
+                                    }
+                                    wm = Some(to);
+                                    let a = watermark(&mut alone, to);
+                                    assert_eq!(watermark(&mut combined, to), a, "{what}");
+                                    fired += a.0.len();
+                                }
+                                _ => {
+                                    // A snapshot, and at times a restore from it.
+                                    snapshots += 1;
+                                    let into = dir.path().join(snapshots.to_string());
+                                    std::fs::create_dir(&into).unwrap();
+                                    combined.snapshot(&into, false).unwrap();
+                                    if next(2) == 0 {
+                                        let file = into.join(weir_state::canonical::FILE);
+                                        let restored = weir_state::MemoryStateBackend::restore(
+                                            &[file],
+                                            16,
+                                            0..16,
+                                        )
+                                        .unwrap();
+                                        combined = make(Some(limit), restored);
+                                    }
+                                }
+                            }
+                        }
+                        let a = watermark(&mut alone, i64::MAX);
+                        let what = format!(
+                            "{assigner:?}, lateness {lateness}, {function:?} of {field:?}, limit {limit}, the end"
+                        );
+                        assert_eq!(watermark(&mut combined, i64::MAX), a, "{what}");
+                        fired += a.0.len();
+                    }
+                }
+            }
+        }
+        // The streams made windows fire, and snapshots were taken.
+        assert!(fired > 10_000, "{fired}");
+        assert!(snapshots > 100, "{snapshots}");
     }
 }

@@ -208,6 +208,12 @@ impl ValueOf {
         }
     }
 
+    /// Whether the aggregate reads a field (else [`ValueOf::of`] is `None`
+    /// for every record).
+    pub(crate) fn reads(&self) -> bool {
+        self.field.is_some()
+    }
+
     /// The value `r` adds (`None`: it has none, or the aggregate reads no
     /// field); `scratch` holds what a row is read through, when it must be.
     pub(crate) fn of(
@@ -430,7 +436,7 @@ impl RunningAggregate {
         let mut main = RecordBuffer::with_capacity(outputs, outputs * 40);
         let mut last_timestamp = vec![None; keys.len()];
         let (mut scratch, mut key_scratch) = (Vec::new(), Vec::new());
-        let reads = self.value_of.field.is_some();
+        let reads = self.value_of.reads();
         for (r, &i) in batch.iter().zip(&of_record) {
             let v = match reads {
                 true => self.value_of.of(r.value, &mut scratch, &self.ident)?,
