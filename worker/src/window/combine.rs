@@ -173,15 +173,12 @@ impl Combiner {
         let reads = self.value_of.reads();
         for i in 0..batch.len() {
             let r = batch.get(i);
-            let key = r.key.ok_or_else(|| {
-                input_error(
-                    ident,
-                    "a record reached a window operator without its key".into(),
-                )
-            })?;
-            let t = r.timestamp.ok_or_else(|| {
-                input_error(ident, "an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`".into())
-            })?;
+            let key = r
+                .key
+                .ok_or_else(|| input_error(ident, super::NO_KEY.into()))?;
+            let t = r
+                .timestamp
+                .ok_or_else(|| input_error(ident, super::NO_TIMESTAMP.into()))?;
             if !span.is_some_and(|(from, to)| from <= t && t < to) {
                 spec.slots_of(t, &mut slots);
                 match slots[..] {

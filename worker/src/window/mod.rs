@@ -30,6 +30,12 @@ use crate::operators::StreamOperator;
 /// The side output of records later than their windows' allowed lateness.
 pub const LATE: &str = "late";
 
+/// What a record without a key fails with.
+const NO_KEY: &str = "a record reached a window operator without its key";
+
+/// What a record without a timestamp fails with in event time.
+const NO_TIMESTAMP: &str = "an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`";
+
 /// What computes a window's result.
 pub(crate) trait WindowFunction: Send {
     /// What it keeps per window.
@@ -266,13 +272,11 @@ impl WindowOperator {
         let mut pairs = Vec::with_capacity(batch.len() - from);
         for i in from..batch.len() {
             let r = batch.get(i);
-            let key = r.key.ok_or_else(|| {
-                input_error("a record reached a window operator without its key".into())
-            })?;
+            let key = r.key.ok_or_else(|| input_error(NO_KEY.into()))?;
             let t = match self.spec.time {
-                Time::Event => r.timestamp.ok_or_else(|| {
-                    input_error("an event-time window needs timestamps: give the source a `timestamp` or a `timestamp-assigner`".into())
-                })?,
+                Time::Event => r
+                    .timestamp
+                    .ok_or_else(|| input_error(NO_TIMESTAMP.into()))?,
                 Time::Processing => ctx.processing_time,
             };
             pairs.push((key, t));
