@@ -109,6 +109,11 @@ pub(crate) struct Combiner {
     counts_null: bool,
     /// Panes, in no order; a handful at a time with records in time order.
     panes: Vec<Pane>,
+    /// Each pane's place in `panes`.
+    by_slot: rustc_hash::FxHashMap<(i64, i64), usize>,
+    /// Panes written to the state, emptied, for new panes to reuse (their
+    /// tables and vectors grown already).
+    spare: Vec<Pane>,
     /// The pane the last record went to.
     last: usize,
     /// Keys held across the panes.
@@ -120,8 +125,13 @@ pub(crate) struct Combiner {
 }
 
 impl Combiner {
-    /// Accumulators held before they are all written to the state.
-    const LIMIT: usize = 65_536;
+    /// Accumulators held before they are all written to the state: a
+    /// pane's accumulators take about 40 bytes each, much less than its
+    /// windows in the state.
+    const LIMIT: usize = 262_144;
+
+    /// Emptied panes kept for reuse, at most.
+    const SPARE: usize = 4;
 
     pub(crate) fn new(function: AggregateFunction, value_of: ValueOf, counts_null: bool) -> Self {
         Combiner {
@@ -129,6 +139,8 @@ impl Combiner {
             value_of,
             counts_null,
             panes: Vec::new(),
+            by_slot: Default::default(),
+            spare: Vec::new(),
             last: 0,
             held: 0,
             first_end: None,
@@ -152,6 +164,11 @@ impl Combiner {
     pub(crate) fn has_due(&self, spec: &Spec, watermark: Option<i64>) -> bool {
         self.first_end
             .is_some_and(|end| spec.has_fired(end, watermark))
+    }
+
+    /// The earliest end of a pane it holds.
+    pub(crate) fn first_end(&self) -> Option<i64> {
+        self.first_end
     }
 
     /// Combine what it can of `batch` (event time; `watermark` the
@@ -215,10 +232,15 @@ impl Combiner {
     /// The pane of `slot`, made when there is none.
     fn pane(&mut self, slot: (i64, i64)) -> &mut Pane {
         if self.panes.get(self.last).is_none_or(|p| p.slot != slot) {
-            self.last = match self.panes.iter().position(|p| p.slot == slot) {
-                Some(i) => i,
+            self.last = match self.by_slot.get(&slot) {
+                Some(&i) => i,
                 None => {
-                    self.panes.push(Pane::new(slot));
+                    self.by_slot.insert(slot, self.panes.len());
+                    let pane = match self.spare.pop() {
+                        Some(pane) => Pane { slot, ..pane },
+                        None => Pane::new(slot),
+                    };
+                    self.panes.push(pane);
                     self.first_end = Some(self.first_end.map_or(slot.1, |e| e.min(slot.1)));
                     self.panes.len() - 1
                 }
@@ -227,16 +249,11 @@ impl Combiner {
         &mut self.panes[self.last]
     }
 
-    /// Take the panes whose windows fire by `watermark` (all of them:
-    /// `None`), to be written to the state; `keep` leaves them held too,
-    /// as holding everything that is stored for them.
-    pub(crate) fn take(
-        &mut self,
-        spec: &Spec,
-        watermark: Option<Option<i64>>,
-        keep: bool,
-    ) -> Taken {
-        let due = |p: &Pane| watermark.is_none_or(|wm| spec.has_fired(p.slot.1, wm));
+    /// Take the panes that end by `end` (all of them: `None`), to be
+    /// written to the state; `keep` leaves them held too, as holding
+    /// everything that is stored for them.
+    pub(crate) fn take(&mut self, end: Option<i64>, keep: bool) -> Taken {
+        let due = |p: &Pane| end.is_none_or(|end| p.slot.1 <= end);
         let mut taken = Vec::new();
         let mut i = 0;
         while i < self.panes.len() {
@@ -260,6 +277,9 @@ impl Combiner {
             }
         }
         self.last = 0;
+        self.by_slot = (self.panes.iter().enumerate())
+            .map(|(i, p)| (p.slot, i))
+            .collect();
         self.first_end = self.panes.iter().map(|p| p.slot.1).min();
         Taken(taken)
     }
@@ -270,15 +290,29 @@ impl Combiner {
     pub(crate) fn kept(&mut self, taken: &Taken, written: &[Acc]) {
         let mut written = written.iter();
         for p in &taken.0 {
-            let Some(held) = self.panes.iter_mut().find(|h| h.slot == p.slot) else {
-                continue;
-            };
-            for (acc, whole) in held.accs.iter_mut().zip(&mut held.whole) {
-                if let Some(w) = written.next() {
-                    *acc = *w;
-                    *whole = true;
+            let mut held = self.by_slot.get(&p.slot).map(|&i| &mut self.panes[i]);
+            for i in 0..p.accs.len() {
+                let w = written.next();
+                if let (Some(held), Some(w)) = (held.as_deref_mut(), w) {
+                    held.accs[i] = *w;
+                    held.whole[i] = true;
                 }
             }
+        }
+    }
+
+    /// Panes written to the state, to be reused.
+    pub(crate) fn recycle(&mut self, taken: Taken) {
+        for mut pane in taken.0 {
+            if self.spare.len() >= Self::SPARE {
+                return;
+            }
+            pane.index.clear();
+            pane.keys.clear();
+            pane.ends.clear();
+            pane.accs.clear();
+            pane.whole.clear();
+            self.spare.push(pane);
         }
     }
 

@@ -25,6 +25,7 @@ pub(crate) use builtin::BuiltinAggregate;
 pub(crate) use combine::Combiner;
 pub(crate) use guest::GuestFunction;
 
+use crate::builtin::aggregate::Acc;
 use crate::operators::StreamOperator;
 
 /// The side output of records later than their windows' allowed lateness.
@@ -141,12 +142,17 @@ impl SlotCache {
     }
 }
 
-/// Timers of `domain` due up to `upto`, fired in batches of this many.
-const TIMER_BATCH: usize = 1024;
+/// Timers of `domain` due up to `upto`, fired in batches of this many (a
+/// few in tests, so that they fire in batches and shares).
+const TIMER_BATCH: usize = if cfg!(test) { 2 } else { 1024 };
 
 /// Windows fired per call on a watermark, at most (about): the rest fire
 /// in the next calls, each share routed downstream before the next fires.
-const FIRE_SHARE: usize = 8 * TIMER_BATCH;
+const FIRE_SHARE: usize = if cfg!(test) { 5 } else { 8 * TIMER_BATCH };
+
+/// Combined accumulators written to the state per call of the window
+/// engine, at most (a few in tests, so that they write in shares).
+const WRITE_SHARE: usize = if cfg!(test) { 3 } else { 4096 };
 
 /// The state name of a key's open windows.
 const WINDOWS_STATE: &str = "weir.windows";
@@ -218,26 +224,26 @@ impl WindowOperator {
     }
 
     /// Fire the due timers of the operator's clock up to `upto`, about
-    /// `share` of them at most.
+    /// `share` of them at most; what they fired, and how many there were.
     fn fire_due(
         &mut self,
         upto: i64,
         share: usize,
         ctx: BatchContext,
-    ) -> Result<Output, OperatorError> {
+    ) -> Result<(Output, usize), OperatorError> {
         let domain = self.domain();
         let mut all = Output::default();
         let mut taken = 0;
         loop {
             if taken >= share {
-                return Ok(all);
+                return Ok((all, taken));
             }
             let due = self
                 .backend
                 .take_due_timers(domain, upto, TIMER_BATCH)
                 .map_err(|e| self.state_error(e))?;
             if due.is_empty() {
-                return Ok(all);
+                return Ok((all, taken));
             }
             taken += due.len();
             let timers: Vec<(&[u8], i64)> =
@@ -348,9 +354,11 @@ impl WindowOperator {
             .combiner
             .as_ref()
             .is_some_and(|c| c.has_due(&self.spec, watermark));
-        let refire = match due {
-            true => self.write_combined(Some(watermark), false)?,
-            false => Vec::new(),
+        let refire = match (due, watermark) {
+            // The panes whose windows fire by it: those that end by the
+            // instant after it.
+            (true, Some(wm)) => self.write_combined(Some(wm.saturating_add(1)), false)?,
+            _ => Vec::new(),
         };
         self.watermark = watermark;
         match refire.is_empty() {
@@ -359,24 +367,46 @@ impl WindowOperator {
         }
     }
 
-    /// Write combined panes to the state: those whose windows fire by
-    /// `due` (every one: `None`), left held as well when `keep`. Returns
-    /// windows to fire again, which there are none of (a combined pane
-    /// has not fired), unless the engine says otherwise.
+    /// Write combined panes to the state: those that end by `end` (every
+    /// one: `None`), left held as well when `keep`. Returns windows to fire
+    /// again, which there are none of (a combined pane has not fired),
+    /// unless the engine says otherwise.
     fn write_combined(
         &mut self,
-        due: Option<Option<i64>>,
+        end: Option<i64>,
         keep: bool,
     ) -> Result<Vec<Fired>, OperatorError> {
         let Some(combiner) = self.combiner.as_mut() else {
             return Ok(Vec::new());
         };
-        let taken = combiner.take(&self.spec, due, keep);
+        let taken = combiner.take(end, keep);
         if taken.is_empty() {
             return Ok(Vec::new());
         }
         let combined = taken.combined();
-        let pairs: Vec<(&[u8], i64)> = combined.iter().map(|c| (c.key, c.start)).collect();
+        // In shares, so that what the engine builds for them stays small.
+        let mut written = Vec::with_capacity(combined.len());
+        let mut refire = Vec::new();
+        for share in combined.chunks(WRITE_SHARE) {
+            refire.extend(self.write_share(share, &mut written)?);
+        }
+        drop(combined);
+        let combiner = self.combiner.as_mut().expect("taken from it");
+        match keep {
+            true => combiner.kept(&taken, &written),
+            false => combiner.recycle(taken),
+        }
+        Ok(refire)
+    }
+
+    /// Write a share of what was combined to the state, appending each
+    /// key's accumulator as written to `written`.
+    fn write_share(
+        &mut self,
+        share: &[combine::Combined<'_>],
+        written: &mut Vec<Acc>,
+    ) -> Result<Vec<Fired>, OperatorError> {
+        let pairs: Vec<(&[u8], i64)> = share.iter().map(|c| (c.key, c.start)).collect();
         let spec = self.spec;
         let mut store = BackendStore::new(
             self.domain(),
@@ -397,6 +427,7 @@ impl WindowOperator {
         }
         if assigned.consumed != pairs.len()
             || !assigned.late.is_empty()
+            || groups.len() != share.len()
             || of_group.iter().any(Option::is_none)
         {
             return Err(host_error(
@@ -404,26 +435,18 @@ impl WindowOperator {
                 "combined windows were taken as if they had fired".into(),
             ));
         }
-        let combiner = self.combiner.as_ref().expect("taken from it");
-        let mut written = vec![None; combined.len()];
+        let combiner = self.combiner.as_ref().expect("written from it");
+        let mut accs = vec![None; share.len()];
         let mut results = Vec::with_capacity(groups.len());
         for (stored, r) in groups.into_iter().zip(of_group) {
             let r = r.expect("checked");
-            let (acc, contents) = combiner.contents(stored, &combined[r], &self.ident)?;
-            written[r] = Some(acc);
+            let (acc, contents) = combiner.contents(stored, &share[r], &self.ident)?;
+            accs[r] = Some(acc);
             results.push(contents);
         }
+        written.extend(accs.into_iter().map(|a| a.expect("one group each")));
         let refire = spec.commit(&mut store, assigned, results);
-        let refire = store.flush().and(refire).map_err(state_error)?;
-        if keep {
-            let written: Vec<_> = written.into_iter().map(|a| a.expect("each")).collect();
-            drop(combined);
-            self.combiner
-                .as_mut()
-                .expect("taken from it")
-                .kept(&taken, &written);
-        }
-        Ok(refire)
+        store.flush().and(refire).map_err(state_error)
     }
 }
 
@@ -478,9 +501,36 @@ impl StreamOperator for WindowOperator {
     }
 
     fn on_watermark(&mut self, ctx: BatchContext) -> Result<Output, OperatorError> {
-        let mut out = self.advance(ctx.watermark, ctx)?;
-        if let Some(wm) = ctx.watermark.filter(|&wm| self.more_due(wm)) {
-            out.append(self.fire_due(wm, FIRE_SHARE, ctx)?);
+        let Some(wm) = ctx.watermark else {
+            return Ok(Output::default());
+        };
+        let mut out = Output::default();
+        let mut left = FIRE_SHARE;
+        if ctx.watermark > self.watermark {
+            // The combined panes it fires go to the state one at a time,
+            // in the order of their ends, each after the windows that end
+            // before its first fired: only one pane's windows are in the
+            // state at once, and they fire in the order of their ends.
+            while let Some(end) = (self.combiner.as_ref())
+                .and_then(Combiner::first_end)
+                .filter(|&end| self.spec.has_fired(end, ctx.watermark))
+            {
+                let (fired, taken) = self.fire_due(end.saturating_sub(2), left, ctx)?;
+                out.append(fired);
+                left = left.saturating_sub(taken);
+                if left == 0 {
+                    // The rest in the next call (`more_due`).
+                    return Ok(out);
+                }
+                let refire = self.write_combined(Some(end), false)?;
+                if !refire.is_empty() {
+                    out.append(self.function.fire(refire, ctx)?);
+                }
+            }
+            self.watermark = ctx.watermark;
+        }
+        if self.more_due(wm) {
+            out.append(self.fire_due(wm, left, ctx)?.0);
         }
         Ok(out)
     }
@@ -502,6 +552,7 @@ impl StreamOperator for WindowOperator {
             return Ok(Output::default());
         }
         self.fire_due(ctx.processing_time, usize::MAX, ctx)
+            .map(|(fired, _)| fired)
     }
 
     fn next_processing_timer(&self) -> Option<i64> {
@@ -994,7 +1045,7 @@ mod tests {
         for assigner in &assigners {
             for lateness in [0, 7, 100] {
                 for (function, field) in functions {
-                    for limit in [usize::MAX, 3] {
+                    for limit in [usize::MAX, 3, 1] {
                         let backend = weir_state::MemoryStateBackend::with_key_groups(16);
                         let make = |combined, backend| {
                             aggregating(
@@ -1019,28 +1070,42 @@ mod tests {
                                     let n = 1 + next(12) as usize;
                                     let batch: Vec<Record> = (0..n)
                                         .map(|_| {
-                                            let key = [b'a' + next(5) as u8];
+                                            // Keys of several lengths.
+                                            let key = ["a", "bb", "c", "dddddddd", "eee"]
+                                                [next(5) as usize];
+                                            let v = next(101) as i64 - 50;
                                             let value = match next(8) {
                                                 0 => "{}".to_owned(),
                                                 1 => "{\"v\":null}".to_owned(),
-                                                _ => format!("{{\"v\":{}}}", next(101) as i64 - 50),
+                                                // Floats whose sums are exact in
+                                                // any order.
+                                                2 => format!("{{\"v\":{}.5}}", v),
+                                                _ => format!("{{\"v\":{v}}}"),
                                             };
                                             Record {
-                                                key: Some(Bytes::copy_from_slice(&key)),
+                                                key: Some(Bytes::copy_from_slice(key.as_bytes())),
                                                 value: Bytes::from(value),
                                                 timestamp: Some(base + next(30) as i64 - 20),
                                             }
                                         })
                                         .collect();
                                     base += next(4) as i64;
+                                    // At times the batch brings a watermark
+                                    // that no `on_watermark` announced yet.
+                                    if next(6) == 0 {
+                                        let to = base - next(15) as i64;
+                                        wm = Some(wm.map_or(to, |wm| wm.max(to)));
+                                    }
                                     let ctx = BatchContext {
                                         watermark: wm,
                                         processing_time: 0,
                                     };
-                                    let packed = |b: &[Record]| {
-                                        Records::Packed(
+                                    let list = next(4) == 0;
+                                    let packed = |b: &[Record]| match list {
+                                        true => Records::List(b.to_vec()),
+                                        false => Records::Packed(
                                             weir_model::PackedRecords::from_records(b).unwrap(),
-                                        )
+                                        ),
                                     };
                                     let a =
                                         gave(alone.process_records(packed(&batch), ctx).unwrap());
@@ -1075,6 +1140,11 @@ mod tests {
                                         )
                                         .unwrap();
                                         combined = make(Some(limit), restored);
+                                        // A restarted job's watermark starts
+                                        // again from none, at times.
+                                        if next(2) == 0 {
+                                            wm = None;
+                                        }
                                     }
                                 }
                             }
