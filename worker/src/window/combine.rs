@@ -166,11 +166,6 @@ impl Combiner {
             .is_some_and(|end| spec.has_fired(end, watermark))
     }
 
-    /// The earliest end of a pane it holds.
-    pub(crate) fn first_end(&self) -> Option<i64> {
-        self.first_end
-    }
-
     /// Combine what it can of `batch` (event time; `watermark` the
     /// operator's): the indexes of the records it leaves to the window
     /// engine, in order.
@@ -276,11 +271,7 @@ impl Combiner {
                 taken.push(p);
             }
         }
-        self.last = 0;
-        self.by_slot = (self.panes.iter().enumerate())
-            .map(|(i, p)| (p.slot, i))
-            .collect();
-        self.first_end = self.panes.iter().map(|p| p.slot.1).min();
+        self.reindex();
         Taken(taken)
     }
 
@@ -299,6 +290,24 @@ impl Combiner {
                 }
             }
         }
+    }
+
+    /// Hold again panes taken and not written.
+    pub(crate) fn hold(&mut self, taken: Taken) {
+        for pane in taken.0 {
+            self.held += pane.accs.len();
+            self.panes.push(pane);
+        }
+        self.reindex();
+    }
+
+    /// Find the panes again after some left or came back.
+    fn reindex(&mut self) {
+        self.last = 0;
+        self.by_slot = (self.panes.iter().enumerate())
+            .map(|(i, p)| (p.slot, i))
+            .collect();
+        self.first_end = self.panes.iter().map(|p| p.slot.1).min();
     }
 
     /// Panes written to the state, to be reused.
@@ -340,9 +349,28 @@ impl Combiner {
 }
 
 /// Panes taken from a [`Combiner`].
+#[derive(Default)]
 pub(crate) struct Taken(Vec<Pane>);
 
 impl Taken {
+    /// The same panes, in the order of their ends.
+    pub(crate) fn by_end(mut self) -> Taken {
+        self.0.sort_by_key(|p| p.slot.1);
+        self
+    }
+
+    /// The earliest end of its panes (the first's, when in order).
+    pub(crate) fn first_end(&self) -> Option<i64> {
+        self.0.first().map(|p| p.slot.1)
+    }
+
+    /// Split off the first panes that end where the first ends (in order).
+    pub(crate) fn split_first_end(&mut self) -> Taken {
+        let end = self.first_end();
+        let n = self.0.iter().take_while(|p| Some(p.slot.1) == end).count();
+        Taken(self.0.drain(..n).collect())
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.0.iter().all(|p| p.accs.is_empty())
     }

@@ -23,6 +23,7 @@ use weir_window::{Contents, Fired, Slot, Spec, Time, slot};
 
 pub(crate) use builtin::BuiltinAggregate;
 pub(crate) use combine::Combiner;
+use combine::Taken;
 pub(crate) use guest::GuestFunction;
 
 use crate::builtin::aggregate::Acc;
@@ -380,6 +381,12 @@ impl WindowOperator {
             return Ok(Vec::new());
         };
         let taken = combiner.take(end, keep);
+        self.write_taken(taken, keep)
+    }
+
+    /// Write panes taken from the combiner to the state (see
+    /// [`WindowOperator::write_combined`]).
+    fn write_taken(&mut self, taken: Taken, keep: bool) -> Result<Vec<Fired>, OperatorError> {
         if taken.is_empty() {
             return Ok(Vec::new());
         }
@@ -507,22 +514,31 @@ impl StreamOperator for WindowOperator {
         let mut out = Output::default();
         let mut left = FIRE_SHARE;
         if ctx.watermark > self.watermark {
-            // The combined panes it fires go to the state one at a time,
-            // in the order of their ends, each after the windows that end
-            // before its first fired: only one pane's windows are in the
-            // state at once, and they fire in the order of their ends.
-            while let Some(end) = (self.combiner.as_ref())
-                .and_then(Combiner::first_end)
-                .filter(|&end| self.spec.has_fired(end, ctx.watermark))
-            {
-                let (fired, taken) = self.fire_due(end.saturating_sub(2), left, ctx)?;
-                out.append(fired);
-                left = left.saturating_sub(taken);
+            // The combined panes it fires go to the state an end at a
+            // time, in the order of their ends, each after the windows
+            // that end before its first fired: only those panes' windows
+            // are in the state at once, and they fire in the order of
+            // their ends.
+            let mut due = match self.combiner.as_mut() {
+                Some(c) => c.take(Some(wm.saturating_add(1)), false).by_end(),
+                None => Taken::default(),
+            };
+            while let Some(end) = due.first_end() {
+                // (A pane ending at `i64::MIN + 1` has nothing before it.)
+                if let Some(before) = end.checked_sub(2) {
+                    let (fired, taken) = self.fire_due(before, left, ctx)?;
+                    out.append(fired);
+                    left = left.saturating_sub(taken);
+                }
                 if left == 0 {
-                    // The rest in the next call (`more_due`).
+                    // The rest in the next call (`more_due`): the panes not
+                    // written yet are held again.
+                    if let Some(c) = self.combiner.as_mut() {
+                        c.hold(due);
+                    }
                     return Ok(out);
                 }
-                let refire = self.write_combined(Some(end), false)?;
+                let refire = self.write_taken(due.split_first_end(), false)?;
                 if !refire.is_empty() {
                     out.append(self.function.fire(refire, ctx)?);
                 }
@@ -995,11 +1011,62 @@ mod tests {
         };
         let mut all = Output::default();
         loop {
-            all.append(op.on_watermark(ctx).unwrap());
+            let out = op.on_watermark(ctx).unwrap();
+            // A call fires a share (and the rest of a batch of timers).
+            assert!(
+                out.main.len() < FIRE_SHARE + TIMER_BATCH,
+                "{}",
+                out.main.len()
+            );
+            all.append(out);
             if !op.more_due(watermark) {
                 return gave(all);
             }
         }
+    }
+
+    /// A pane that ends at the first instant after `i64::MIN`, part of it
+    /// written at a snapshot and part held, fires once with all of it.
+    #[test]
+    fn a_pane_at_the_first_instant_fires_once_with_all_it_took() {
+        use weir_model::builtin::AggregateFunction as F;
+        let assigner = weir_model::graph::WindowAssigner::Tumbling { size_ms: 1 };
+        let make = |combined| {
+            aggregating(
+                assigner.clone(),
+                0,
+                F::Count,
+                None,
+                combined,
+                weir_state::MemoryStateBackend::new(),
+            )
+        };
+        let record = || Record {
+            key: Some(Bytes::from_static(b"k")),
+            value: Bytes::from_static(b"{}"),
+            timestamp: Some(i64::MIN),
+        };
+        let ctx = BatchContext {
+            watermark: None,
+            processing_time: 0,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut gave_each = Vec::new();
+        for combined in [None, Some(usize::MAX)] {
+            let mut op = make(combined);
+            op.process_records(Records::List(vec![record()]), ctx)
+                .unwrap();
+            let into = dir.path().join(format!("{combined:?}"));
+            std::fs::create_dir(&into).unwrap();
+            op.snapshot(&into, false).unwrap();
+            op.process_records(Records::List(vec![record(), record()]), ctx)
+                .unwrap();
+            gave_each.push(watermark(&mut op, i64::MIN + 10));
+        }
+        assert_eq!(gave_each[0].0.len(), 1);
+        let fired = String::from_utf8(gave_each[0].0[0].0.clone()).unwrap();
+        assert!(fired.contains("\"count\":3"), "{fired}");
+        assert_eq!(gave_each[1], gave_each[0]);
     }
 
     /// A window operator whose records are combined ahead of its state
