@@ -359,7 +359,7 @@ impl Taken {
         self
     }
 
-    /// The earliest end of its panes (the first's, when in order).
+    /// The end of its first pane: the earliest, once in order.
     pub(crate) fn first_end(&self) -> Option<i64> {
         self.0.first().map(|p| p.slot.1)
     }
