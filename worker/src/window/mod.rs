@@ -520,8 +520,10 @@ impl StreamOperator for WindowOperator {
             // are in the state at once, and they fire in the order of
             // their ends.
             let mut due = match self.combiner.as_mut() {
-                Some(c) => c.take(Some(wm.saturating_add(1)), false).by_end(),
-                None => Taken::default(),
+                Some(c) if c.has_due(&self.spec, ctx.watermark) => {
+                    c.take(Some(wm.saturating_add(1)), false).by_end()
+                }
+                _ => Taken::default(),
             };
             while let Some(end) = due.first_end() {
                 // (A pane ending at `i64::MIN + 1` has nothing before it.)
